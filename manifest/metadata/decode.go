@@ -1,0 +1,1083 @@
+package metadata
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"unsafe"
+
+	"github.com/ckptfs/ckptfs/manifest/javaser"
+)
+
+// Options tune Decode.
+type Options struct {
+	// KeepInline keeps the bytes of inline handles and master states, so
+	// that Encode can write the file again. Without it they are skipped and
+	// only their lengths are recorded.
+	KeepInline bool
+	// ChannelLayout forces the version-3 channel state layout.
+	ChannelLayout ChannelLayout
+	// MaxDepth bounds handle nesting; 0 means DefaultMaxDepth.
+	MaxDepth int
+}
+
+// DefaultMaxDepth bounds the nesting of handles. Flink nests at most a few
+// levels (changelog -> incremental -> stream); hostile input may try more.
+const DefaultMaxDepth = 32
+
+// maxPropertiesSize bounds the trailing CheckpointProperties stream, which
+// Flink writes in well under a kilobyte.
+const maxPropertiesSize = 1 << 20
+
+const checkpointPropertiesClass = "org.apache.flink.runtime.checkpoint.CheckpointProperties"
+
+// DecodeFile parses the _metadata file at path.
+func DecodeFile(path string, opts Options) (*Metadata, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return Decode(f, fi.Size(), opts)
+}
+
+// Decode parses a complete _metadata image of size bytes from r. It reads
+// sequentially, checks every length against the bytes that remain before
+// allocating, and requires the structure to end exactly at size.
+func Decode(r io.ReaderAt, size int64, opts Options) (*Metadata, error) {
+	if opts.MaxDepth <= 0 {
+		opts.MaxDepth = DefaultMaxDepth
+	}
+	layout := opts.ChannelLayout
+	if layout == ChannelLayoutAuto {
+		layout = ChannelLayout112
+	}
+	m, sawChannels, err := decodeWithLayout(r, size, opts, layout)
+	if err != nil && sawChannels && opts.ChannelLayout == ChannelLayoutAuto && m != nil && m.Version == 3 {
+		// Flink 1.11 wrote version 3 without the subtask index in channel
+		// entries; the header does not say which, so try that layout too.
+		if m2, _, err2 := decodeWithLayout(r, size, opts, ChannelLayout111); err2 == nil {
+			return m2, nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func decodeWithLayout(r io.ReaderAt, size int64, opts Options, layout ChannelLayout) (*Metadata, bool, error) {
+	d := &decoder{
+		src:    io.NewSectionReader(r, 0, size),
+		size:   size,
+		opts:   opts,
+		layout: layout,
+	}
+	bufSize := int64(readBufferSize)
+	if size < bufSize {
+		bufSize = size
+	}
+	d.buf = make([]byte, 0, bufSize)
+	m, err := d.metadata()
+	return m, d.sawChannels, err
+}
+
+// readBufferSize holds the longest writeUTF string (65535 bytes) with room
+// to spare, so strings can be decoded straight from the buffer.
+const readBufferSize = 128 << 10
+
+// decoder reads sequentially through its own buffer: the hot paths (ints,
+// short strings) are slice operations, not calls through io.Reader.
+type decoder struct {
+	src  io.Reader
+	buf  []byte // buf[pos:] is unread; buf[0] is at file offset base
+	pos  int
+	base int64
+	size int64
+
+	opts        Options
+	layout      ChannelLayout
+	depth       int
+	sawChannels bool
+	version     int32
+
+	arena   []byte         // backing store for decoded strings
+	streams []StreamHandle // slab for stream handles
+}
+
+func (d *decoder) off() int64 { return d.base + int64(d.pos) }
+
+func (d *decoder) fail(what string, err error) error {
+	return &ParseError{Offset: d.off(), What: what, Err: err}
+}
+
+func (d *decoder) remaining() int64 { return d.size - d.off() }
+
+// need fails unless n more bytes exist in the file.
+func (d *decoder) need(n int64, what string) error {
+	if n < 0 || d.remaining() < n {
+		return d.fail(what, fmt.Errorf("%w: need %d bytes, %d left", ErrTruncated, n, d.remaining()))
+	}
+	return nil
+}
+
+// fill makes at least n (at most cap(buf)) unread bytes available.
+func (d *decoder) fill(n int, what string) error {
+	if len(d.buf)-d.pos >= n {
+		return nil
+	}
+	if err := d.need(int64(n), what); err != nil {
+		return err
+	}
+	unread := copy(d.buf[:cap(d.buf)], d.buf[d.pos:])
+	d.base += int64(d.pos)
+	d.pos = 0
+	d.buf = d.buf[:unread]
+	for len(d.buf) < n {
+		k, err := d.src.Read(d.buf[len(d.buf):cap(d.buf)])
+		d.buf = d.buf[:len(d.buf)+k]
+		if err != nil && len(d.buf) < n {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return d.fail(what, fmt.Errorf("%w: %v", ErrTruncated, err))
+		}
+	}
+	return nil
+}
+
+func (d *decoder) u8(what string) (byte, error) {
+	if err := d.fill(1, what); err != nil {
+		return 0, err
+	}
+	b := d.buf[d.pos]
+	d.pos++
+	return b, nil
+}
+
+func (d *decoder) i32(what string) (int32, error) {
+	if err := d.fill(4, what); err != nil {
+		return 0, err
+	}
+	v := int32(binary.BigEndian.Uint32(d.buf[d.pos:]))
+	d.pos += 4
+	return v, nil
+}
+
+func (d *decoder) i64(what string) (int64, error) {
+	if err := d.fill(8, what); err != nil {
+		return 0, err
+	}
+	v := int64(binary.BigEndian.Uint64(d.buf[d.pos:]))
+	d.pos += 8
+	return v, nil
+}
+
+// utf reads a DataOutput.writeUTF string.
+func (d *decoder) utf(what string) (string, error) {
+	if err := d.fill(2, what); err != nil {
+		return "", err
+	}
+	n := int(binary.BigEndian.Uint16(d.buf[d.pos:]))
+	if err := d.fill(2+n, what); err != nil {
+		return "", err
+	}
+	b := d.buf[d.pos+2 : d.pos+2+n]
+	s, err := d.str(b)
+	if err != nil {
+		return "", &ParseError{Offset: d.off() + 2, What: what, Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+	}
+	d.pos += 2 + n
+	return s, nil
+}
+
+// arenaChunk is the allocation unit of the string arena.
+const arenaChunk = 32 << 10
+
+// str turns modified UTF-8 into a string. ASCII strings (nearly all paths
+// and ids) are copied into an append-only arena, so a file with many handles
+// costs a few large allocations rather than one per string.
+func (d *decoder) str(b []byte) (string, error) {
+	if len(b) == 0 {
+		return "", nil
+	}
+	if !isPlainASCII(b) {
+		return javaser.DecodeModifiedUTF8(b)
+	}
+	if len(b) > arenaChunk/8 {
+		return string(b), nil
+	}
+	if cap(d.arena)-len(d.arena) < len(b) {
+		// Grow chunk sizes so that small files stay cheap.
+		size := min(max(2*cap(d.arena), 1024, len(b)), arenaChunk)
+		d.arena = make([]byte, 0, size)
+	}
+	start := len(d.arena)
+	d.arena = append(d.arena, b...)
+	// The arena is append-only: bytes once written never change.
+	return unsafe.String(&d.arena[start], len(b)), nil
+}
+
+func isPlainASCII(b []byte) bool {
+	for len(b) >= 8 {
+		v := binary.LittleEndian.Uint64(b)
+		// Any byte with its high bit set, or any zero byte, is not plain.
+		if v&0x8080808080808080 != 0 || (v-0x0101010101010101)&^v&0x8080808080808080 != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c == 0 || c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// newStream returns a zeroed handle from a slab.
+func (d *decoder) newStream() *StreamHandle {
+	if len(d.streams) == cap(d.streams) {
+		d.streams = make([]StreamHandle, 0, min(max(2*cap(d.streams), 4), 64))
+	}
+	d.streams = d.streams[:len(d.streams)+1]
+	return &d.streams[len(d.streams)-1]
+}
+
+// skip consumes n bytes without keeping them.
+func (d *decoder) skip(n int64, what string) error {
+	if err := d.need(n, what); err != nil {
+		return err
+	}
+	for n > 0 {
+		if d.pos == len(d.buf) {
+			if err := d.fill(1, what); err != nil {
+				return err
+			}
+		}
+		k := int64(len(d.buf) - d.pos)
+		if k > n {
+			k = n
+		}
+		d.pos += int(k)
+		n -= k
+	}
+	return nil
+}
+
+// read copies len(dst) bytes.
+func (d *decoder) read(dst []byte, what string) error {
+	if err := d.need(int64(len(dst)), what); err != nil {
+		return err
+	}
+	for len(dst) > 0 {
+		if d.pos == len(d.buf) {
+			if err := d.fill(1, what); err != nil {
+				return err
+			}
+		}
+		k := copy(dst, d.buf[d.pos:])
+		d.pos += k
+		dst = dst[k:]
+	}
+	return nil
+}
+
+// blob reads n bytes, keeping them only when inline data is kept.
+func (d *decoder) blob(n int32, what string) ([]byte, error) {
+	if n < 0 {
+		return nil, d.fail(what, fmt.Errorf("%w: negative length %d", ErrInvalid, n))
+	}
+	if !d.opts.KeepInline {
+		return nil, d.skip(int64(n), what)
+	}
+	if err := d.need(int64(n), what); err != nil {
+		return nil, err
+	}
+	b := make([]byte, n)
+	return b, d.read(b, what)
+}
+
+// count reads an element count and checks that count elements of at least
+// minSize bytes each fit in what remains.
+func (d *decoder) count(what string, minSize int64) (int, error) {
+	n, err := d.i32(what)
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 {
+		return 0, d.fail(what, fmt.Errorf("%w: negative count %d", ErrInvalid, n))
+	}
+	if int64(n)*minSize > d.remaining() {
+		return 0, d.fail(what, fmt.Errorf("%w: %d elements cannot fit in %d bytes", ErrTruncated, n, d.remaining()))
+	}
+	return int(n), nil
+}
+
+func (d *decoder) longs(n int, what string) ([]int64, error) {
+	if err := d.need(int64(n)*8, what); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([]int64, n)
+	for i := range out {
+		v, err := d.i64(what)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func (d *decoder) enter(what string) error {
+	d.depth++
+	if d.depth > d.opts.MaxDepth {
+		return d.fail(what, fmt.Errorf("%w: handles nested deeper than %d", ErrInvalid, d.opts.MaxDepth))
+	}
+	return nil
+}
+
+func (d *decoder) leave() { d.depth-- }
+
+func (d *decoder) metadata() (*Metadata, error) {
+	magic, err := d.i32("magic number")
+	if err != nil {
+		return nil, err
+	}
+	if magic != Magic {
+		return nil, &ParseError{Offset: 0, What: "magic number", Err: fmt.Errorf("%w: %#08x", ErrBadMagic, uint32(magic))}
+	}
+	version, err := d.i32("version")
+	if err != nil {
+		return nil, err
+	}
+	m := &Metadata{Version: version}
+	d.version = version
+	switch {
+	case version == 1:
+		return m, d.fail("version", fmt.Errorf("%w 1 (Flink 1.1/1.2 savepoints; restore them with Flink 1.3-1.10 and take a new savepoint)", ErrUnsupportedVersion))
+	case version < 1 || version > 7:
+		return m, d.fail("version", fmt.Errorf("%w %d (written by a newer Flink, or not a _metadata file)", ErrUnsupportedVersion, version))
+	}
+	if version >= 3 && version <= 5 {
+		m.ChannelLayout = d.layout
+	}
+	if m.CheckpointID, err = d.i64("checkpoint id"); err != nil {
+		return m, err
+	}
+	if m.CheckpointID < 0 {
+		return m, d.fail("checkpoint id", fmt.Errorf("%w: negative checkpoint id %d", ErrInvalid, m.CheckpointID))
+	}
+	n, err := d.count("master state count", 8)
+	if err != nil {
+		return m, err
+	}
+	if n > 0 {
+		m.MasterStates = make([]MasterState, n)
+	}
+	for i := range m.MasterStates {
+		if err := d.masterState(&m.MasterStates[i]); err != nil {
+			return m, err
+		}
+	}
+	// The smallest operator is 29 bytes: ids, parallelisms, a null
+	// coordinator and a zero subtask count (version 3).
+	if n, err = d.count("operator count", 29); err != nil {
+		return m, err
+	}
+	if n > 0 {
+		m.Operators = make([]Operator, n)
+	}
+	for i := range m.Operators {
+		if err := d.operator(&m.Operators[i]); err != nil {
+			return m, err
+		}
+	}
+	if version >= 4 {
+		if err := d.properties(m); err != nil {
+			return m, err
+		}
+	}
+	if d.remaining() != 0 {
+		return m, d.fail("end of file", fmt.Errorf("%w: %d bytes after the last element", ErrInvalid, d.remaining()))
+	}
+	return m, nil
+}
+
+func (d *decoder) masterState(ms *MasterState) error {
+	magic, err := d.i32("master state magic")
+	if err != nil {
+		return err
+	}
+	if magic != masterStateMagic {
+		return d.fail("master state magic", fmt.Errorf("%w: %#08x", ErrInvalid, uint32(magic)))
+	}
+	length, err := d.i32("master state length")
+	if err != nil {
+		return err
+	}
+	if length <= 0 {
+		return d.fail("master state length", fmt.Errorf("%w: %d", ErrInvalid, length))
+	}
+	if err := d.need(int64(length), "master state"); err != nil {
+		return err
+	}
+	end := d.off() + int64(length)
+	if ms.Version, err = d.i32("master state version"); err != nil {
+		return err
+	}
+	if ms.Name, err = d.utf("master state name"); err != nil {
+		return err
+	}
+	dataLen, err := d.i32("master state data length")
+	if err != nil {
+		return err
+	}
+	if d.off()+int64(dataLen) > end || dataLen < 0 {
+		return d.fail("master state data length", fmt.Errorf("%w: %d bytes do not fit the payload", ErrInvalid, dataLen))
+	}
+	if ms.Data, err = d.blob(dataLen, "master state data"); err != nil {
+		return err
+	}
+	if ms.Data == nil {
+		// Master state is tiny and opaque; keep it so Encode can use it.
+		ms.Data = []byte{}
+	}
+	if d.off() != end {
+		return d.fail("master state", fmt.Errorf("%w: %d trailing bytes in the payload", ErrInvalid, end-d.off()))
+	}
+	return nil
+}
+
+func (d *decoder) operator(op *Operator) error {
+	var err error
+	if d.version >= 5 {
+		if op.Name, err = d.utf("operator name"); err != nil {
+			return err
+		}
+		if op.UID, err = d.utf("operator uid"); err != nil {
+			return err
+		}
+	}
+	if op.IDLower, err = d.i64("operator id"); err != nil {
+		return err
+	}
+	if op.IDUpper, err = d.i64("operator id"); err != nil {
+		return err
+	}
+	if op.Parallelism, err = d.i32("parallelism"); err != nil {
+		return err
+	}
+	if op.MaxParallelism, err = d.i32("max parallelism"); err != nil {
+		return err
+	}
+	if d.version == 2 {
+		if op.ChainLength, err = d.i32("chain length"); err != nil {
+			return err
+		}
+	} else {
+		if op.Coordinator, err = d.streamHandle("coordinator state"); err != nil {
+			return err
+		}
+		if op.Coordinator != nil && op.Coordinator.Tag != TagByteStream {
+			return d.fail("coordinator state", fmt.Errorf("%w: coordinator state must be inline, found tag %d", ErrInvalid, op.Coordinator.Tag))
+		}
+	}
+	n, err := d.i32("subtask count")
+	if err != nil {
+		return err
+	}
+	if n < 0 {
+		if d.version >= 3 && n == -1 && op.Coordinator == nil {
+			op.FullyFinished = true
+			return nil
+		}
+		return d.fail("subtask count", fmt.Errorf("%w: %d", ErrInvalid, n))
+	}
+	if int64(n)*4 > d.remaining() {
+		return d.fail("subtask count", fmt.Errorf("%w: %d subtasks cannot fit in %d bytes", ErrTruncated, n, d.remaining()))
+	}
+	if n > 0 {
+		op.Subtasks = make([]Subtask, n)
+	}
+	for i := range op.Subtasks {
+		st := &op.Subtasks[i]
+		idx, err := d.i32("subtask index")
+		if err != nil {
+			return err
+		}
+		if idx < 0 {
+			if d.version < 3 {
+				return d.fail("subtask index", fmt.Errorf("%w: negative index %d", ErrInvalid, idx))
+			}
+			st.Index, st.Finished = -idx-1, true
+			continue
+		}
+		st.Index = idx
+		if err := d.subtask(st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *decoder) subtask(st *Subtask) error {
+	var err error
+	if d.version == 2 {
+		if st.Duration, err = d.i64("subtask duration"); err != nil {
+			return err
+		}
+		if st.LegacyFlag, err = d.i32("legacy state flag"); err != nil {
+			return err
+		}
+		if st.LegacyFlag != 0 {
+			if st.Legacy, err = d.streamHandle("legacy operator state"); err != nil {
+				return err
+			}
+		}
+	}
+	if st.ManagedOperatorFlag, err = d.i32("managed operator state flag"); err != nil {
+		return err
+	}
+	if st.ManagedOperatorFlag != 0 {
+		if st.ManagedOperator, err = d.operatorHandle("managed operator state"); err != nil {
+			return err
+		}
+	}
+	if st.RawOperatorFlag, err = d.i32("raw operator state flag"); err != nil {
+		return err
+	}
+	if st.RawOperatorFlag != 0 {
+		if st.RawOperator, err = d.operatorHandle("raw operator state"); err != nil {
+			return err
+		}
+	}
+	if st.ManagedKeyed, err = d.keyedHandle("managed keyed state"); err != nil {
+		return err
+	}
+	if st.RawKeyed, err = d.keyedHandle("raw keyed state"); err != nil {
+		return err
+	}
+	if d.version >= 3 {
+		if st.InputChannels, err = d.channels("input channel state", true); err != nil {
+			return err
+		}
+		if st.OutputChannels, err = d.channels("output channel state", false); err != nil {
+			return err
+		}
+	}
+	if d.version >= 7 {
+		if st.RefCheckpointMarker, err = d.u8("reference checkpoint marker"); err != nil {
+			return err
+		}
+		if st.RefCheckpointMarker == 1 {
+			if st.RefCheckpointID, err = d.i64("reference checkpoint id"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (d *decoder) channels(what string, input bool) ([]ChannelHandle, error) {
+	n, err := d.count("count", 9)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	d.sawChannels = true
+	out := make([]ChannelHandle, n)
+	for i := range out {
+		if err := d.channel(&out[i], what, input); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (d *decoder) channel(c *ChannelHandle, what string, input bool) error {
+	var err error
+	if d.version >= 6 {
+		if c.Type, err = d.u8("type"); err != nil {
+			return err
+		}
+		plain, merged := ChannelOutput, ChannelMergedOutput
+		if input {
+			plain, merged = ChannelInput, ChannelMergedInput
+		}
+		switch c.Type {
+		case plain:
+		case merged:
+			if c.SubtaskIndex, err = d.i32("subtask index"); err != nil {
+				return err
+			}
+			if c.StateSize, err = d.i64("state size"); err != nil {
+				return err
+			}
+			if c.Delegate, err = d.streamHandle(what); err != nil {
+				return err
+			}
+			n, err := d.i32("offsets length")
+			if err != nil {
+				return err
+			}
+			if c.MergedOffsets, err = d.keptBlob(n, "offsets"); err != nil {
+				return err
+			}
+			return nil
+		default:
+			return d.fail("type", fmt.Errorf("%w: channel handle type %d", ErrUnknownTag, c.Type))
+		}
+	}
+	if d.layout != ChannelLayout111 {
+		if c.SubtaskIndex, err = d.i32("subtask index"); err != nil {
+			return err
+		}
+	}
+	if c.A, err = d.i32("index"); err != nil {
+		return err
+	}
+	if c.B, err = d.i32("index"); err != nil {
+		return err
+	}
+	n, err := d.count("offset count", 8)
+	if err != nil {
+		return err
+	}
+	if c.Offsets, err = d.longs(n, "offsets"); err != nil {
+		return err
+	}
+	if c.StateSize, err = d.i64("state size"); err != nil {
+		return err
+	}
+	c.Delegate, err = d.streamHandle(what)
+	return err
+}
+
+// keptBlob reads bytes that are always kept (they are structure, not state).
+func (d *decoder) keptBlob(n int32, what string) ([]byte, error) {
+	if n < 0 {
+		return nil, d.fail(what, fmt.Errorf("%w: negative length %d", ErrInvalid, n))
+	}
+	if err := d.need(int64(n), what); err != nil {
+		return nil, err
+	}
+	b := make([]byte, n)
+	return b, d.read(b, what)
+}
+
+func (d *decoder) operatorHandle(what string) (*OperatorHandle, error) {
+	tag, err := d.u8("tag")
+	if err != nil {
+		return nil, err
+	}
+	switch tag {
+	case TagNull:
+		// Flink writes a null handle after a non-zero flag only if it
+		// was corrupted, but reads it; keep it as an empty handle so the
+		// bytes round-trip.
+		return &OperatorHandle{Tag: TagNull}, nil
+	case TagPartitionableOperator, TagFileMergingOperator:
+	default:
+		return nil, d.fail("tag", fmt.Errorf("%w: operator handle tag %d", ErrUnknownTag, tag))
+	}
+	h := &OperatorHandle{Tag: tag}
+	n, err := d.count("state count", 7)
+	if err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		h.States = make([]OperatorStateMeta, n)
+	}
+	for i := range h.States {
+		s := &h.States[i]
+		if s.Name, err = d.utf("state name"); err != nil {
+			return nil, err
+		}
+		if s.Mode, err = d.u8("distribution mode"); err != nil {
+			return nil, err
+		}
+		if s.Mode > 2 {
+			return nil, d.fail("distribution mode", fmt.Errorf("%w: mode %d", ErrInvalid, s.Mode))
+		}
+		k, err := d.count("offset count", 8)
+		if err != nil {
+			return nil, err
+		}
+		if s.Offsets, err = d.longs(k, "offsets"); err != nil {
+			return nil, err
+		}
+	}
+	if tag == TagFileMergingOperator {
+		if h.TaskOwnedDir, err = d.utf("task-owned directory"); err != nil {
+			return nil, err
+		}
+		if h.SharedDir, err = d.utf("shared directory"); err != nil {
+			return nil, err
+		}
+		if h.EmptyFlag, err = d.u8("empty flag"); err != nil {
+			return nil, err
+		}
+	}
+	if h.Delegate, err = d.streamHandle(what); err != nil {
+		return nil, err
+	}
+	if tag == TagFileMergingOperator && (h.Delegate == nil || (h.Delegate.Tag != TagSegmentFile && h.Delegate.Tag != TagEmptySegmentFile)) {
+		return nil, d.fail(what, fmt.Errorf("%w: a file-merging operator handle must delegate to a segment", ErrInvalid))
+	}
+	return h, nil
+}
+
+func (d *decoder) keyedHandle(what string) (*KeyedHandle, error) {
+	tag, err := d.u8("tag")
+	if err != nil {
+		return nil, err
+	}
+	if tag == TagNull {
+		return nil, nil
+	}
+	if err := d.enter(what); err != nil {
+		return nil, err
+	}
+	h, err := d.keyedHandleBody(tag, what)
+	d.leave()
+	return h, err
+}
+
+func (d *decoder) keyedHandleBody(tag byte, what string) (*KeyedHandle, error) {
+	var err error
+	h := &KeyedHandle{Tag: tag}
+	switch tag {
+	case TagKeyGroups, TagKeyGroupsV2, TagSavepointKeyGroups:
+		if err := d.keyGroupRange(h, what); err != nil {
+			return nil, err
+		}
+		if h.Offsets, err = d.longs(int(h.KeyGroupCount), "key-group offsets"); err != nil {
+			return nil, err
+		}
+		if h.Delegate, err = d.streamHandle(what); err != nil {
+			return nil, err
+		}
+		if tag == TagKeyGroupsV2 {
+			if h.StateHandleID, err = d.utf("state handle id"); err != nil {
+				return nil, err
+			}
+		}
+	case TagIncrementalKeyGroups, TagIncrementalKeyGroupsV2:
+		if h.CheckpointID, err = d.i64("checkpoint id"); err != nil {
+			return nil, err
+		}
+		if h.BackendID, err = d.utf("backend id"); err != nil {
+			return nil, err
+		}
+		if err := d.keyGroupRange(h, what); err != nil {
+			return nil, err
+		}
+		if tag == TagIncrementalKeyGroupsV2 {
+			if h.CheckpointedSize, err = d.i64("checkpointed size"); err != nil {
+				return nil, err
+			}
+		}
+		if h.Meta, err = d.streamHandle("meta"); err != nil {
+			return nil, err
+		}
+		if h.Shared, err = d.namedHandles("shared"); err != nil {
+			return nil, err
+		}
+		if h.Private, err = d.namedHandles("private"); err != nil {
+			return nil, err
+		}
+		if tag == TagIncrementalKeyGroupsV2 {
+			if h.StateHandleID, err = d.utf("state handle id"); err != nil {
+				return nil, err
+			}
+		}
+	case TagChangelog, TagChangelogV2:
+		if err := d.keyGroupRange(h, what); err != nil {
+			return nil, err
+		}
+		if h.CheckpointedSize, err = d.i64("checkpointed size"); err != nil {
+			return nil, err
+		}
+		if h.Materialized, err = d.keyedList("materialized"); err != nil {
+			return nil, err
+		}
+		if h.NonMaterialized, err = d.keyedList("non-materialized"); err != nil {
+			return nil, err
+		}
+		if h.MaterializationID, err = d.i64("materialization id"); err != nil {
+			return nil, err
+		}
+		if tag == TagChangelogV2 {
+			if h.CheckpointID, err = d.i64("checkpoint id"); err != nil {
+				return nil, err
+			}
+		}
+		if h.StateHandleID, err = d.utf("state handle id"); err != nil {
+			return nil, err
+		}
+	case TagChangelogByteIncrement:
+		if err := d.keyGroupRange(h, what); err != nil {
+			return nil, err
+		}
+		if h.From, err = d.i64("from"); err != nil {
+			return nil, err
+		}
+		if h.To, err = d.i64("to"); err != nil {
+			return nil, err
+		}
+		n, err := d.count("change count", 8)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			h.Changes = make([]StateChange, n)
+		}
+		for i := range h.Changes {
+			c := &h.Changes[i]
+			if c.KeyGroup, err = d.i32("change key group"); err != nil {
+				return nil, err
+			}
+			if c.DataLen, err = d.i32("change length"); err != nil {
+				return nil, err
+			}
+			if c.Data, err = d.blob(c.DataLen, "change"); err != nil {
+				return nil, err
+			}
+		}
+		if h.StateHandleID, err = d.utf("state handle id"); err != nil {
+			return nil, err
+		}
+	case TagChangelogFileIncrement, TagChangelogFileIncrementV2:
+		if err := d.keyGroupRange(h, what); err != nil {
+			return nil, err
+		}
+		n, err := d.count("part count", 9)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			h.Parts = make([]OffsetHandle, n)
+		}
+		for i := range h.Parts {
+			if h.Parts[i].Offset, err = d.i64("part offset"); err != nil {
+				return nil, err
+			}
+			if h.Parts[i].Handle, err = d.streamHandle("part"); err != nil {
+				return nil, err
+			}
+		}
+		if h.StateSize, err = d.i64("state size"); err != nil {
+			return nil, err
+		}
+		if h.CheckpointedSize, err = d.i64("checkpointed size"); err != nil {
+			return nil, err
+		}
+		if h.StateHandleID, err = d.utf("state handle id"); err != nil {
+			return nil, err
+		}
+		if tag == TagChangelogFileIncrementV2 {
+			if h.StorageIdentifier, err = d.utf("storage identifier"); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		return nil, &ParseError{Offset: d.off() - 1, What: "tag", Err: fmt.Errorf("%w: keyed handle tag %d", ErrUnknownTag, tag)}
+	}
+	return h, nil
+}
+
+func (d *decoder) keyGroupRange(h *KeyedHandle, what string) error {
+	var err error
+	if h.KeyGroupStart, err = d.i32("key-group start"); err != nil {
+		return err
+	}
+	if h.KeyGroupCount, err = d.i32("key-group count"); err != nil {
+		return err
+	}
+	if h.KeyGroupStart < 0 || h.KeyGroupCount < 0 {
+		return d.fail("key-group range", fmt.Errorf("%w: start %d count %d", ErrInvalid, h.KeyGroupStart, h.KeyGroupCount))
+	}
+	return nil
+}
+
+func (d *decoder) keyedList(what string) ([]*KeyedHandle, error) {
+	n, err := d.count("count", 1)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([]*KeyedHandle, n)
+	for i := range out {
+		if out[i], err = d.keyedHandle(what); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (d *decoder) namedHandles(what string) ([]NamedHandle, error) {
+	n, err := d.count("count", 3)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([]NamedHandle, n)
+	for i := range out {
+		if out[i].LocalName, err = d.utf("local name"); err != nil {
+			return nil, err
+		}
+		if out[i].Handle, err = d.streamHandle(what); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (d *decoder) streamHandle(what string) (*StreamHandle, error) {
+	tag, err := d.u8("stream handle tag")
+	if err != nil {
+		return nil, err
+	}
+	if tag == TagNull {
+		return nil, nil
+	}
+	if err := d.enter(what); err != nil {
+		return nil, err
+	}
+	h, err := d.streamHandleBody(tag, what)
+	d.leave()
+	return h, err
+}
+
+func (d *decoder) streamHandleBody(tag byte, what string) (*StreamHandle, error) {
+	var err error
+	h := d.newStream()
+	h.Tag = tag
+	switch tag {
+	case TagByteStream:
+		if h.Name, err = d.utf("handle name"); err != nil {
+			return nil, err
+		}
+		if h.DataLen, err = d.i32("inline length"); err != nil {
+			return nil, err
+		}
+		if h.Data, err = d.blob(h.DataLen, "inline bytes"); err != nil {
+			return nil, err
+		}
+	case TagFileStream:
+		if h.Size, err = d.i64("file size"); err != nil {
+			return nil, err
+		}
+		if h.Path, err = d.utf("file path"); err != nil {
+			return nil, err
+		}
+	case TagRelativeStream:
+		if h.Path, err = d.utf("relative path"); err != nil {
+			return nil, err
+		}
+		if h.Size, err = d.i64("file size"); err != nil {
+			return nil, err
+		}
+	case TagKeyGroups:
+		kg := &KeyGroupOffsets{}
+		if kg.Start, err = d.i32("key-group start"); err != nil {
+			return nil, err
+		}
+		n, err := d.i32("key-group count")
+		if err != nil {
+			return nil, err
+		}
+		if kg.Start < 0 || n < 0 {
+			return nil, d.fail("key-group range", fmt.Errorf("%w: start %d count %d", ErrInvalid, kg.Start, n))
+		}
+		if kg.Offsets, err = d.longs(int(n), "key-group offsets"); err != nil {
+			return nil, err
+		}
+		h.KeyGroups = kg
+		if h.Delegate, err = d.streamHandle(what); err != nil {
+			return nil, err
+		}
+	case TagSegmentFile:
+		if h.Offset, err = d.i64("segment start"); err != nil {
+			return nil, err
+		}
+		if h.Size, err = d.i64("segment size"); err != nil {
+			return nil, err
+		}
+		if h.Scope, err = d.i32("segment scope"); err != nil {
+			return nil, err
+		}
+		if h.Scope < 0 || h.Scope > 1 {
+			return nil, d.fail("segment scope", fmt.Errorf("%w: scope %d", ErrInvalid, h.Scope))
+		}
+		if h.Offset < 0 || h.Size < 0 {
+			return nil, d.fail("segment", fmt.Errorf("%w: start %d size %d", ErrInvalid, h.Offset, h.Size))
+		}
+		if h.Path, err = d.utf("segment path"); err != nil {
+			return nil, err
+		}
+		if h.LogicalFileID, err = d.utf("logical file id"); err != nil {
+			return nil, err
+		}
+	case TagEmptySegmentFile:
+	default:
+		return nil, &ParseError{Offset: d.off() - 1, What: "stream handle tag", Err: fmt.Errorf("%w: stream handle tag %d", ErrUnknownTag, tag)}
+	}
+	return h, nil
+}
+
+func (d *decoder) properties(m *Metadata) error {
+	n := d.remaining()
+	if n == 0 {
+		return d.fail("checkpoint properties", fmt.Errorf("%w: version %d needs trailing checkpoint properties", ErrTruncated, m.Version))
+	}
+	if n > maxPropertiesSize {
+		return d.fail("checkpoint properties", fmt.Errorf("%w: %d bytes of properties (at most %d expected)", ErrInvalid, n, maxPropertiesSize))
+	}
+	start := d.off()
+	buf := make([]byte, n)
+	if err := d.read(buf, "checkpoint properties"); err != nil {
+		return err
+	}
+	stream, err := javaser.Decode(buf)
+	if err == nil {
+		// Flink reads exactly one CheckpointProperties object.
+		var obj *javaser.Object
+		if obj, err = stream.Object(); err == nil && obj.Class.Name != checkpointPropertiesClass {
+			err = fmt.Errorf("properties are a %s, want %s", obj.Class.Name, checkpointPropertiesClass)
+		}
+		if err != nil {
+			return &ParseError{Offset: start, What: "checkpoint properties", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+		}
+	}
+	if err != nil {
+		var de *javaser.DecodeError
+		off := start
+		if errors.As(err, &de) {
+			off += de.Offset
+		}
+		werr := ErrInvalid
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, javaser.ErrTruncated) {
+			werr = ErrTruncated
+		}
+		return &ParseError{Offset: off, What: "checkpoint properties", Err: fmt.Errorf("%w: %v", werr, err)}
+	}
+	m.Properties = buf
+	return nil
+}

@@ -1,0 +1,28 @@
+// Package manifest answers one question: does this site hold every byte
+// that checkpoint N needs?
+//
+// A checkpoint is never complete because its directory exists, because
+// _metadata exists, or because a listing looks plausible: Flink creates
+// chk-N when it triggers a checkpoint, and an asynchronous replica sees
+// files in any order. The answer comes from Flink's own _metadata (package
+// metadata): a Manifest lists the distinct files it references with their
+// exact sizes, and a Verifier checks them against a directory tree.
+//
+// Levels (design §3): L1 (metadata-complete), L2 (the ZooKeeper pointer's
+// HA file is complete too), L3 (checksums sealed on the primary match). An
+// I/O error is "unknown", and unknown counts as incomplete.
+//
+// Flink stores absolute URIs of the writing site. A Resolver maps them
+// (--map URI_PREFIX=LOCAL_DIR) and confines every result to the configured
+// roots: a reference that climbs out with ".." or names an unmapped file
+// system is an outside_root problem and is never opened, and files are
+// opened with RESOLVE_BENEATH so a symbolic link cannot lead out either.
+//
+// Verification is incremental. A parsed manifest is reused while its
+// _metadata keeps the same inode, size and times; a file found complete is
+// trusted for Config.MaxAge, so a new checkpoint that shares most of its
+// shared/ files with the previous one costs only its new files.
+//
+// The package is pure policy: no FUSE, no ZooKeeper, no logging. fusefs and
+// zkbridge translate its verdicts.
+package manifest

@@ -1,0 +1,164 @@
+package manifest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// Shape is what kind of directory a scan started from.
+type Shape int
+
+const (
+	// ShapeCheckpoint: one directory holding _metadata.
+	ShapeCheckpoint Shape = iota
+	// ShapeJob: one job directory holding chk-N directories.
+	ShapeJob
+	// ShapeRoot: a checkpoints root holding <job-id>/chk-N directories.
+	ShapeRoot
+)
+
+func (s Shape) String() string {
+	switch s {
+	case ShapeCheckpoint:
+		return "checkpoint directory"
+	case ShapeJob:
+		return "job directory"
+	case ShapeRoot:
+		return "checkpoints root"
+	}
+	return fmt.Sprintf("Shape(%d)", int(s))
+}
+
+// ErrNoCheckpoints means a scan found neither _metadata nor chk-N
+// directories.
+var ErrNoCheckpoints = errors.New("no checkpoints found")
+
+// JobDir is a job's checkpoint directory and the checkpoints in it.
+type JobDir struct {
+	// ID is the directory name (Flink's job id) or, for a single
+	// checkpoint directory, the name of the directory above it.
+	ID          string
+	Dir         string
+	Checkpoints []CheckpointDir
+}
+
+// CheckpointDir is one checkpoint directory.
+type CheckpointDir struct {
+	// ID is N of chk-N, or -1 for a directory with another name.
+	ID  int64
+	Dir string
+}
+
+// Scan finds the checkpoints under dir, which may be a checkpoint directory
+// (chk-N, or anything holding _metadata), a job directory (holding chk-N) or a
+// checkpoints root (holding <job-id>/chk-N). Jobs and checkpoints are sorted
+// by id.
+func Scan(dir string) (Shape, []JobDir, error) {
+	dir = filepath.Clean(dir)
+	if fi, err := os.Stat(dir); err != nil {
+		return 0, nil, err
+	} else if !fi.IsDir() {
+		return 0, nil, fmt.Errorf("%s is not a directory", dir)
+	}
+	id, isChk := CheckpointIDFromDirName(filepath.Base(dir))
+	if _, err := os.Lstat(filepath.Join(dir, MetadataFile)); err == nil || isChk {
+		// A chk-N directory is a checkpoint even before its _metadata
+		// exists (Flink creates it when the checkpoint is triggered).
+		if !isChk {
+			id = -1
+		}
+		job := JobDir{ID: filepath.Base(filepath.Dir(dir)), Dir: filepath.Dir(dir), Checkpoints: []CheckpointDir{{ID: id, Dir: dir}}}
+		return ShapeCheckpoint, []JobDir{job}, nil
+	}
+	chks, err := ListCheckpoints(dir)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(chks) > 0 {
+		return ShapeJob, []JobDir{{ID: filepath.Base(dir), Dir: dir, Checkpoints: chks}}, nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, nil, err
+	}
+	var jobs []JobDir
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		jd := filepath.Join(dir, e.Name())
+		chks, err := ListCheckpoints(jd)
+		if err != nil {
+			return 0, nil, err
+		}
+		if len(chks) > 0 {
+			jobs = append(jobs, JobDir{ID: e.Name(), Dir: jd, Checkpoints: chks})
+		}
+	}
+	if len(jobs) == 0 {
+		return 0, nil, fmt.Errorf("%s: %w (no _metadata, no chk-N, no <job>/chk-N)", dir, ErrNoCheckpoints)
+	}
+	return ShapeRoot, jobs, nil
+}
+
+// ListCheckpoints lists the chk-N directories of a job directory, by id.
+func ListCheckpoints(jobDir string) ([]CheckpointDir, error) {
+	entries, err := os.ReadDir(jobDir)
+	if err != nil {
+		return nil, err
+	}
+	var out []CheckpointDir
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if id, ok := CheckpointIDFromDirName(e.Name()); ok {
+			out = append(out, CheckpointDir{ID: id, Dir: filepath.Join(jobDir, e.Name())})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// JobReport is the verification of every checkpoint of one job.
+type JobReport struct {
+	JobID string
+	// Checkpoints are the verdicts in ascending id order.
+	Checkpoints []*Verdict
+}
+
+// Newest returns the verdict with the highest id, or nil.
+func (r *JobReport) Newest() *Verdict {
+	var best *Verdict
+	for _, v := range r.Checkpoints {
+		if best == nil || v.CheckpointID > best.CheckpointID {
+			best = v
+		}
+	}
+	return best
+}
+
+// NewestComplete returns the complete verdict with the highest id, or nil.
+func (r *JobReport) NewestComplete() *Verdict {
+	var best *Verdict
+	for _, v := range r.Checkpoints {
+		if v.Complete && (best == nil || v.CheckpointID > best.CheckpointID) {
+			best = v
+		}
+	}
+	return best
+}
+
+// VerifyJob verifies every checkpoint of a job.
+func (v *Verifier) VerifyJob(ctx context.Context, job JobDir) *JobReport {
+	r := &JobReport{JobID: job.ID}
+	for _, c := range job.Checkpoints {
+		r.Checkpoints = append(r.Checkpoints, v.VerifyDir(ctx, c.Dir))
+	}
+	sort.SliceStable(r.Checkpoints, func(i, j int) bool { return r.Checkpoints[i].CheckpointID < r.Checkpoints[j].CheckpointID })
+	return r
+}

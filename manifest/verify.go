@@ -1,0 +1,380 @@
+package manifest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ckptfs/ckptfs/manifest/metadata"
+)
+
+// Config configures a Verifier.
+type Config struct {
+	// Resolver maps Flink paths to local paths inside the roots.
+	Resolver *Resolver
+	// MaxAge is how long a file once found complete may be trusted
+	// without another stat. Zero trusts nothing: every verification stats
+	// every file. A mount daemon sets it to its poll interval so that a
+	// new checkpoint costs only its new files; decisions that act on the
+	// result (takeover) verify with MaxAge zero.
+	MaxAge time.Duration
+	// Workers bounds the stat calls issued in parallel.
+	Workers int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig returns a configuration that trusts nothing from earlier
+// verifications. The caller sets Resolver.
+func DefaultConfig() Config {
+	return Config{Workers: 4}
+}
+
+// Validate reports a configuration that cannot work.
+func (c *Config) Validate() error {
+	switch {
+	case c.Resolver == nil:
+		return errors.New("manifest: Config.Resolver is required")
+	case c.MaxAge < 0:
+		return fmt.Errorf("manifest: MaxAge %v is negative", c.MaxAge)
+	case c.Workers < 1:
+		return fmt.Errorf("manifest: Workers %d must be at least 1", c.Workers)
+	}
+	return nil
+}
+
+// Verifier checks checkpoints against a directory tree and remembers what
+// it found, so that re-verification costs only what changed.
+type Verifier struct {
+	cfg   Config
+	cache *cache
+}
+
+// NewVerifier returns a Verifier with an empty cache.
+func NewVerifier(cfg Config) (*Verifier, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Verifier{cfg: cfg, cache: newCache()}, nil
+}
+
+// Resolver returns the verifier's path resolver.
+func (v *Verifier) Resolver() *Resolver { return v.cfg.Resolver }
+
+// CheckpointIDFromDirName returns N for a directory named chk-N.
+func CheckpointIDFromDirName(name string) (int64, bool) {
+	rest, ok := strings.CutPrefix(name, "chk-")
+	if !ok || rest == "" || rest[0] == '+' || rest[0] == '-' || (len(rest) > 1 && rest[0] == '0') {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(rest, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// VerifyDir verifies the checkpoint whose _metadata lies in dir (a chk-N
+// directory, or any savepoint or checkpoint directory) at level L1.
+func (v *Verifier) VerifyDir(ctx context.Context, dir string) *Verdict {
+	dir = filepath.Clean(dir)
+	verdict := &Verdict{CheckpointID: -1, Dir: dir}
+	nameID, isChk := CheckpointIDFromDirName(filepath.Base(dir))
+	if isChk {
+		verdict.CheckpointID = nameID
+	}
+	man, prob := v.loadManifest(dir)
+	if prob != nil {
+		verdict.addProblem(*prob)
+		return verdict
+	}
+	verdict.Manifest = man
+	verdict.CheckpointID = man.CheckpointID
+	if isChk && man.CheckpointID != nameID {
+		verdict.addProblem(Problem{
+			Path: MetadataFile, Kind: ProblemWrongCheckpointID,
+			Detail:   fmt.Sprintf("directory %s holds checkpoint %d", filepath.Base(dir), man.CheckpointID),
+			Expected: nameID, Found: man.CheckpointID,
+		})
+	}
+	v.checkFiles(ctx, dir, man, verdict)
+	verdict.Files = len(man.Files) + 1
+	verdict.Bytes = man.Bytes() + man.MetadataSize
+	if len(verdict.Problems) == 0 {
+		verdict.Complete = true
+		verdict.Level = L1
+	}
+	return verdict
+}
+
+func (v *Verdict) addProblem(p Problem) {
+	v.Problems = append(v.Problems, p)
+	if p.Kind == ProblemIOError {
+		v.Unknown = true
+	}
+	v.Complete = false
+	v.Level = LevelNone
+}
+
+// loadManifest parses dir/_metadata, or reuses the manifest parsed from the
+// same file (same inode, size and times) before.
+func (v *Verifier) loadManifest(dir string) (*Manifest, *Problem) {
+	local, err := v.cfg.Resolver.Confine(dir)
+	if err != nil {
+		return nil, &Problem{Path: MetadataFile, Kind: ProblemOutsideRoot, Detail: err.Error()}
+	}
+	path := filepath.Join(local, MetadataFile)
+	f, err := openBeneath(v.cfg.Resolver, path)
+	if err != nil {
+		return nil, fileProblem(MetadataFile, err)
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, fileProblem(MetadataFile, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, &Problem{Path: MetadataFile, Kind: ProblemMissing, Detail: "not a regular file"}
+	}
+	stamp := stampOf(&st)
+	if e, ok := v.cache.manifest(path, stamp); ok {
+		return e.man, e.prob
+	}
+	m, err := metadata.Decode(f, st.Size, metadata.Options{})
+	var man *Manifest
+	var prob *Problem
+	if err != nil {
+		prob = parseProblem(err)
+	} else {
+		man = FromMetadata(m, st.Size)
+	}
+	v.cache.putManifest(path, stamp, man, prob)
+	return man, prob
+}
+
+func parseProblem(err error) *Problem {
+	p := &Problem{Path: MetadataFile, Kind: ProblemParseError, Detail: err.Error()}
+	var pe *metadata.ParseError
+	if errors.As(err, &pe) {
+		p.Offset = pe.Offset
+	} else {
+		// Not a format error: reading failed.
+		p.Kind = ProblemIOError
+	}
+	return p
+}
+
+func fileProblem(name string, err error) *Problem {
+	switch {
+	case errors.Is(err, ErrOutsideRoot) || errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ELOOP):
+		return &Problem{Path: name, Kind: ProblemOutsideRoot, Detail: err.Error()}
+	case errors.Is(err, unix.ENOENT):
+		return &Problem{Path: name, Kind: ProblemMissing}
+	case errors.Is(err, unix.ENOTDIR):
+		return &Problem{Path: name, Kind: ProblemMissing, Detail: "a path component is not a directory"}
+	}
+	return &Problem{Path: name, Kind: ProblemIOError, Detail: err.Error()}
+}
+
+// target is one manifest entry resolved to a local directory and name.
+type target struct {
+	file *File
+	dir  string
+	base string
+	obs  observation
+}
+
+// observation is what one stat found.
+type observation struct {
+	err  error
+	size int64
+	mode uint32
+}
+
+func (v *Verifier) checkFiles(ctx context.Context, dir string, man *Manifest, verdict *Verdict) {
+	res := v.cfg.Resolver
+	now := v.cfg.Now()
+	targets := make([]target, 0, len(man.Files))
+	for i := range man.Files {
+		f := &man.Files[i]
+		var local string
+		var err error
+		if f.Relative {
+			local, err = res.Join(dir, f.Path)
+		} else {
+			local, err = res.Local(f.Path)
+		}
+		if err != nil {
+			verdict.addProblem(Problem{Path: f.Path, Kind: ProblemOutsideRoot, Detail: err.Error()})
+			continue
+		}
+		slash := strings.LastIndexByte(local, '/')
+		t := target{file: f, dir: local[:max(slash, 1)], base: local[slash+1:]}
+		if !f.IsDir() && v.cfg.MaxAge > 0 && v.cache.fresh(local, f, now.Add(-v.cfg.MaxAge)) {
+			continue
+		}
+		targets = append(targets, t)
+	}
+	v.statAll(ctx, targets)
+	for i := range targets {
+		t := &targets[i]
+		f := t.file
+		o := &t.obs
+		if o.err != nil {
+			verdict.addProblem(*fileProblem(f.Path, o.err))
+			continue
+		}
+		typ := o.mode & unix.S_IFMT
+		if f.IsDir() {
+			if typ != unix.S_IFDIR {
+				verdict.addProblem(Problem{Path: f.Path, Kind: ProblemNotDirectory})
+			}
+			continue
+		}
+		switch {
+		case typ == unix.S_IFLNK:
+			verdict.addProblem(Problem{Path: f.Path, Kind: ProblemOutsideRoot, Detail: "symbolic link (not followed)"})
+		case typ != unix.S_IFREG:
+			verdict.addProblem(Problem{Path: f.Path, Kind: ProblemMissing, Detail: "not a regular file"})
+		case !f.Satisfied(o.size):
+			want := f.Size
+			detail := fmt.Sprintf("expected %d bytes, found %d", f.Size, o.size)
+			if f.MinLength > 0 {
+				want = f.MinLength
+				detail = fmt.Sprintf("expected at least %d bytes, found %d", f.MinLength, o.size)
+			}
+			verdict.addProblem(Problem{Path: f.Path, Kind: ProblemSizeMismatch, Detail: detail, Expected: want, Found: o.size})
+		default:
+			if v.cfg.MaxAge > 0 {
+				v.cache.putFile(filepath.Join(t.dir, t.base), o, now)
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		verdict.addProblem(Problem{Path: ".", Kind: ProblemIOError, Detail: err.Error()})
+	}
+}
+
+// statAll stats every target, grouping them by directory so that each
+// directory is opened once (beneath its root) and files are looked up
+// relative to it.
+func (v *Verifier) statAll(ctx context.Context, targets []target) {
+	if len(targets) == 0 {
+		return
+	}
+	byDir := make(map[string][]int)
+	var dirs []string
+	for i := range targets {
+		d := targets[i].dir
+		if _, ok := byDir[d]; !ok {
+			dirs = append(dirs, d)
+		}
+		byDir[d] = append(byDir[d], i)
+	}
+	workers := v.cfg.Workers
+	if n := runtime.GOMAXPROCS(0) * 2; workers > n {
+		workers = n
+	}
+	for _, d := range dirs {
+		if ctx.Err() != nil {
+			for _, i := range byDir[d] {
+				targets[i].obs.err = ctx.Err()
+			}
+			continue
+		}
+		idx := byDir[d]
+		dirFile, err := openBeneath(v.cfg.Resolver, d)
+		if err != nil {
+			for _, i := range idx {
+				targets[i].obs.err = err
+			}
+			continue
+		}
+		fd := int(dirFile.Fd())
+		statRange := func(part []int) {
+			var st unix.Stat_t
+			for _, i := range part {
+				t := &targets[i]
+				if err := unix.Fstatat(fd, t.base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+					t.obs.err = err
+					continue
+				}
+				t.obs = observation{size: st.Size, mode: st.Mode}
+			}
+		}
+		if workers <= 1 || len(idx) < 256 {
+			statRange(idx)
+		} else {
+			var wg sync.WaitGroup
+			chunk := (len(idx) + workers - 1) / workers
+			for start := 0; start < len(idx); start += chunk {
+				end := min(start+chunk, len(idx))
+				wg.Add(1)
+				go func(part []int) {
+					defer wg.Done()
+					statRange(part)
+				}(idx[start:end])
+			}
+			wg.Wait()
+		}
+		dirFile.Close()
+	}
+}
+
+// openBeneath opens path (O_PATH for directories, read-only for files)
+// without following a symbolic link out of the root that contains it.
+func openBeneath(res *Resolver, path string) (*os.File, error) {
+	root, rel, err := res.split(path)
+	if err != nil {
+		return nil, err
+	}
+	rootFd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: root, Err: err}
+	}
+	defer unix.Close(rootFd)
+	if rel == "" {
+		rel = "."
+	}
+	how := unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	fd, err := unix.Openat2(rootFd, rel, &how)
+	if errors.Is(err, unix.ENOSYS) {
+		// Kernels before 5.6: the lexical check in split is what remains.
+		fd, err = unix.Openat(rootFd, rel, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// split returns the root that contains path and path relative to it.
+func (r *Resolver) split(path string) (root, rel string, err error) {
+	clean, err := r.Confine(path)
+	if err != nil {
+		return "", "", err
+	}
+	best := ""
+	for _, root := range r.roots {
+		if _, ok := cutPathPrefix(clean, root); ok && len(root) > len(best) {
+			best = root
+		}
+	}
+	rel, _ = cutPathPrefix(clean, best)
+	return best, rel, nil
+}

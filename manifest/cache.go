@@ -30,6 +30,15 @@ type cache struct {
 	// files: GUARDED_BY(mu). Key: local path. INVARIANT: an entry is only
 	// stored for a file that satisfied a reference when it was seen.
 	files map[string]fileEntry
+	// checksums: GUARDED_BY(mu). Key: local path. The CRC-32C of the
+	// version of the file given by stamp.
+	checksums map[string]checksumEntry
+}
+
+type checksumEntry struct {
+	stamp stamp
+	sum   string
+	used  time.Time
 }
 
 type manifestEntry struct {
@@ -44,7 +53,7 @@ type fileEntry struct {
 }
 
 func newCache() *cache {
-	return &cache{manifests: make(map[string]manifestEntry), files: make(map[string]fileEntry)}
+	return &cache{manifests: make(map[string]manifestEntry), files: make(map[string]fileEntry), checksums: make(map[string]checksumEntry)}
 }
 
 func (c *cache) manifest(path string, s stamp) (manifestEntry, bool) {
@@ -74,14 +83,37 @@ func (c *cache) putFile(path string, o *observation, now time.Time) {
 	c.files[path] = fileEntry{size: o.size, seen: now}
 }
 
-// sweep drops files not seen since notBefore and manifests whose path keep
-// rejects, bounding the cache to what is still in use.
+func (c *cache) checksum(path string, s stamp, now time.Time) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.checksums[path]
+	if !ok || e.stamp != s {
+		return "", false
+	}
+	e.used = now
+	c.checksums[path] = e
+	return e.sum, true
+}
+
+func (c *cache) putChecksum(path string, s stamp, sum string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.checksums[path] = checksumEntry{stamp: s, sum: sum, used: now}
+}
+
+// sweep drops files and checksums not used since notBefore and manifests
+// whose path keep rejects, bounding the cache to what is still in use.
 func (c *cache) sweep(notBefore time.Time, keep func(metadataPath string) bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for p, e := range c.files {
 		if e.seen.Before(notBefore) {
 			delete(c.files, p)
+		}
+	}
+	for p, e := range c.checksums {
+		if e.used.Before(notBefore) {
+			delete(c.checksums, p)
 		}
 	}
 	if keep != nil {

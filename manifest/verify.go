@@ -29,6 +29,9 @@ type Config struct {
 	MaxAge time.Duration
 	// Workers bounds the stat calls issued in parallel.
 	Workers int
+	// SealedRoot is the backing root under which sealed manifests are
+	// looked for (StateDir); empty disables level L3.
+	SealedRoot string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -115,6 +118,7 @@ func (v *Verifier) VerifyDir(ctx context.Context, dir string) *Verdict {
 	if len(verdict.Problems) == 0 {
 		verdict.Complete = true
 		verdict.Level = L1
+		v.checkSealed(dir, verdict)
 	}
 	return verdict
 }

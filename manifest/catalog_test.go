@@ -1,0 +1,220 @@
+package manifest
+
+import (
+	"context"
+	"errors"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ckptfs/ckptfs/integration/flinkdata"
+	"github.com/ckptfs/ckptfs/manifest/metadata"
+)
+
+// realCheckpoint copies a real Flink checkpoint with state files into
+// jobDir as chk-<its id> and returns the directory.
+func realCheckpoint(t *testing.T, jobDir string) string {
+	t.Helper()
+	for _, src := range flinkdata.StateDirs(t) {
+		if !strings.HasSuffix(src, "-checkpoint") {
+			continue
+		}
+		m, err := metadata.DecodeFile(filepath.Join(src, MetadataFile), metadata.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(jobDir, "chk-"+strconv.FormatInt(m.CheckpointID, 10))
+		copyDir(t, src, dir)
+		return dir
+	}
+	t.Fatal("no real checkpoint")
+	return ""
+}
+
+func newCatalog(t *testing.T, backing string) *Catalog {
+	t.Helper()
+	cfg := DefaultCatalogConfig()
+	cfg.Backing = backing
+	cfg.Verifier = newVerifier(t, nil, backing)
+	c, err := NewCatalog(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestCatalogVisibility(t *testing.T) {
+	backing := t.TempDir()
+	job := filepath.Join(backing, "checkpoints", "0123456789abcdef0123456789abcdef")
+	good := realCheckpoint(t, job)
+	goodName := filepath.Base(good)
+	torn := filepath.Join(job, "chk-99")
+	copyDir(t, good, torn) // names checkpoint != 99: incomplete
+	for _, p := range []string{filepath.Join(backing, StateDir), filepath.Join(job, "shared")} {
+		os.MkdirAll(p, 0o755)
+	}
+	jobRel := "checkpoints/0123456789abcdef0123456789abcdef"
+
+	c := newCatalog(t, backing)
+	var mu sync.Mutex
+	var changes []Change
+	c.OnChange(func(ch Change) { mu.Lock(); changes = append(changes, ch); mu.Unlock() })
+
+	if err := c.Visible(jobRel, goodName); !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("before any pass: %v, want ErrIncomplete", err)
+	}
+	c.Refresh(context.Background())
+	cases := []struct {
+		dir, name string
+		want      error
+	}{
+		{jobRel, goodName, nil},
+		{jobRel, "chk-99", ErrIncomplete},
+		{jobRel, "chk-12345", ErrIncomplete},
+		{jobRel, "shared", nil},
+		{"", StateDir, ErrHidden},
+		{jobRel + "/" + goodName, "._metadata.inprogress.8b2c1d3e", ErrHidden},
+		{jobRel + "/shared", ".0a1b2c3d-uuid.Xy12Ab", ErrHidden},
+		{jobRel + "/shared", "0a1b2c3d-4e5f-6789-abcd-ef0123456789", nil},
+		{"", "checkpoints", nil},
+	}
+	for _, tc := range cases {
+		if err := c.Visible(tc.dir, tc.name); !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+			t.Errorf("Visible(%q, %q) = %v, want %v", tc.dir, tc.name, err, tc.want)
+		}
+	}
+	if len(changes) != 1 || changes[0] != (Change{Dir: jobRel, Name: goodName, Visible: true}) {
+		t.Fatalf("changes %v", changes)
+	}
+	jobs := c.Jobs()
+	if len(jobs) != 1 || jobs[0].Dir != jobRel || jobs[0].NewestComplete() == nil || jobs[0].NewestComplete().Dir != good {
+		t.Fatalf("jobs %+v", jobs)
+	}
+
+	// A file of the good checkpoint disappears: it is hidden on the next
+	// pass.
+	entries, _ := os.ReadDir(good)
+	for _, e := range entries {
+		if e.Name() != MetadataFile {
+			os.Remove(filepath.Join(good, e.Name()))
+			break
+		}
+	}
+	changes = nil
+	c.Refresh(context.Background())
+	if err := c.Visible(jobRel, goodName); !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("after a deletion: %v", err)
+	}
+	if len(changes) != 1 || changes[0].Visible {
+		t.Fatalf("changes %v", changes)
+	}
+}
+
+// TestCatalogRunPicksUpNewCheckpoints: a checkpoint that becomes complete
+// is visible within one poll interval.
+func TestCatalogRunPicksUpNewCheckpoints(t *testing.T) {
+	backing := t.TempDir()
+	job := filepath.Join(backing, "job")
+	os.MkdirAll(job, 0o755)
+	cfg := DefaultCatalogConfig()
+	cfg.Backing, cfg.Verifier, cfg.Poll = backing, newVerifier(t, nil, backing), 50*time.Millisecond
+	c, err := NewCatalog(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	dir := realCheckpoint(t, job)
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Visible("job", filepath.Base(dir)) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("a complete checkpoint did not become visible")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestSealAndVerifyL3(t *testing.T) {
+	backing := t.TempDir()
+	job := filepath.Join(backing, "job")
+	dir := realCheckpoint(t, job)
+	chkRel, _ := filepath.Rel(backing, dir)
+	res, _ := NewResolver(nil, []string{backing})
+
+	var sealed []string
+	rec, err := NewRecorder(SealerConfig{Backing: backing, Resolver: res, OnSealed: func(chk, p string, err error) {
+		if err != nil {
+			t.Errorf("seal %s: %v", chk, err)
+		}
+		sealed = append(sealed, p)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Everything but one state file was written through the mount.
+	entries, _ := os.ReadDir(dir)
+	var unwritten string
+	for _, e := range entries {
+		data, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		if unwritten == "" && e.Name() != MetadataFile {
+			unwritten = e.Name()
+			continue
+		}
+		rec.FileWritten(filepath.Join(chkRel, e.Name()), int64(len(data)), crc32.Checksum(data, castagnoli), time.Now())
+	}
+	rec.MetadataCommitted(filepath.Join(chkRel, MetadataFile))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rec.Run(ctx) // seals the queue, then returns: ctx is done
+	if len(sealed) != 1 || sealed[0] != SealedPath(backing, chkRel) {
+		t.Fatalf("sealed %v", sealed)
+	}
+	doc, _ := os.ReadFile(sealed[0])
+	if !strings.Contains(string(doc), `"checksum": "crc32c:`) || !strings.Contains(string(doc), `"metadata_checksum": "crc32c:`) {
+		t.Fatalf("sealed manifest lacks checksums:\n%s", doc)
+	}
+
+	cfg := DefaultConfig()
+	cfg.Resolver, cfg.SealedRoot = res, backing
+	v, _ := NewVerifier(cfg)
+	if got := v.VerifyDir(context.Background(), dir); !got.Complete || got.Level != L3 {
+		t.Fatalf("sealed copy: complete %v level %v %v", got.Complete, got.Level, got.Problems)
+	}
+	// Corrupt a sealed file without changing its size: incomplete at L3.
+	var victim string
+	for _, e := range entries {
+		if e.Name() != MetadataFile && e.Name() != unwritten {
+			victim = filepath.Join(dir, e.Name())
+			break
+		}
+	}
+	data, _ := os.ReadFile(victim)
+	data[0] ^= 0xff
+	os.WriteFile(victim, data, 0o644)
+	got := v.VerifyDir(context.Background(), dir)
+	if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemChecksumMismatch {
+		t.Fatalf("corrupted copy: %v", got.Problems)
+	}
+	// The file this mount did not see written is sealed with its size
+	// only, unless ReadUnwritten.
+	if strings.Count(string(doc), `"checksum"`) != strings.Count(string(doc), `"path"`)-1 {
+		t.Errorf("expected exactly one file without a checksum:\n%s", doc)
+	}
+	rec2, _ := NewRecorder(SealerConfig{Backing: backing, Resolver: res, ReadUnwritten: true})
+	p, err := rec2.Seal(chkRel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc2, _ := os.ReadFile(p)
+	if strings.Count(string(doc2), `"checksum"`) != strings.Count(string(doc2), `"path"`) {
+		t.Errorf("ReadUnwritten left a file without a checksum:\n%s", doc2)
+	}
+}

@@ -1,0 +1,338 @@
+package manifest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ckptfs/ckptfs/manifest/metadata"
+)
+
+// castagnoli is the CRC-32C table; the standard library uses the CPU's
+// CRC32 instruction for it.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// FormatChecksum writes a CRC-32C as a manifest stores it.
+func FormatChecksum(crc uint32) string { return fmt.Sprintf("crc32c:%08x", crc) }
+
+// SealedPath is where the sealed manifest of the checkpoint directory
+// chkRel (relative to the backing root, e.g. "checkpoints/<job>/chk-7")
+// lives: under .ckptfs, never inside Flink's directories, whose
+// non-recursive deletes extra files would block.
+func SealedPath(backing, chkRel string) string {
+	return filepath.Join(backing, StateDir, "manifests", chkRel+".json")
+}
+
+// sealedManifest is the file format of a sealed manifest.
+type sealedManifest struct {
+	Manifest
+	// Dir is the checkpoint directory relative to the backing root.
+	Dir      string    `json:"dir"`
+	SealedAt time.Time `json:"sealed_at"`
+}
+
+// SealerConfig configures a Recorder.
+type SealerConfig struct {
+	// Backing is the primary's backing directory.
+	Backing string
+	// Resolver resolves the checkpoint's absolute references.
+	Resolver *Resolver
+	// ReadUnwritten makes sealing read and hash files that this mount did
+	// not see written (for example, written through another machine's
+	// mount). Without it such files are sealed with their size only.
+	ReadUnwritten bool
+	// OnSealed, when set, is called after each attempt with the sealed
+	// manifest's path or the error.
+	OnSealed func(chkRel, sealedPath string, err error)
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Recorder implements Sealer for a primary mount: it remembers the
+// checksums of files written through the mount and seals a manifest in
+// the background when a checkpoint's _metadata is committed.
+type Recorder struct {
+	cfg SealerConfig
+
+	mu sync.Mutex
+	// written: GUARDED_BY(mu). Path relative to Backing -> what was seen.
+	written map[string]writtenFile
+	// queue: GUARDED_BY(mu). _metadata paths waiting to be sealed.
+	queue []string
+	wake  chan struct{}
+}
+
+type writtenFile struct {
+	size int64
+	crc  uint32
+}
+
+var _ Sealer = (*Recorder)(nil)
+
+// NewRecorder returns a Recorder; Run seals what is committed.
+func NewRecorder(cfg SealerConfig) (*Recorder, error) {
+	if !filepath.IsAbs(cfg.Backing) {
+		return nil, fmt.Errorf("sealer: Backing %q must be absolute", cfg.Backing)
+	}
+	if cfg.Resolver == nil {
+		return nil, errors.New("sealer: Resolver is required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Recorder{cfg: cfg, written: map[string]writtenFile{}, wake: make(chan struct{}, 1)}, nil
+}
+
+// FileWritten implements Sealer.
+func (r *Recorder) FileWritten(rel string, size int64, crc uint32, _ time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.written[rel] = writtenFile{size: size, crc: crc}
+}
+
+// FileRemoved implements Sealer.
+func (r *Recorder) FileRemoved(rel string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.written, rel)
+}
+
+// MetadataCommitted implements Sealer: it only queues the work.
+func (r *Recorder) MetadataCommitted(rel string) {
+	r.mu.Lock()
+	r.queue = append(r.queue, rel)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run seals queued checkpoints until ctx ends, then seals what is left.
+func (r *Recorder) Run(ctx context.Context) {
+	for {
+		r.mu.Lock()
+		queue := r.queue
+		r.queue = nil
+		r.mu.Unlock()
+		for _, rel := range queue {
+			chkRel := filepath.Dir(rel)
+			p, err := r.Seal(chkRel)
+			if r.cfg.OnSealed != nil {
+				r.cfg.OnSealed(chkRel, p, err)
+			}
+		}
+		if len(queue) > 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		}
+	}
+}
+
+// Seal writes the sealed manifest of the checkpoint directory chkRel now
+// and returns its path.
+func (r *Recorder) Seal(chkRel string) (string, error) {
+	dir := filepath.Join(r.cfg.Backing, chkRel)
+	metaPath := filepath.Join(dir, MetadataFile)
+	m, err := metadata.DecodeFile(metaPath, metadata.Options{})
+	if err != nil {
+		return "", fmt.Errorf("seal %s: %w", chkRel, err)
+	}
+	fi, err := os.Stat(metaPath)
+	if err != nil {
+		return "", err
+	}
+	man := FromMetadata(m, fi.Size())
+	man.Source = SourceSealed
+	man.MetadataChecksum, err = r.checksum(metaPath, fi.Size())
+	if err != nil {
+		return "", err
+	}
+	for i := range man.Files {
+		f := &man.Files[i]
+		if f.IsDir() || f.Kind == metadata.KindSegment {
+			continue // segments are parts of files shared by many checkpoints
+		}
+		local, err := r.local(dir, f)
+		if err != nil {
+			continue // not ours to seal; verification will report it
+		}
+		if f.Checksum, err = r.checksum(local, f.Size); err != nil {
+			return "", err
+		}
+	}
+	out := SealedPath(r.cfg.Backing, chkRel)
+	doc := sealedManifest{Manifest: *man, Dir: chkRel, SealedAt: r.cfg.Now().UTC()}
+	data, err := json.MarshalIndent(doc, "", " ")
+	if err != nil {
+		return "", err
+	}
+	return out, writeFileAtomic(out, data)
+}
+
+func (r *Recorder) local(dir string, f *File) (string, error) {
+	if f.Relative {
+		return r.cfg.Resolver.Join(dir, f.Path)
+	}
+	return r.cfg.Resolver.Local(f.Path)
+}
+
+// checksum returns the recorded CRC-32C of a file written through the
+// mount with the expected size, or hashes it when configured to; "" means
+// size only.
+func (r *Recorder) checksum(local string, size int64) (string, error) {
+	rel, err := filepath.Rel(r.cfg.Backing, local)
+	if err == nil && !strings.HasPrefix(rel, "..") {
+		r.mu.Lock()
+		w, ok := r.written[rel]
+		r.mu.Unlock()
+		if ok && w.size == size {
+			return FormatChecksum(w.crc), nil
+		}
+	}
+	if !r.cfg.ReadUnwritten {
+		return "", nil
+	}
+	crc, n, err := crcOfFile(r.cfg.Resolver, local)
+	if err != nil {
+		return "", err
+	}
+	if n != size {
+		return "", fmt.Errorf("seal: %s has %d bytes, the checkpoint records %d", local, n, size)
+	}
+	return FormatChecksum(crc), nil
+}
+
+func crcOfFile(res *Resolver, local string) (uint32, int64, error) {
+	f, err := openBeneath(res, local)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	h := crc32.New(castagnoli)
+	n, err := io.Copy(h, f)
+	return h.Sum32(), n, err
+}
+
+// writeFileAtomic writes data to a temporary file beside path, syncs it and
+// renames it into place.
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// checkSealed raises a complete L1 verdict to L3 when a sealed manifest of
+// the checkpoint exists and every checksum in it matches, and turns it
+// incomplete when one does not. Without a sealed manifest it changes
+// nothing.
+func (v *Verifier) checkSealed(dir string, verdict *Verdict) {
+	if v.cfg.SealedRoot == "" {
+		return
+	}
+	chkRel, err := filepath.Rel(v.cfg.SealedRoot, dir)
+	if err != nil || strings.HasPrefix(chkRel, "..") {
+		return
+	}
+	data, err := os.ReadFile(SealedPath(v.cfg.SealedRoot, chkRel))
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		verdict.addProblem(Problem{Path: MetadataFile, Kind: ProblemIOError, Detail: "sealed manifest: " + err.Error()})
+		return
+	}
+	var sealed sealedManifest
+	if err := json.Unmarshal(data, &sealed); err != nil || sealed.CheckpointID != verdict.CheckpointID {
+		verdict.addProblem(Problem{Path: MetadataFile, Kind: ProblemChecksumMismatch, Detail: "sealed manifest unreadable or of another checkpoint"})
+		return
+	}
+	check := func(name, local, want string) {
+		if want == "" {
+			return
+		}
+		got, err := v.cachedChecksum(local)
+		switch {
+		case err != nil:
+			verdict.addProblem(*fileProblem(name, err))
+		case got != want:
+			verdict.addProblem(Problem{Path: name, Kind: ProblemChecksumMismatch, Detail: fmt.Sprintf("sealed %s, found %s", want, got)})
+		}
+	}
+	check(MetadataFile, filepath.Join(dir, MetadataFile), sealed.MetadataChecksum)
+	for i := range sealed.Files {
+		f := &sealed.Files[i]
+		if f.Checksum == "" {
+			continue
+		}
+		var local string
+		if f.Relative {
+			local, err = v.cfg.Resolver.Join(dir, f.Path)
+		} else {
+			local, err = v.cfg.Resolver.Local(f.Path)
+		}
+		if err != nil {
+			verdict.addProblem(Problem{Path: f.Path, Kind: ProblemOutsideRoot, Detail: err.Error()})
+			continue
+		}
+		check(f.Path, local, f.Checksum)
+	}
+	if len(verdict.Problems) == 0 {
+		verdict.Level = L3
+	}
+}
+
+// cachedChecksum hashes a file once per version of it (inode, size, times).
+func (v *Verifier) cachedChecksum(local string) (string, error) {
+	f, err := openBeneath(v.cfg.Resolver, local)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return "", err
+	}
+	s := stampOf(&st)
+	if sum, ok := v.cache.checksum(local, s, v.cfg.Now()); ok {
+		return sum, nil
+	}
+	h := crc32.New(castagnoli)
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	sum := FormatChecksum(h.Sum32())
+	v.cache.putChecksum(local, s, sum, v.cfg.Now())
+	return sum, nil
+}

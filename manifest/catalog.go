@@ -79,7 +79,7 @@ func (c *CatalogConfig) Validate() error {
 type Change struct {
 	// Dir is the job directory relative to Backing; Name is chk-N.
 	Dir, Name string
-	Visible  bool
+	Visible   bool
 }
 
 // JobState is what a catalog knows about one job directory.

@@ -678,7 +678,7 @@ func (d *decoder) keptBlob(n int32, what string) ([]byte, error) {
 }
 
 func (d *decoder) operatorHandle(what string) (*OperatorHandle, error) {
-	tag, err := d.u8("tag")
+	tag, err := d.u8(what)
 	if err != nil {
 		return nil, err
 	}
@@ -740,7 +740,7 @@ func (d *decoder) operatorHandle(what string) (*OperatorHandle, error) {
 }
 
 func (d *decoder) keyedHandle(what string) (*KeyedHandle, error) {
-	tag, err := d.u8("tag")
+	tag, err := d.u8(what)
 	if err != nil {
 		return nil, err
 	}
@@ -950,7 +950,7 @@ func (d *decoder) namedHandles(what string) ([]NamedHandle, error) {
 }
 
 func (d *decoder) streamHandle(what string) (*StreamHandle, error) {
-	tag, err := d.u8("stream handle tag")
+	tag, err := d.u8(what)
 	if err != nil {
 		return nil, err
 	}

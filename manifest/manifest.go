@@ -81,7 +81,9 @@ func FromMetadata(m *metadata.Metadata, size int64) *Manifest {
 		path     string
 		relative bool
 	}
-	index := make(map[key]int)
+	n := m.ReferenceCount()
+	index := make(map[key]int, n)
+	man.Files = make([]File, 0, n)
 	m.EachReference("", func(r metadata.Reference) {
 		k := key{r.Path, r.Relative}
 		if i, ok := index[k]; ok {

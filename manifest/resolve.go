@@ -172,12 +172,27 @@ func normalizeFlinkPath(s string) (string, error) {
 	return scheme + ":" + rest, nil
 }
 
-// isClean reports whether filepath.Clean would return p unchanged, for the
-// common case of an absolute path without ".", ".." or doubled slashes.
+// isClean reports whether filepath.Clean would return the absolute path p
+// unchanged: no empty, "." or ".." element and no trailing slash.
 func isClean(p string) bool {
-	if len(p) > 1 && p[len(p)-1] == '/' {
+	if p == "/" {
+		return true
+	}
+	if len(p) < 2 || p[0] != '/' {
 		return false
 	}
-	return !strings.Contains(p, "//") && !strings.Contains(p, "/./") && !strings.Contains(p, "/../") &&
-		!strings.HasSuffix(p, "/.") && !strings.HasSuffix(p, "/..")
+	for rest := p[1:]; ; {
+		i := strings.IndexByte(rest, '/')
+		elem := rest
+		if i >= 0 {
+			elem = rest[:i]
+		}
+		if elem == "" || elem == "." || elem == ".." {
+			return false
+		}
+		if i < 0 {
+			return true
+		}
+		rest = rest[i+1:]
+	}
 }

@@ -87,6 +87,18 @@ func (m *Metadata) References(exclusiveDir string) []Reference {
 	return refs
 }
 
+// ReferenceCount is the number of references EachReference reports.
+func (m *Metadata) ReferenceCount() int {
+	n := 0
+	m.walk(func(h *StreamHandle, _ bool) {
+		switch h.Tag {
+		case TagFileStream, TagRelativeStream, TagSegmentFile:
+			n++
+		}
+	}, func(string) { n++ })
+	return n
+}
+
 // EachReference calls fn for every reference, as References lists them,
 // without collecting them. Resolved is only set when exclusiveDir is not
 // empty.
@@ -127,15 +139,16 @@ func classify(path, exclusiveDir string) Kind {
 	if exclusiveDir != "" && parent == exclusiveDir {
 		return KindExclusive
 	}
+	base := parent[strings.LastIndexByte(parent, '/')+1:]
 	switch {
+	case base == "shared":
+		return KindShared
+	case isCheckpointDirName(base):
+		return KindExclusive
 	case hasComponent(parent, "shared"):
 		return KindShared
 	case hasComponent(parent, "taskowned"):
 		return KindTaskOwned
-	}
-	base := parent[strings.LastIndexByte(parent, '/')+1:]
-	if isCheckpointDirName(base) {
-		return KindExclusive
 	}
 	return KindOther
 }

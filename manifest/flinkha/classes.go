@@ -1,0 +1,337 @@
+package flinkha
+
+import "github.com/ckptfs/ckptfs/manifest/javaser"
+
+// Flink classes as Flink 1.20 declares them (doc.go lists the sources).
+// Each serialVersionUID is the class's own constant, except where noted:
+// those classes declare none, and the value is the JVM's default computed
+// from the declaration.
+const (
+	classCompletedCheckpoint = "org.apache.flink.runtime.checkpoint.CompletedCheckpoint"
+	suidCompletedCheckpoint  = -8360248179615702014
+
+	classRetrievable = "org.apache.flink.runtime.state.RetrievableStreamStateHandle"
+	suidRetrievable  = 314567453677355
+
+	classAbstractID = "org.apache.flink.util.AbstractID"
+	classJobID      = "org.apache.flink.api.common.JobID"
+	classOperatorID = "org.apache.flink.runtime.jobgraph.OperatorID"
+	classPath       = "org.apache.flink.core.fs.Path"
+
+	classFileStateHandle = "org.apache.flink.runtime.state.filesystem.FileStateHandle"
+	suidFileStateHandle  = 350284443258002355
+	classRelativeFile    = "org.apache.flink.runtime.state.filesystem.RelativeFileStateHandle"
+	classByteStream      = "org.apache.flink.runtime.state.memory.ByteStreamStateHandle"
+	suidByteStream       = -5280226231202517594
+	classSegmentFile     = "org.apache.flink.runtime.state.filemerging.SegmentFileStateHandle"
+	classEmptySegment    = "org.apache.flink.runtime.state.filemerging.EmptySegmentFileStateHandle"
+	classDirectoryHandle = "org.apache.flink.runtime.state.filemerging.DirectoryStreamStateHandle"
+	classStringBasedID   = "org.apache.flink.util.StringBasedID"
+	classLogicalFileID   = "org.apache.flink.runtime.checkpoint.filemerging.LogicalFile$LogicalFileId"
+	suidLogicalFileID    = 3549974743121937433 // computed: no serialVersionUID declared
+	classScope           = "org.apache.flink.runtime.state.CheckpointedStateScope"
+	classStateHandleID   = "org.apache.flink.runtime.state.StateHandleID"
+
+	classKeyGroupRange        = "org.apache.flink.runtime.state.KeyGroupRange"
+	suidKeyGroupRange         = 4869121477592070607
+	classKeyGroupRangeOffsets = "org.apache.flink.runtime.state.KeyGroupRangeOffsets"
+	suidKeyGroupRangeOffsets  = 6595415219136429696
+	classKeyGroupsHandle      = "org.apache.flink.runtime.state.KeyGroupsStateHandle"
+	suidKeyGroupsHandle       = -8070326169926626355
+	classKeyGroupsSavepoint   = "org.apache.flink.runtime.state.KeyGroupsSavepointStateHandle"
+	classAbstractChannel      = "org.apache.flink.runtime.state.AbstractChannelStateHandle"
+	classInputChannelHandle   = "org.apache.flink.runtime.state.InputChannelStateHandle"
+	classSubpartitionHandle   = "org.apache.flink.runtime.state.ResultSubpartitionStateHandle"
+	classInputChannelInfo     = "org.apache.flink.runtime.checkpoint.channel.InputChannelInfo"
+	classSubpartitionInfo     = "org.apache.flink.runtime.checkpoint.channel.ResultSubpartitionInfo"
+	classAbstractIncremental  = "org.apache.flink.runtime.state.AbstractIncrementalStateHandle"
+	classIncrementalRemote    = "org.apache.flink.runtime.state.IncrementalRemoteKeyedStateHandle"
+	suidIncrementalRemote     = -8328808513197388231
+	classHandleAndLocalPath   = "org.apache.flink.runtime.state.IncrementalKeyedStateHandle$HandleAndLocalPath"
+	suidHandleAndLocalPath    = 7711754687567545052
+	classOperatorStreamHandle = "org.apache.flink.runtime.state.OperatorStreamStateHandle"
+	suidOperatorStreamHandle  = 35876522969227335
+	classStateMetaInfo        = "org.apache.flink.runtime.state.OperatorStateHandle$StateMetaInfo"
+	suidStateMetaInfo         = 3593817615858941166
+	classOperatorStateMode    = "org.apache.flink.runtime.state.OperatorStateHandle$Mode"
+
+	classStateObjectCollection = "org.apache.flink.runtime.checkpoint.StateObjectCollection"
+	classEmptyList             = "java.util.Collections$EmptyList"
+	suidEmptyList              = 8842843931221139166
+	classSingletonSet          = "java.util.Collections$SingletonSet"
+	suidSingletonSet           = 3193687207550431679
+	classRescaling             = "org.apache.flink.runtime.checkpoint.InflightDataRescalingDescriptor"
+	suidRescaling              = -3396674344669796295
+	classNoRescaling           = "org.apache.flink.runtime.checkpoint.InflightDataRescalingDescriptor$NoRescalingDescriptor"
+	classGateRescalingArray    = "[Lorg.apache.flink.runtime.checkpoint.InflightDataRescalingDescriptor$InflightDataGateOrPartitionRescalingDescriptor;"
+	suidGateRescalingArray     = -3303479746745588746 // computed, as for every array class
+	classSubtaskState          = "org.apache.flink.runtime.checkpoint.OperatorSubtaskState"
+	suidSubtaskState           = -2394696997971923995
+	classFinishedSubtask       = "org.apache.flink.runtime.checkpoint.FinishedOperatorSubtaskState"
+	classOperatorState         = "org.apache.flink.runtime.checkpoint.OperatorState"
+	suidOperatorState          = -4845578005863201810
+	classFullyFinished         = "org.apache.flink.runtime.checkpoint.FullyFinishedOperatorState"
+	classMasterState           = "org.apache.flink.runtime.checkpoint.MasterState"
+	classStorageLocation       = "org.apache.flink.runtime.state.filesystem.FsCompletedCheckpointStorageLocation"
+
+	classCheckpointProperties = "org.apache.flink.runtime.checkpoint.CheckpointProperties"
+	suidCheckpointProperties  = 2                    // 1.5 and later
+	suidCheckpointProps14     = -8835900655844879469 // 1.3 and 1.4
+	classCheckpointType       = "org.apache.flink.runtime.checkpoint.CheckpointType"
+	suidCheckpointType115     = -2963844630364414662 // 1.20's final class; computed: no serialVersionUID declared
+	classSharingStrategy      = "org.apache.flink.runtime.checkpoint.SnapshotType$SharingFilesStrategy"
+)
+
+// Type signatures of object fields.
+const (
+	sigString     = "Ljava/lang/String;"
+	sigPath       = "Lorg/apache/flink/core/fs/Path;"
+	sigStream     = "Lorg/apache/flink/runtime/state/StreamStateHandle;"
+	sigRange      = "Lorg/apache/flink/runtime/state/KeyGroupRange;"
+	sigHandleID   = "Lorg/apache/flink/runtime/state/StateHandleID;"
+	sigCollection = "Ljava/util/Collection;"
+	sigList       = "Ljava/util/List;"
+	sigMap        = "Ljava/util/Map;"
+	sigSOC        = "Lorg/apache/flink/runtime/checkpoint/StateObjectCollection;"
+	sigRescaling  = "Lorg/apache/flink/runtime/checkpoint/InflightDataRescalingDescriptor;"
+	sigProps      = "Lorg/apache/flink/runtime/checkpoint/CheckpointProperties;"
+)
+
+// classes makes each class descriptor once per stream, as a JVM has one
+// ObjectStreamClass per class: ObjectOutputStream writes it in full the
+// first time and refers back to it afterwards.
+type classes struct {
+	jdk   javaser.JDK
+	descs map[string]*javaser.ClassDesc
+}
+
+func (c *classes) get(name string, build func() *javaser.ClassDesc) *javaser.ClassDesc {
+	if d, ok := c.descs[name]; ok {
+		return d
+	}
+	if c.descs == nil {
+		c.descs = make(map[string]*javaser.ClassDesc)
+	}
+	d := build()
+	c.descs[name] = d
+	return d
+}
+
+// plain returns a Serializable class without writeObject.
+func (c *classes) plain(name string, suid int64, super func() *javaser.ClassDesc, fields ...javaser.FieldDesc) *javaser.ClassDesc {
+	return c.get(name, func() *javaser.ClassDesc {
+		d := javaser.NewClassDesc(name, suid, javaser.SCSerializable, fields...)
+		if super != nil {
+			d.Super = super()
+		}
+		return d
+	})
+}
+
+var (
+	fLong = func(name string) javaser.FieldDesc { return javaser.PrimField('J', name) }
+	fInt  = func(name string) javaser.FieldDesc { return javaser.PrimField('I', name) }
+	fBool = func(name string) javaser.FieldDesc { return javaser.PrimField('Z', name) }
+	obj   = javaser.ObjField
+)
+
+func (c *classes) abstractID() *javaser.ClassDesc {
+	return c.plain(classAbstractID, 1, nil, fLong("lowerPart"), fLong("upperPart"))
+}
+
+func (c *classes) jobID() *javaser.ClassDesc { return c.plain(classJobID, 1, c.abstractID) }
+
+func (c *classes) operatorID() *javaser.ClassDesc { return c.plain(classOperatorID, 1, c.abstractID) }
+
+func (c *classes) path() *javaser.ClassDesc {
+	return c.plain(classPath, 1, nil, obj("uri", "Ljava/net/URI;"))
+}
+
+func (c *classes) retrievable() *javaser.ClassDesc {
+	return c.plain(classRetrievable, suidRetrievable, nil, obj("wrappedStreamStateHandle", sigStream))
+}
+
+func (c *classes) fileStateHandle() *javaser.ClassDesc {
+	return c.plain(classFileStateHandle, suidFileStateHandle, nil, fLong("stateSize"), obj("filePath", sigPath))
+}
+
+func (c *classes) relativeFile() *javaser.ClassDesc {
+	return c.plain(classRelativeFile, 1, c.fileStateHandle, obj("relativePath", sigString))
+}
+
+func (c *classes) byteStream() *javaser.ClassDesc {
+	return c.plain(classByteStream, suidByteStream, nil, obj("data", "[B"), obj("handleName", sigString))
+}
+
+func (c *classes) stringBasedID() *javaser.ClassDesc {
+	return c.plain(classStringBasedID, 1, nil, obj("keyString", sigString))
+}
+
+func (c *classes) logicalFileID() *javaser.ClassDesc {
+	return c.plain(classLogicalFileID, suidLogicalFileID, c.stringBasedID)
+}
+
+func (c *classes) stateHandleID() *javaser.ClassDesc {
+	return c.plain(classStateHandleID, 1, c.stringBasedID)
+}
+
+func (c *classes) segmentFile() *javaser.ClassDesc {
+	return c.plain(classSegmentFile, 1, nil, fLong("startPos"), fLong("stateSize"), obj("filePath", sigPath),
+		obj("logicalFileId", "Lorg/apache/flink/runtime/checkpoint/filemerging/LogicalFile$LogicalFileId;"),
+		obj("scope", "Lorg/apache/flink/runtime/state/CheckpointedStateScope;"))
+}
+
+func (c *classes) keyGroupRange() *javaser.ClassDesc {
+	return c.plain(classKeyGroupRange, suidKeyGroupRange, nil, fInt("endKeyGroup"), fInt("startKeyGroup"))
+}
+
+func (c *classes) keyGroupRangeOffsets() *javaser.ClassDesc {
+	return c.plain(classKeyGroupRangeOffsets, suidKeyGroupRangeOffsets, nil, obj("keyGroupRange", sigRange), obj("offsets", "[J"))
+}
+
+func (c *classes) keyGroupsHandle() *javaser.ClassDesc {
+	return c.plain(classKeyGroupsHandle, suidKeyGroupsHandle, nil,
+		obj("groupRangeOffsets", "Lorg/apache/flink/runtime/state/KeyGroupRangeOffsets;"),
+		obj("stateHandle", sigStream), obj("stateHandleId", sigHandleID))
+}
+
+func (c *classes) keyGroupsSavepoint() *javaser.ClassDesc {
+	return c.plain(classKeyGroupsSavepoint, 1, c.keyGroupsHandle)
+}
+
+func (c *classes) abstractChannel() *javaser.ClassDesc {
+	return c.plain(classAbstractChannel, 1, nil, fInt("subtaskIndex"), fLong("size"),
+		obj("delegate", sigStream), obj("info", "Ljava/lang/Object;"), obj("offsets", sigList))
+}
+
+func (c *classes) inputChannelHandle() *javaser.ClassDesc {
+	return c.plain(classInputChannelHandle, 1, c.abstractChannel)
+}
+
+func (c *classes) subpartitionHandle() *javaser.ClassDesc {
+	return c.plain(classSubpartitionHandle, 1, c.abstractChannel)
+}
+
+func (c *classes) inputChannelInfo() *javaser.ClassDesc {
+	return c.plain(classInputChannelInfo, 1, nil, fInt("gateIdx"), fInt("inputChannelIdx"))
+}
+
+func (c *classes) subpartitionInfo() *javaser.ClassDesc {
+	return c.plain(classSubpartitionInfo, 1, nil, fInt("partitionIdx"), fInt("subPartitionIdx"))
+}
+
+func (c *classes) abstractIncremental() *javaser.ClassDesc {
+	return c.plain(classAbstractIncremental, 1, nil, fLong("checkpointId"), obj("backendIdentifier", "Ljava/util/UUID;"),
+		obj("keyGroupRange", sigRange), obj("metaStateHandle", sigStream), obj("sharedState", sigList),
+		obj("stateHandleId", sigHandleID))
+}
+
+func (c *classes) incrementalRemote() *javaser.ClassDesc {
+	return c.plain(classIncrementalRemote, suidIncrementalRemote, c.abstractIncremental,
+		fLong("persistedSizeOfThisCheckpoint"), obj("privateState", sigList))
+}
+
+func (c *classes) handleAndLocalPath() *javaser.ClassDesc {
+	return c.plain(classHandleAndLocalPath, suidHandleAndLocalPath, nil, obj("handle", sigStream), obj("localPath", sigString))
+}
+
+func (c *classes) operatorStreamHandle() *javaser.ClassDesc {
+	return c.plain(classOperatorStreamHandle, suidOperatorStreamHandle, nil,
+		obj("delegateStateHandle", sigStream), obj("stateNameToPartitionOffsets", sigMap))
+}
+
+func (c *classes) stateMetaInfo() *javaser.ClassDesc {
+	return c.plain(classStateMetaInfo, suidStateMetaInfo, nil,
+		obj("distributionMode", "Lorg/apache/flink/runtime/state/OperatorStateHandle$Mode;"), obj("offsets", "[J"))
+}
+
+func (c *classes) stateObjectCollection() *javaser.ClassDesc {
+	return c.plain(classStateObjectCollection, 1, nil, obj("stateObjects", sigCollection))
+}
+
+func (c *classes) emptyList() *javaser.ClassDesc { return c.plain(classEmptyList, suidEmptyList, nil) }
+
+func (c *classes) singletonSet() *javaser.ClassDesc {
+	return c.plain(classSingletonSet, suidSingletonSet, nil, obj("element", "Ljava/lang/Object;"))
+}
+
+func (c *classes) rescaling() *javaser.ClassDesc {
+	return c.plain(classRescaling, suidRescaling, nil, obj("gateOrPartitionDescriptors", "["+"Lorg/apache/flink/runtime/checkpoint/InflightDataRescalingDescriptor$InflightDataGateOrPartitionRescalingDescriptor;"))
+}
+
+func (c *classes) noRescaling() *javaser.ClassDesc { return c.plain(classNoRescaling, 1, c.rescaling) }
+
+func (c *classes) gateRescalingArray() *javaser.ClassDesc {
+	return c.plain(classGateRescalingArray, suidGateRescalingArray, nil)
+}
+
+func (c *classes) subtaskState() *javaser.ClassDesc {
+	return c.plain(classSubtaskState, suidSubtaskState, nil, fLong("checkpointedSize"), fLong("stateSize"),
+		obj("inputChannelState", sigSOC), obj("inputRescalingDescriptor", sigRescaling),
+		obj("managedKeyedState", sigSOC), obj("managedOperatorState", sigSOC),
+		obj("outputRescalingDescriptor", sigRescaling), obj("rawKeyedState", sigSOC),
+		obj("rawOperatorState", sigSOC), obj("resultSubpartitionState", sigSOC))
+}
+
+func (c *classes) finishedSubtask() *javaser.ClassDesc {
+	return c.plain(classFinishedSubtask, 1, c.subtaskState)
+}
+
+func (c *classes) operatorState() *javaser.ClassDesc {
+	return c.plain(classOperatorState, suidOperatorState, nil, fInt("maxParallelism"), fInt("parallelism"),
+		obj("coordinatorState", "Lorg/apache/flink/runtime/state/memory/ByteStreamStateHandle;"),
+		obj("operatorID", "Lorg/apache/flink/runtime/jobgraph/OperatorID;"), obj("operatorSubtaskStates", sigMap))
+}
+
+func (c *classes) fullyFinished() *javaser.ClassDesc {
+	return c.plain(classFullyFinished, 1, c.operatorState)
+}
+
+func (c *classes) masterState() *javaser.ClassDesc {
+	return c.plain(classMasterState, 1, nil, fInt("version"), obj("bytes", "[B"), obj("name", sigString))
+}
+
+func (c *classes) storageLocation() *javaser.ClassDesc {
+	return c.plain(classStorageLocation, 1, nil, obj("exclusiveCheckpointDir", sigPath), obj("externalPointer", sigString),
+		obj("metadataFileHandle", "Lorg/apache/flink/runtime/state/filesystem/FileStateHandle;"))
+}
+
+// checkpointProperties returns CheckpointProperties of a field set.
+func (c *classes) checkpointProperties(fs FieldSet) *javaser.ClassDesc {
+	discard := []javaser.FieldDesc{fBool("discardCancelled"), fBool("discardFailed"), fBool("discardFinished"),
+		fBool("discardSubsumed"), fBool("discardSuspended"), fBool("forced")}
+	switch fs {
+	case FieldSet14:
+		return c.plain(classCheckpointProperties, suidCheckpointProps14, nil, append(discard, fBool("externalize"))...)
+	case FieldSet15:
+		return c.plain(classCheckpointProperties, suidCheckpointProperties, nil,
+			append(discard, obj("checkpointType", "Lorg/apache/flink/runtime/checkpoint/CheckpointType;"))...)
+	}
+	return c.plain(classCheckpointProperties, suidCheckpointProperties, nil,
+		append(discard, fBool("unclaimed"), obj("checkpointType", "Lorg/apache/flink/runtime/checkpoint/SnapshotType;"))...)
+}
+
+// checkpointType115 is 1.20's CheckpointType class (an enum before 1.15).
+func (c *classes) checkpointType115() *javaser.ClassDesc {
+	return c.plain(classCheckpointType, suidCheckpointType115, nil, obj("name", sigString),
+		obj("sharingFilesStrategy", "Lorg/apache/flink/runtime/checkpoint/SnapshotType$SharingFilesStrategy;"))
+}
+
+// completedCheckpoint returns CompletedCheckpoint of a field set.
+func (c *classes) completedCheckpoint(fs FieldSet) *javaser.ClassDesc {
+	fields := []javaser.FieldDesc{fLong("checkpointID"), fLong("timestamp"),
+		obj("externalPointer", sigString), obj("job", "Lorg/apache/flink/api/common/JobID;"),
+		obj("masterHookStates", sigCollection), obj("operatorStates", sigMap), obj("props", sigProps)}
+	switch fs {
+	case FieldSet14:
+		fields = append(fields, fLong("duration"), obj("externalizedMetadata", sigStream))
+	case FieldSet15:
+		fields = append(fields, fLong("duration"), obj("metadataHandle", sigStream),
+			obj("storageLocation", "Lorg/apache/flink/runtime/state/CompletedCheckpointStorageLocation;"))
+	default:
+		fields = append(fields, fLong("completionTimestamp"), obj("metadataHandle", sigStream),
+			obj("restoredProps", sigProps),
+			obj("storageLocation", "Lorg/apache/flink/runtime/state/CompletedCheckpointStorageLocation;"))
+	}
+	return c.plain(classCompletedCheckpoint, suidCompletedCheckpoint, nil, fields...)
+}

@@ -1,0 +1,673 @@
+package flinkemu
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/ckptfs/ckptfs/manifest/flinkha"
+	"github.com/ckptfs/ckptfs/manifest/metadata"
+)
+
+// Config describes one emulated JobManager.
+type Config struct {
+	// Servers are the ZooKeeper addresses (zktest proxies, to cut the
+	// JobManager off or expire its session).
+	Servers []string
+	// SessionTimeout is Flink's high-availability.zookeeper.client.
+	// session-timeout (the test servers clamp it).
+	SessionTimeout time.Duration
+	Layout         Layout
+	// PathRoot and ClusterID are Flink's high-availability.zookeeper.
+	// path.root and high-availability.cluster-id.
+	PathRoot  string
+	ClusterID string
+	// Storage is the local directory standing for Flink's file system;
+	// FlinkStorage is the Flink path it has in znodes and files (for
+	// example file:/flink). Checkpoints go to <Storage>/checkpoints/<job>,
+	// HA files to <Storage>/ha/<cluster id>.
+	Storage      string
+	FlinkStorage string
+	// Host is the JobManager's host:port in leader addresses.
+	Host string
+	// Retained is state.checkpoints.num-retained.
+	Retained int
+	// KeepSubsumedData leaves a subsumed checkpoint's files in place (its
+	// znode and HA file still go), as a lagging replica may.
+	KeepSubsumedData bool
+	// Logger, if set, receives the ZooKeeper client's messages.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a 1.20 JobManager of cluster "default" under
+// /flink, retaining 3 checkpoints. The caller sets Servers and Storage.
+func DefaultConfig() Config {
+	return Config{
+		SessionTimeout: 4 * time.Second,
+		Layout:         Flink1_20,
+		PathRoot:       "/flink",
+		ClusterID:      "default",
+		FlinkStorage:   "file:/flink",
+		Host:           "jm-dc1:6123",
+		Retained:       3,
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c *Config) Validate() error {
+	var errs []error
+	if len(c.Servers) == 0 {
+		errs = append(errs, errors.New("flinkemu: no ZooKeeper servers"))
+	}
+	if c.Layout < Flink1_13 || c.Layout > Flink2 {
+		errs = append(errs, fmt.Errorf("flinkemu: unknown layout %d", c.Layout))
+	}
+	if !strings.HasPrefix(c.PathRoot, "/") || strings.Trim(c.ClusterID, "/") == "" {
+		errs = append(errs, fmt.Errorf("flinkemu: path root %q and cluster id %q must make a namespace", c.PathRoot, c.ClusterID))
+	}
+	if !filepath.IsAbs(c.Storage) || c.FlinkStorage == "" {
+		errs = append(errs, fmt.Errorf("flinkemu: Storage %q must be absolute and FlinkStorage set", c.Storage))
+	}
+	if c.Retained < 1 {
+		errs = append(errs, fmt.Errorf("flinkemu: Retained %d must be at least 1", c.Retained))
+	}
+	if c.SessionTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("flinkemu: SessionTimeout %v must be positive", c.SessionTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Namespace is the Flink namespace <path.root>/<cluster-id>.
+func (c *Config) Namespace() string {
+	return strings.TrimRight(c.PathRoot, "/") + "/" + strings.Trim(c.ClusterID, "/")
+}
+
+// Mapping is the --map value that resolves the Flink paths to Storage.
+func (c *Config) Mapping() string { return c.FlinkStorage + "=" + c.Storage }
+
+// JobManager is one emulated Flink JobManager process with its own
+// ZooKeeper session. Methods may be called from several goroutines.
+type JobManager struct {
+	cfg    Config
+	p      paths
+	conn   *zk.Conn
+	lockID string // the store instance id Flink names its locks with
+	acl    []zk.ACL
+
+	mu sync.Mutex
+	// jobs: GUARDED_BY(mu). Retained checkpoints per job, ascending.
+	jobs map[string][]*Checkpoint
+	// latches: GUARDED_BY(mu). Latch paths that have our child.
+	latches []string
+	// closed: GUARDED_BY(mu).
+	closed bool
+}
+
+// Checkpoint is one completed checkpoint as written.
+type Checkpoint struct {
+	JobID string
+	ID    int64
+	// Dir is the local chk-N directory, FlinkDir the Flink path of it.
+	Dir      string
+	FlinkDir string
+	// Metadata and StateFiles are the local files of chk-N.
+	Metadata   string
+	StateFiles []string
+	// HAFile is the local HA file, HAFlinkPath its Flink path.
+	HAFile      string
+	HAFlinkPath string
+	// Znode is the pointer and Data its bytes.
+	Znode string
+	Data  []byte
+	// Timestamp is the trigger time stored in the HA file.
+	Timestamp time.Time
+}
+
+// Start connects, waits for a session and creates the JobManager's
+// leader election and leader information nodes.
+func Start(ctx context.Context, cfg Config) (*JobManager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	jm := &JobManager{
+		cfg: cfg, p: paths{l: cfg.Layout, ns: cfg.Namespace()},
+		lockID: newUUID(), acl: zk.WorldACL(zk.PermAll), jobs: map[string][]*Checkpoint{},
+	}
+	hasSession := make(chan struct{}, 1)
+	onEvent := func(ev zk.Event) {
+		if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
+			select {
+			case hasSession <- struct{}{}:
+			default:
+			}
+		}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout, zk.WithEventCallback(onEvent), zk.WithLogger(slogPrintf{log}))
+	if err != nil {
+		return nil, err
+	}
+	jm.conn = conn
+	select {
+	case <-hasSession:
+	case <-ctx.Done():
+		conn.Close()
+		return nil, ctx.Err()
+	case <-time.After(30 * time.Second):
+		conn.Close()
+		return nil, errors.New("flinkemu: no ZooKeeper session within 30s")
+	}
+	for _, c := range jm.p.clusterComponents(cfg.Host) {
+		if err := jm.elect(c); err != nil {
+			conn.Close()
+			return nil, err
+		}
+	}
+	return jm, nil
+}
+
+// Conn is the JobManager's connection (for zktest.ExpireConnSession).
+func (jm *JobManager) Conn() *zk.Conn { return jm.conn }
+
+// Layout returns the emulated layout.
+func (jm *JobManager) Layout() Layout { return jm.cfg.Layout }
+
+// Namespace returns Flink's namespace.
+func (jm *JobManager) Namespace() string { return jm.p.ns }
+
+// Close ends the JobManager's session: its latch, leader and lock nodes
+// vanish at once, everything persistent stays, as when its site dies.
+func (jm *JobManager) Close() {
+	jm.mu.Lock()
+	jm.closed = true
+	jm.mu.Unlock()
+	jm.conn.Close()
+}
+
+// transient reports a connection failure: the request may not have been
+// applied (or may have been: callers that are not idempotent check).
+func transient(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionMoved) || errors.Is(err, zk.ErrClosing)
+}
+
+// retry runs op again while it fails transiently, for 30 seconds. op must
+// be idempotent, or check what an earlier attempt did.
+func (jm *JobManager) retry(op func(attempt int) error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for attempt := 0; ; attempt++ {
+		err := op(attempt)
+		if err == nil || !transient(err) || time.Now().After(deadline) {
+			return err
+		}
+		if err := jm.usable(); err != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (jm *JobManager) usable() error {
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	if jm.closed {
+		return errors.New("flinkemu: the JobManager is closed")
+	}
+	return nil
+}
+
+// elect joins a component's leader latch (one child per latch path and
+// process) and writes its leader information node.
+func (jm *JobManager) elect(c component) error {
+	jm.mu.Lock()
+	joined := slices.Contains(jm.latches, c.latch)
+	if !joined {
+		jm.latches = append(jm.latches, c.latch)
+	}
+	jm.mu.Unlock()
+	if !joined {
+		if err := jm.ensure(c.latch); err != nil {
+			return err
+		}
+		// Curator's LeaderLatch: a protected EPHEMERAL_SEQUENTIAL child
+		// (protected: a retry finds the node an earlier attempt made).
+		err := jm.retry(func(int) error {
+			_, err := jm.conn.CreateProtectedEphemeralSequential(c.latch+"/latch-", nil, jm.acl)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("flinkemu: join latch %s: %w", c.latch, err)
+		}
+	}
+	data, err := flinkha.EncodeLeaderInfo(flinkha.LeaderInfo{Address: c.addr, SessionID: newUUID()})
+	if err != nil {
+		return err
+	}
+	if err := jm.ensure(parent(c.leader)); err != nil {
+		return err
+	}
+	err = jm.retry(func(attempt int) error {
+		_, err := jm.conn.Create(c.leader, data, zk.FlagEphemeral, jm.acl)
+		if errors.Is(err, zk.ErrNodeExists) && attempt > 0 {
+			if _, stat, gerr := jm.conn.Get(c.leader); gerr == nil && stat.EphemeralOwner == jm.conn.SessionID() {
+				return nil // an earlier attempt made it
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("flinkemu: leader node %s: %w", c.leader, err)
+	}
+	return nil
+}
+
+// SubmitJob registers a job: job graph (with its HA file and lock),
+// checkpoint counter at 1, running registry entry, JobMaster leadership.
+func (jm *JobManager) SubmitJob(jobID string) error {
+	if !isJobID(jobID) {
+		return fmt.Errorf("flinkemu: job id %q is not 32 hex digits", jobID)
+	}
+	prefix := "submittedJobGraph"
+	if jm.cfg.Layout == Flink2 {
+		prefix = "submittedExecutionPlan"
+	}
+	if err := jm.usable(); err != nil {
+		return err
+	}
+	// ckptfs never reads job graphs: the file only has to exist.
+	graph := []byte("job graph of " + jobID + " (not a real JobGraph)")
+	_, haFlink, err := jm.writeHAFile(prefix, graph)
+	if err != nil {
+		return err
+	}
+	st, err := jm.stateHandle(haFlink, int64(len(graph)))
+	if err != nil {
+		return err
+	}
+	if err := jm.addAndLock(jm.p.jobGraph(jobID), st); err != nil {
+		return err
+	}
+	counter := make([]byte, 4)
+	binary.BigEndian.PutUint32(counter, 1)
+	if err := jm.createPersistent(jm.p.counter(jobID), counter); err != nil {
+		return err
+	}
+	if reg := jm.p.runningRegistry(jobID); reg != "" {
+		if err := jm.createPersistent(reg, []byte("RUNNING")); err != nil {
+			return err
+		}
+	}
+	if err := jm.elect(jm.p.jobComponent(jobID, jm.cfg.Host)); err != nil {
+		return err
+	}
+	if jm.cfg.Layout >= Flink1_14 {
+		if err := jm.ensure(jm.p.pointerDir(jobID)); err != nil {
+			return err
+		}
+	}
+	jm.mu.Lock()
+	jm.jobs[jobID] = nil
+	jm.mu.Unlock()
+	return nil
+}
+
+// CheckpointSpec shapes one checkpoint.
+type CheckpointSpec struct {
+	// StateSizes are the sizes of the state files in chk-N, one subtask
+	// each (default 1000 and 2000 bytes).
+	StateSizes []int
+	// Timestamp is the trigger time (default now).
+	Timestamp time.Time
+}
+
+// CompleteCheckpoint does what Flink does when a checkpoint completes:
+// takes the next id from the counter, writes chk-N (state files, then
+// _metadata), the HA file, then the pointer with its lock in one multi,
+// and subsumes checkpoints beyond Retained.
+func (jm *JobManager) CompleteCheckpoint(jobID string, spec CheckpointSpec) (*Checkpoint, error) {
+	if err := jm.usable(); err != nil {
+		return nil, err
+	}
+	jm.mu.Lock()
+	_, known := jm.jobs[jobID]
+	jm.mu.Unlock()
+	if !known {
+		return nil, fmt.Errorf("flinkemu: job %s was not submitted", jobID)
+	}
+	if len(spec.StateSizes) == 0 {
+		spec.StateSizes = []int{1000, 2000}
+	}
+	if spec.Timestamp.IsZero() {
+		spec.Timestamp = time.Now()
+	}
+	id, err := jm.nextCheckpointID(jobID)
+	if err != nil {
+		return nil, err
+	}
+	cp := &Checkpoint{JobID: jobID, ID: id, Timestamp: spec.Timestamp.Truncate(time.Millisecond)}
+	cp.Dir = filepath.Join(jm.cfg.Storage, "checkpoints", jobID, fmt.Sprintf("chk-%d", id))
+	cp.FlinkDir = jm.flinkPath("checkpoints", jobID, fmt.Sprintf("chk-%d", id))
+	if err := os.MkdirAll(cp.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	op := metadata.Operator{IDLower: 0x1111, IDUpper: 0x2222, Parallelism: int32(len(spec.StateSizes)), MaxParallelism: 128}
+	for i, n := range spec.StateSizes {
+		name := newUUID()
+		file := filepath.Join(cp.Dir, name)
+		data := make([]byte, n)
+		_, _ = rand.Read(data)
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			return nil, err
+		}
+		cp.StateFiles = append(cp.StateFiles, file)
+		op.Subtasks = append(op.Subtasks, metadata.Subtask{Index: int32(i), ManagedKeyed: &metadata.KeyedHandle{
+			Tag: metadata.TagKeyGroupsV2, KeyGroupStart: int32(i), KeyGroupCount: 1, Offsets: []int64{0},
+			Delegate:      &metadata.StreamHandle{Tag: metadata.TagRelativeStream, Path: name, Size: int64(n)},
+			StateHandleID: newUUID(),
+		}})
+	}
+	m := &metadata.Metadata{Version: 3, CheckpointID: id, Operators: []metadata.Operator{op}, ChannelLayout: metadata.ChannelLayout112}
+	var meta bytes.Buffer
+	if err := metadata.Encode(&meta, m); err != nil {
+		return nil, err
+	}
+	cp.Metadata = filepath.Join(cp.Dir, "_metadata")
+	if err := os.WriteFile(cp.Metadata, meta.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	ha, err := flinkha.EncodeCompletedCheckpoint(flinkha.CheckpointSpec{
+		FieldSet: jm.cfg.Layout.FieldSet(), JobID: jobID, CheckpointID: id,
+		Timestamp: cp.Timestamp.UnixMilli(), CompletionTimestamp: cp.Timestamp.UnixMilli() + 150,
+		ExternalPointer: cp.FlinkDir, MetadataSize: int64(meta.Len()), Metadata: m,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if cp.HAFile, cp.HAFlinkPath, err = jm.writeHAFile("completedCheckpoint", ha); err != nil {
+		return nil, err
+	}
+	st, err := jm.stateHandle(cp.HAFlinkPath, int64(len(ha)))
+	if err != nil {
+		return nil, err
+	}
+	cp.Znode = jm.p.pointer(jobID, id)
+	if cp.Data, err = flinkha.EncodeStateHandle(st); err != nil {
+		return nil, err
+	}
+	if err := jm.addAndLock(cp.Znode, st); err != nil {
+		return nil, err
+	}
+	jm.mu.Lock()
+	jm.jobs[jobID] = append(jm.jobs[jobID], cp)
+	var subsumed []*Checkpoint
+	for len(jm.jobs[jobID]) > jm.cfg.Retained {
+		subsumed = append(subsumed, jm.jobs[jobID][0])
+		jm.jobs[jobID] = jm.jobs[jobID][1:]
+	}
+	jm.mu.Unlock()
+	for _, old := range subsumed {
+		if err := jm.subsume(old); err != nil {
+			return nil, err
+		}
+	}
+	return cp, nil
+}
+
+// Checkpoints returns the retained checkpoints of a job, ascending.
+func (jm *JobManager) Checkpoints(jobID string) []*Checkpoint {
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	return slices.Clone(jm.jobs[jobID])
+}
+
+// nextCheckpointID is the counter's getAndIncrement: a compare-and-set
+// loop on the SharedCount node.
+func (jm *JobManager) nextCheckpointID(jobID string) (int64, error) {
+	path := jm.p.counter(jobID)
+	for range 100 {
+		var data []byte
+		var stat *zk.Stat
+		err := jm.retry(func(int) (err error) {
+			data, stat, err = jm.conn.Get(path)
+			return err
+		})
+		if err != nil {
+			return 0, fmt.Errorf("flinkemu: counter %s: %w", path, err)
+		}
+		if len(data) != 4 {
+			return 0, fmt.Errorf("flinkemu: counter %s holds %d bytes", path, len(data))
+		}
+		cur := binary.BigEndian.Uint32(data)
+		next := make([]byte, 4)
+		binary.BigEndian.PutUint32(next, cur+1)
+		_, err = jm.conn.Set(path, next, stat.Version)
+		if transient(err) {
+			// Lost reply: this JobManager is the counter's only writer,
+			// so cur+1 there means the increment was ours.
+			err = jm.retry(func(int) (err error) {
+				data, _, err = jm.conn.Get(path)
+				return err
+			})
+			if err == nil && len(data) == 4 && binary.BigEndian.Uint32(data) == cur+1 {
+				return int64(int32(cur)), nil
+			}
+			continue
+		}
+		if errors.Is(err, zk.ErrBadVersion) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		return int64(int32(cur)), nil
+	}
+	return 0, fmt.Errorf("flinkemu: counter %s keeps changing", path)
+}
+
+// addAndLock is ZooKeeperStateHandleStore.addAndLock: the node and its
+// lock in one multi (1.15+: node, persistent locks, ephemeral
+// locks/<uuid>).
+func (jm *JobManager) addAndLock(path string, st flinkha.StateHandle) error {
+	data, err := flinkha.EncodeStateHandle(st)
+	if err != nil {
+		return err
+	}
+	if err := jm.ensure(parent(path)); err != nil {
+		return err
+	}
+	ops := []any{&zk.CreateRequest{Path: path, Data: data, Acl: jm.acl}}
+	if jm.cfg.Layout.LocksChild() {
+		ops = append(ops,
+			&zk.CreateRequest{Path: path + "/locks", Acl: jm.acl},
+			&zk.CreateRequest{Path: path + "/locks/" + jm.lockID, Acl: jm.acl, Flags: zk.FlagEphemeral})
+	} else {
+		ops = append(ops, &zk.CreateRequest{Path: path + "/" + jm.lockID, Acl: jm.acl, Flags: zk.FlagEphemeral})
+	}
+	err = jm.retry(func(attempt int) error {
+		_, err := jm.conn.Multi(ops...)
+		if errors.Is(err, zk.ErrNodeExists) && attempt > 0 {
+			if cur, _, gerr := jm.conn.Get(path); gerr == nil && bytes.Equal(cur, data) {
+				return nil // an earlier attempt made it
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("flinkemu: add %s: %w", path, err)
+	}
+	return nil
+}
+
+// subsume removes a checkpoint as Flink's releaseAndTryRemove does:
+// release the lock, delete locks (1.15+), delete the HA file, delete the
+// node; then the checkpoint's files go (Flink's CheckpointsCleaner).
+func (jm *JobManager) subsume(cp *Checkpoint) error {
+	lockParent := cp.Znode
+	if jm.cfg.Layout.LocksChild() {
+		lockParent += "/locks"
+	}
+	if err := jm.deleteIfExists(lockParent + "/" + jm.lockID); err != nil {
+		return fmt.Errorf("flinkemu: release %s: %w", cp.Znode, err)
+	}
+	if jm.cfg.Layout.LocksChild() {
+		if err := jm.deleteIfExists(lockParent); err != nil {
+			return fmt.Errorf("flinkemu: delete %s: %w", lockParent, err)
+		}
+	}
+	if err := os.Remove(cp.HAFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := jm.deleteIfExists(cp.Znode); err != nil {
+		return fmt.Errorf("flinkemu: delete %s: %w", cp.Znode, err)
+	}
+	if jm.cfg.KeepSubsumedData {
+		return nil
+	}
+	return os.RemoveAll(cp.Dir)
+}
+
+// writeHAFile writes <Storage>/ha/<cluster>/<prefix><12 hex> with NO_OVERWRITE.
+func (jm *JobManager) writeHAFile(prefix string, data []byte) (local, flink string, err error) {
+	dir := filepath.Join(jm.cfg.Storage, "ha", strings.Trim(jm.cfg.ClusterID, "/"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", err
+	}
+	for range 10 {
+		var r [6]byte
+		_, _ = rand.Read(r[:])
+		name := prefix + hex.EncodeToString(r[:])
+		local = filepath.Join(dir, name)
+		f, err := os.OpenFile(local, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", "", err
+		}
+		if _, err := f.Write(data); err != nil {
+			f.Close()
+			return "", "", err
+		}
+		if err := f.Close(); err != nil {
+			return "", "", err
+		}
+		return local, jm.flinkPath("ha", strings.Trim(jm.cfg.ClusterID, "/"), name), nil
+	}
+	return "", "", errors.New("flinkemu: no free HA file name")
+}
+
+func (jm *JobManager) stateHandle(flinkPath string, size int64) (flinkha.StateHandle, error) {
+	return flinkha.NewStateHandle(flinkPath, size)
+}
+
+func (jm *JobManager) flinkPath(el ...string) string {
+	return strings.TrimRight(jm.cfg.FlinkStorage, "/") + "/" + strings.Join(el, "/")
+}
+
+// ensure creates path and its ancestors as persistent nodes.
+func (jm *JobManager) ensure(path string) error {
+	if path == "" || path == "/" {
+		return nil
+	}
+	var ok bool
+	if err := jm.retry(func(int) (err error) { ok, _, err = jm.conn.Exists(path); return err }); err != nil || ok {
+		return err
+	}
+	if err := jm.ensure(parent(path)); err != nil {
+		return err
+	}
+	err := jm.retry(func(int) error {
+		_, err := jm.conn.Create(path, nil, 0, jm.acl)
+		if errors.Is(err, zk.ErrNodeExists) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("flinkemu: create %s: %w", path, err)
+	}
+	return nil
+}
+
+// deleteIfExists deletes a node; a missing one is fine.
+func (jm *JobManager) deleteIfExists(path string) error {
+	return jm.retry(func(int) error {
+		err := jm.conn.Delete(path, -1)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		return err
+	})
+}
+
+func (jm *JobManager) createPersistent(path string, data []byte) error {
+	if err := jm.ensure(parent(path)); err != nil {
+		return err
+	}
+	err := jm.retry(func(attempt int) error {
+		_, err := jm.conn.Create(path, data, 0, jm.acl)
+		if errors.Is(err, zk.ErrNodeExists) && attempt > 0 {
+			if cur, _, gerr := jm.conn.Get(path); gerr == nil && bytes.Equal(cur, data) {
+				return nil
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("flinkemu: create %s: %w", path, err)
+	}
+	return nil
+}
+
+func parent(path string) string {
+	i := strings.LastIndexByte(path, '/')
+	if i <= 0 {
+		return "/"
+	}
+	return path[:i]
+}
+
+// NewJobID returns a random Flink JobID (32 hex digits).
+func NewJobID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+func isJobID(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// slogPrintf adapts go-zookeeper's logger to slog.
+type slogPrintf struct{ log *slog.Logger }
+
+func (l slogPrintf) Printf(format string, args ...any) { l.log.Debug(fmt.Sprintf(format, args...)) }

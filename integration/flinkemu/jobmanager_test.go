@@ -1,0 +1,178 @@
+package flinkemu
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ckptfs/ckptfs/integration/zktest"
+	"github.com/ckptfs/ckptfs/manifest/flinkha"
+	"github.com/ckptfs/ckptfs/manifest/metadata"
+)
+
+// TestIntegration_Layouts checks the znodes each layout writes against
+// flink-formats.md §1.2-1.5 (with its 1.14 correction).
+func TestIntegration_Layouts(t *testing.T) {
+	c := zktest.StartCluster(t, 1)
+	for i, layout := range Layouts() {
+		t.Run(layout.String(), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Servers = c.Servers()
+			cfg.Layout = layout
+			cfg.PathRoot = "/flink" + string(rune('a'+i))
+			cfg.Storage = t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			jm, err := Start(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer jm.Close()
+			job := NewJobID()
+			if err := jm.SubmitJob(job); err != nil {
+				t.Fatal(err)
+			}
+			var all []*Checkpoint
+			for range 5 {
+				cp, err := jm.CompleteCheckpoint(job, CheckpointSpec{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, cp)
+			}
+			obs := zktest.Connect(t, c.Servers())
+			tree, err := Dump(obs.Conn, cfg.PathRoot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ns := cfg.Namespace()
+			// want: relative path -> "p" persistent, "e" ephemeral, "e*"
+			// a node with exactly one ephemeral child.
+			var want map[string]string
+			switch layout {
+			case Flink1_13:
+				want = map[string]string{
+					"leaderlatch/resource_manager_lock":           "e*",
+					"leaderlatch/" + job + "/job_manager_lock":    "e*",
+					"leader/resource_manager_lock":                "e",
+					"leader/dispatcher_lock":                      "e",
+					"leader/rest_server_lock":                     "e",
+					"leader/" + job + "/job_manager_lock":         "e",
+					"jobgraphs/" + job:                            "e*",
+					"checkpoints/" + job + "/0000000000000000005": "e*",
+					"checkpoint-counter/" + job:                   "p",
+					"running_job_registry/" + job:                 "p",
+				}
+			case Flink1_14:
+				want = map[string]string{
+					"leader/resource_manager/latch":                    "e*",
+					"leader/resource_manager/connection_info":          "e",
+					"leader/dispatcher/connection_info":                "e",
+					"leader/rest_server/connection_info":               "e",
+					"jobs/" + job + "/leader/latch":                    "e*",
+					"jobs/" + job + "/leader/connection_info":          "e",
+					"jobgraphs/" + job:                                 "e*",
+					"jobs/" + job + "/checkpoints/0000000000000000005": "e*",
+					"jobs/" + job + "/checkpoint_id_counter":           "p",
+					"running_job_registry/" + job:                      "p",
+				}
+			default:
+				jobLeader, graphs := job, "jobgraphs"
+				if layout >= Flink1_20 {
+					jobLeader = "job-" + job
+				}
+				if layout == Flink2 {
+					graphs = "execution-plans"
+				}
+				want = map[string]string{
+					"leader/latch": "e*",
+					"leader/resource_manager/connection_info":                "e",
+					"leader/" + jobLeader + "/connection_info":               "e",
+					graphs + "/" + job + "/locks":                            "e*",
+					"jobs/" + job + "/checkpoints/0000000000000000005/locks": "e*",
+					"jobs/" + job + "/checkpoint_id_counter":                 "p",
+				}
+			}
+			for rel, kind := range want {
+				n, ok := tree[ns+"/"+rel]
+				switch {
+				case !ok:
+					t.Errorf("%s missing; tree:\n%s", rel, tree)
+				case kind == "e" && !n.Ephemeral, kind == "p" && n.Ephemeral:
+					t.Errorf("%s ephemeral=%v, want %s", rel, n.Ephemeral, kind)
+				case kind == "e*" && (len(n.Children) != 1 || !tree[ns+"/"+rel+"/"+n.Children[0]].Ephemeral):
+					t.Errorf("%s children %v: want one ephemeral", rel, n.Children)
+				}
+			}
+			absent := map[string]bool{
+				"running_job_registry": layout >= Flink1_17, // replaced by the JobResultStore
+				"checkpoints":          layout >= Flink1_14, // moved to jobs/<job>
+				"leaderlatch":          layout >= Flink1_14,
+				"jobgraphs":            layout == Flink2, // execution-plans
+			}
+			for dir, mustLack := range absent {
+				if _, ok := tree[ns+"/"+dir]; ok && mustLack {
+					t.Errorf("%s exists in %s", dir, layout)
+				}
+			}
+
+			// Retained 3: 1 and 2 were subsumed with their HA file and data.
+			for _, cp := range all {
+				_, exists := tree[cp.Znode]
+				_, haErr := os.Stat(cp.HAFile)
+				_, dirErr := os.Stat(cp.Dir)
+				if retained := cp.ID >= 3; exists != retained || (haErr == nil) != retained || (dirErr == nil) != retained {
+					t.Errorf("checkpoint %d: znode %v, HA file %v, dir %v; retained %v", cp.ID, exists, haErr, dirErr, retained)
+				}
+			}
+			// The bytes: pointer -> HA file -> checkpoint; counter; leader.
+			cp := all[4]
+			h, err := flinkha.DecodeStateHandle(tree[cp.Znode].Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ha, _ := os.ReadFile(cp.HAFile)
+			if p, _ := h.Path(); p != cp.HAFlinkPath || h.Size != int64(len(ha)) || !strings.HasPrefix(filepath.Base(cp.HAFile), "completedCheckpoint") || len(filepath.Base(cp.HAFile)) != len("completedCheckpoint")+12 {
+				t.Errorf("pointer names %s (%d bytes), want %s (%d)", p, h.Size, cp.HAFlinkPath, len(ha))
+			}
+			cc, err := flinkha.DecodeCompletedCheckpoint(ha)
+			if err != nil || cc.CheckpointID != 5 || cc.JobID != job || cc.ExternalPointer != cp.FlinkDir || cc.FieldSet != layout.FieldSet() {
+				t.Errorf("HA file: %+v, %v", cc, err)
+			}
+			if m, err := metadata.DecodeFile(cp.Metadata, metadata.Options{}); err != nil || m.CheckpointID != 5 {
+				t.Errorf("_metadata: %v", err)
+			}
+			var counterPath string
+			for p := range tree {
+				if strings.HasSuffix(p, "checkpoint-counter/"+job) || strings.HasSuffix(p, "checkpoint_id_counter") {
+					counterPath = p
+				}
+			}
+			if d := tree[counterPath].Data; len(d) != 4 || binary.BigEndian.Uint32(d) != 6 {
+				t.Errorf("counter %s = %x, want 6", counterPath, d)
+			}
+			for p, n := range tree {
+				if n.Ephemeral && (strings.HasSuffix(p, "connection_info") || strings.HasSuffix(p, "_lock")) {
+					li, err := flinkha.DecodeLeaderInfo(n.Data)
+					if err != nil || li == nil || !strings.Contains(li.Address, "jm-dc1:6123") || li.SessionID == "" {
+						t.Errorf("leader node %s: %+v, %v", p, li, err)
+					}
+				}
+			}
+
+			// Closing the session removes exactly the ephemeral nodes.
+			jm.Close()
+			after, err := Dump(obs.Conn, cfg.PathRoot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := tree.WithoutEphemeral().Diff(after); len(d) > 0 {
+				t.Errorf("after Close:\n%s", strings.Join(d, "\n"))
+			}
+		})
+	}
+}

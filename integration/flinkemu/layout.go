@@ -1,0 +1,172 @@
+package flinkemu
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ckptfs/ckptfs/manifest/flinkha"
+)
+
+// Layout is a family of Flink releases with one ZooKeeper HA layout.
+type Layout int
+
+const (
+	// Flink1_13 is 1.5-1.13 (and 1.4's checkpoints): checkpoints/<job>/
+	// <%019d> with ephemeral lock children, leaderlatch/<suffix> and
+	// leader/<suffix>, checkpoint-counter/<job>, running_job_registry.
+	Flink1_13 Layout = iota + 1
+	// Flink1_14 is 1.14: jobs/<job>/checkpoints/<%019d> with ephemeral
+	// lock children directly, leader/<component>/{latch,connection_info},
+	// jobs/<job>/leader/{latch,connection_info}.
+	Flink1_14
+	// Flink1_17 is 1.15-1.17: a persistent locks child holding the
+	// ephemeral locks, one leader/latch, leader/<component>/connection_info
+	// with the job component <jobId>.
+	Flink1_17
+	// Flink1_20 is 1.18-1.20: as 1.17, job component job-<jobId>.
+	Flink1_20
+	// Flink2 is 2.x: as 1.20, execution-plans/ instead of jobgraphs/.
+	Flink2
+)
+
+// Layouts lists every layout, oldest first.
+func Layouts() []Layout { return []Layout{Flink1_13, Flink1_14, Flink1_17, Flink1_20, Flink2} }
+
+func (l Layout) String() string {
+	switch l {
+	case Flink1_13:
+		return "1.4-1.13"
+	case Flink1_14:
+		return "1.14"
+	case Flink1_17:
+		return "1.15-1.17"
+	case Flink1_20:
+		return "1.18-1.20"
+	case Flink2:
+		return "2.x"
+	}
+	return fmt.Sprintf("Layout(%d)", int(l))
+}
+
+// Version is a Flink version string of the layout (for --flink-version).
+func (l Layout) Version() string {
+	switch l {
+	case Flink1_13:
+		return "1.13"
+	case Flink1_14:
+		return "1.14"
+	case Flink1_17:
+		return "1.17"
+	case Flink1_20:
+		return "1.20"
+	case Flink2:
+		return "2.0"
+	}
+	return ""
+}
+
+// LocksChild reports whether pointers carry a persistent locks child.
+func (l Layout) LocksChild() bool { return l >= Flink1_17 }
+
+// FieldSet is the CompletedCheckpoint field set the release writes.
+func (l Layout) FieldSet() flinkha.FieldSet {
+	if l == Flink1_13 {
+		return flinkha.FieldSet15
+	}
+	// 1.14.5 already has completionTimestamp.
+	return flinkha.FieldSet115
+}
+
+// paths are a layout's znodes below the namespace ns.
+type paths struct {
+	l  Layout
+	ns string
+}
+
+func (p paths) join(el ...string) string { return p.ns + "/" + strings.Join(el, "/") }
+
+func (p paths) pointerDir(job string) string {
+	if p.l == Flink1_13 {
+		return p.join("checkpoints", job)
+	}
+	return p.join("jobs", job, "checkpoints")
+}
+
+func (p paths) pointer(job string, id int64) string {
+	return fmt.Sprintf("%s/%019d", p.pointerDir(job), id)
+}
+
+func (p paths) counter(job string) string {
+	if p.l == Flink1_13 {
+		return p.join("checkpoint-counter", job)
+	}
+	return p.join("jobs", job, "checkpoint_id_counter")
+}
+
+func (p paths) jobGraph(job string) string {
+	if p.l == Flink2 {
+		return p.join("execution-plans", job)
+	}
+	return p.join("jobgraphs", job)
+}
+
+// runningRegistry is the running job registry entry (1.5-1.14), "" after.
+func (p paths) runningRegistry(job string) string {
+	if p.l <= Flink1_14 {
+		return p.join("running_job_registry", job)
+	}
+	return ""
+}
+
+// component is a leader election of one JobManager part.
+type component struct {
+	latch  string // the latch node whose EPHEMERAL_SEQUENTIAL children elect
+	leader string // the ephemeral leader information node
+	addr   string // what the leader node holds
+}
+
+// clusterComponents are the resource manager, dispatcher and REST server.
+func (p paths) clusterComponents(host string) []component {
+	rpc := p.rpcScheme()
+	addrs := map[string]string{
+		"resource_manager": rpc + "://flink@" + host + "/user/rpc/resourcemanager_0",
+		"dispatcher":       rpc + "://flink@" + host + "/user/rpc/dispatcher_1",
+		"rest_server":      "http://" + host,
+	}
+	var out []component
+	for _, name := range []string{"resource_manager", "dispatcher", "rest_server"} {
+		var c component
+		switch {
+		case p.l == Flink1_13:
+			c = component{latch: p.join("leaderlatch", name+"_lock"), leader: p.join("leader", name+"_lock")}
+		case p.l == Flink1_14:
+			c = component{latch: p.join("leader", name, "latch"), leader: p.join("leader", name, "connection_info")}
+		default:
+			c = component{latch: p.join("leader", "latch"), leader: p.join("leader", name, "connection_info")}
+		}
+		c.addr = addrs[name]
+		out = append(out, c)
+	}
+	return out
+}
+
+// jobComponent is the JobMaster's leader election of one job.
+func (p paths) jobComponent(job, host string) component {
+	addr := p.rpcScheme() + "://flink@" + host + "/user/rpc/jobmanager_" + job[:8]
+	switch p.l {
+	case Flink1_13:
+		return component{latch: p.join("leaderlatch", job, "job_manager_lock"), leader: p.join("leader", job, "job_manager_lock"), addr: addr}
+	case Flink1_14:
+		return component{latch: p.join("jobs", job, "leader", "latch"), leader: p.join("jobs", job, "leader", "connection_info"), addr: addr}
+	case Flink1_17:
+		return component{latch: p.join("leader", "latch"), leader: p.join("leader", job, "connection_info"), addr: addr}
+	}
+	return component{latch: p.join("leader", "latch"), leader: p.join("leader", "job-"+job, "connection_info"), addr: addr}
+}
+
+func (p paths) rpcScheme() string {
+	if p.l >= Flink1_20 {
+		return "pekko.tcp"
+	}
+	return "akka.tcp"
+}

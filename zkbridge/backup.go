@@ -1,0 +1,62 @@
+package zkbridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// backupFormat is the version of the backup JSON.
+const backupFormat = 1
+
+// Backup is what ckptfs keeps of a retracted pointer, at
+// <ckptfs>/<cluster>/pruned/<job>/<%019d>: enough to put it back exactly.
+type Backup struct {
+	Format       int    `json:"format"`
+	JobID        string `json:"job_id"`
+	CheckpointID int64  `json:"checkpoint_id"`
+	// Znode is the pointer's original path.
+	Znode string `json:"znode"`
+	// Data are the pointer's original bytes (base64 in JSON).
+	Data []byte `json:"data"`
+	// HadLocks: the pointer had a persistent locks child (1.15+); it is
+	// recreated with it, or Flink treats the pointer as deleted.
+	HadLocks bool `json:"had_locks"`
+	// CounterZnode is the job's checkpoint id counter: a pointer is only
+	// put back when its id is below the counter.
+	CounterZnode string `json:"counter_znode"`
+	// HAFile is the HA file the pointer names, for people.
+	HAFile string `json:"ha_file,omitempty"`
+	// Reason is why it was retracted.
+	Reason RetractReason `json:"reason"`
+	// Site, Epoch and RetractedAt record who retracted it and when.
+	Site        string    `json:"site"`
+	Epoch       int64     `json:"epoch"`
+	RetractedAt time.Time `json:"retracted_at"`
+}
+
+func (b *Backup) encode() ([]byte, error) { return json.Marshal(b) }
+
+func decodeBackup(data []byte) (*Backup, error) {
+	var b Backup
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&b); err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	switch {
+	case b.Format != backupFormat:
+		return nil, fmt.Errorf("backup: format %d, want %d", b.Format, backupFormat)
+	case b.Znode == "" || checkAbsPath(b.Znode) != nil:
+		return nil, fmt.Errorf("backup: bad znode %q", b.Znode)
+	case len(b.Data) == 0:
+		return nil, fmt.Errorf("backup: no data")
+	}
+	return &b, nil
+}
+
+// sameOriginal reports whether a backup holds exactly the pointer p: a
+// retraction that finds it may go ahead without writing another.
+func (b *Backup) sameOriginal(znode string, data []byte, hadLocks bool) bool {
+	return b.Znode == znode && bytes.Equal(b.Data, data) && b.HadLocks == hadLocks
+}

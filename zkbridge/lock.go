@@ -1,0 +1,157 @@
+package zkbridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// ErrTakeoverInProgress means another takeover (or restore) of the
+// cluster holds the takeover lock and did not finish within the wait.
+var ErrTakeoverInProgress = errors.New("zkbridge: another takeover holds the lock")
+
+// ErrLockLost means our session, and with it the takeover lock, expired
+// during the operation; nothing more was written after that.
+var ErrLockLost = errors.New("zkbridge: takeover lock lost (session expired)")
+
+// lockHolder is the data of a takeover lock node, for messages.
+type lockHolder struct {
+	Site    string    `json:"site"`
+	Host    string    `json:"host"`
+	PID     int       `json:"pid"`
+	Op      string    `json:"op"`
+	Started time.Time `json:"started"`
+}
+
+// takeoverLock is a held lock: an ephemeral sequential child of
+// <ckptfs>/takeover that is the lowest. Every write made under it checks
+// in the same multi that the node still exists (version 0: it is never
+// written), so a write can never land after the session that held the
+// lock expired and a second takeover started.
+type takeoverLock struct {
+	node string
+}
+
+// check is the multi operation that fences a write to the lock holder.
+func (l *takeoverLock) check() *zk.CheckVersionRequest {
+	return &zk.CheckVersionRequest{Path: l.node, Version: 0}
+}
+
+const lockPrefix = "lock-"
+
+// lockSeq returns the sequence number ZooKeeper appended to a lock node.
+func lockSeq(name string) (string, bool) {
+	i := strings.LastIndex(name, lockPrefix)
+	if i < 0 || len(name)-i-len(lockPrefix) != 10 {
+		return "", false
+	}
+	return name[i+len(lockPrefix):], true
+}
+
+// acquireLock takes the takeover lock, waiting at most wait for a holder
+// to finish (zero: refuse at once).
+func (b *Bridge) acquireLock(ctx context.Context, paths ckptfsPaths, op string, wait time.Duration) (*takeoverLock, error) {
+	parent := paths.takeover()
+	if err := b.zk.ensure(ctx, parent); err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	data, err := json.Marshal(lockHolder{Site: b.cfg.Site, Host: host, PID: os.Getpid(), Op: op, Started: time.Now().UTC()})
+	if err != nil {
+		return nil, err
+	}
+	var node string
+	err = b.zk.do(ctx, "create lock", func() (err error) {
+		node, err = b.zk.conn.CreateProtectedEphemeralSequential(join(parent, lockPrefix), data, b.zk.acl)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create takeover lock: %w", err)
+	}
+	lock := &takeoverLock{node: node}
+	mine := node[strings.LastIndexByte(node, '/')+1:]
+	mySeq, _ := lockSeq(mine)
+	deadline := time.Now().Add(wait)
+	for {
+		names, _, err := b.zk.children(ctx, parent)
+		if err != nil {
+			b.releaseLock(lock)
+			return nil, err
+		}
+		if !slices.Contains(names, mine) {
+			return nil, ErrLockLost
+		}
+		// The holder is the lowest sequence number; wait for the one
+		// just before ours.
+		pred := ""
+		predSeq := ""
+		for _, n := range names {
+			s, ok := lockSeq(n)
+			if !ok || s >= mySeq {
+				continue
+			}
+			if s > predSeq {
+				pred, predSeq = n, s
+			}
+		}
+		if pred == "" {
+			b.log.Debug("takeover lock acquired", "znode", node)
+			return lock, nil
+		}
+		holder := b.describeHolder(ctx, join(parent, pred))
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			b.releaseLock(lock)
+			return nil, fmt.Errorf("%w: %s", ErrTakeoverInProgress, holder)
+		}
+		stat, ch, err := b.zk.existsW(ctx, join(parent, pred))
+		if err != nil {
+			b.releaseLock(lock)
+			return nil, err
+		}
+		if stat == nil {
+			continue
+		}
+		b.log.Info("waiting for another takeover to finish", "holder", holder, "remaining", remaining.Round(time.Second).String())
+		t := time.NewTimer(remaining)
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+		t.Stop()
+	}
+}
+
+func (b *Bridge) describeHolder(ctx context.Context, node string) string {
+	data, _, err := b.zk.get(ctx, node)
+	var h lockHolder
+	if err != nil || json.Unmarshal(data, &h) != nil {
+		return node
+	}
+	return fmt.Sprintf("%s (site %s, host %s, pid %d, %s since %s)", node, h.Site, h.Host, h.PID, h.Op, h.Started.Format(time.RFC3339))
+}
+
+// releaseLock deletes the lock node. Failing to is harmless: it vanishes
+// with the session.
+func (b *Bridge) releaseLock(l *takeoverLock) {
+	err := b.zk.do(context.Background(), "delete lock", func() error {
+		err := b.zk.conn.Delete(l.node, 0)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrClosed) {
+		b.log.Warn("could not delete the takeover lock; it vanishes with the session", "znode", l.node, "err", err)
+	}
+}

@@ -1,0 +1,250 @@
+package zkbridge
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/ckptfs/ckptfs/manifest/flinkha"
+)
+
+// RestoreOptions are the choices of one RestorePruned.
+type RestoreOptions struct {
+	// Jobs limits the restore to these job ids (all when empty).
+	Jobs []string
+	// Unverified puts pointers back even when their checkpoint is not
+	// L2-complete on this site. Flink restores the newest pointer, so a
+	// pointer that is put back unverified may make it fail again.
+	Unverified bool
+	// DryRun reports and writes nothing.
+	DryRun bool
+}
+
+// RestoreReport is what RestorePruned did.
+type RestoreReport struct {
+	Site   string        `json:"site"`
+	DryRun bool          `json:"dry_run"`
+	Jobs   []*JobRestore `json:"jobs"`
+}
+
+// JobRestore is what RestorePruned did for one job.
+type JobRestore struct {
+	JobID    string          `json:"job_id"`
+	Restored []int64         `json:"restored"`
+	Skipped  []SkippedBackup `json:"skipped"`
+}
+
+// SkippedBackup is a backup left in place, and why.
+type SkippedBackup struct {
+	ID     int64  `json:"id"`
+	Reason string `json:"reason"`
+}
+
+// RestorePruned puts retracted pointers back from their backups (design
+// §5): the original bytes and, for 1.15+, the persistent locks child
+// without which Flink treats the pointer as deleted. A backup is put back
+// only where the pointer is absent, its id is below the job's checkpoint
+// counter (ids stay ascending) and, unless Unverified, the checkpoint is
+// L2-complete here; then the backup is deleted, in the same multi. It
+// holds the takeover lock, checks the epoch and refuses while a
+// JobManager is alive (it would not see the pointers).
+func (b *Bridge) RestorePruned(ctx context.Context, opts RestoreOptions) (*RestoreReport, error) {
+	if err := b.requireSite("restore-pruned"); err != nil {
+		return nil, err
+	}
+	defer b.zk.bind(ctx)()
+	l, err := b.discover(ctx)
+	if err != nil {
+		return nil, err
+	}
+	paths := b.ckptfsFor(l)
+	rep := &RestoreReport{Site: b.cfg.Site, DryRun: opts.DryRun, Jobs: []*JobRestore{}}
+	var lock *takeoverLock
+	if !opts.DryRun {
+		if err := b.zk.ensure(ctx, paths.takeover()); err != nil {
+			return nil, err
+		}
+		if err := b.zk.createIfAbsent(ctx, paths.epoch(), []byte("0")); err != nil {
+			return nil, err
+		}
+		if lock, err = b.acquireLock(ctx, paths, "restore-pruned", b.cfg.LockWait); err != nil {
+			return nil, err
+		}
+		defer b.releaseLock(lock)
+	}
+	live, err := b.liveness(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	if live.Alive {
+		return rep, fmt.Errorf("%w: %s; pointers put back now would not be seen by it", ErrJobManagerAlive, live)
+	}
+	ep, err := b.readEpoch(ctx, paths)
+	if err != nil {
+		return nil, err
+	}
+	jobs, _, err := b.zk.children(ctx, paths.prunedRoot())
+	if errors.Is(err, zk.ErrNoNode) {
+		return rep, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	layouts := map[string]JobLayout{}
+	for _, jl := range l.Jobs {
+		layouts[jl.JobID] = jl
+	}
+	for _, job := range jobs {
+		if len(opts.Jobs) > 0 && !slices.Contains(opts.Jobs, job) {
+			continue
+		}
+		jr, err := b.restoreJob(ctx, paths, lock, ep, layouts[job], job, opts)
+		if err != nil {
+			return rep, err
+		}
+		rep.Jobs = append(rep.Jobs, jr)
+	}
+	return rep, nil
+}
+
+func (b *Bridge) restoreJob(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, jl JobLayout, job string, opts RestoreOptions) (*JobRestore, error) {
+	jr := &JobRestore{JobID: job, Restored: []int64{}, Skipped: []SkippedBackup{}}
+	ids, err := b.backupIDs(ctx, paths, job)
+	if err != nil {
+		return nil, err
+	}
+	skip := func(id int64, format string, args ...any) {
+		jr.Skipped = append(jr.Skipped, SkippedBackup{ID: id, Reason: fmt.Sprintf(format, args...)})
+	}
+	for _, id := range ids {
+		bpath := paths.pruned(job, id)
+		log := b.log.With("job", job, "checkpoint", id, "znode", bpath)
+		data, bstat, err := b.zk.get(ctx, bpath)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		bk, err := decodeBackup(data)
+		if err != nil {
+			skip(id, "unreadable backup: %v", err)
+			continue
+		}
+		if bk.JobID != job || bk.CheckpointID != id {
+			skip(id, "backup names job %s checkpoint %d", bk.JobID, bk.CheckpointID)
+			continue
+		}
+		// The counter: ids must stay below the next one Flink hands out.
+		counterPath := bk.CounterZnode
+		if counterPath == "" {
+			counterPath = jl.CounterPath
+		}
+		counter := int64(-1)
+		if counterPath != "" {
+			cdata, _, err := b.zk.get(ctx, counterPath)
+			if err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return nil, err
+			}
+			if v, ok := decodeCounter(cdata); ok {
+				counter = v
+			}
+		}
+		if counter < 0 {
+			skip(id, "the job's checkpoint counter %s is missing: the job is gone", counterPath)
+			continue
+		}
+		if id > counter-1 {
+			skip(id, "id is not below the checkpoint counter %d", counter)
+			continue
+		}
+		parent := bk.Znode[:len(bk.Znode)-len(checkpointName(id))-1]
+		if pstat, err := b.zk.exists(ctx, parent); err != nil {
+			return nil, err
+		} else if pstat == nil {
+			skip(id, "%s is gone: Flink removed the job's checkpoint store", parent)
+			continue
+		}
+		cur, _, err := b.zk.get(ctx, bk.Znode)
+		if err == nil {
+			if bytes.Equal(cur, bk.Data) {
+				skip(id, "%s exists already with the same bytes", bk.Znode)
+			} else {
+				skip(id, "%s exists with other bytes", bk.Znode)
+			}
+			continue
+		}
+		if !errors.Is(err, zk.ErrNoNode) {
+			return nil, err
+		}
+		if !opts.Unverified {
+			h, err := flinkha.DecodeStateHandle(bk.Data)
+			if err != nil {
+				skip(id, "backup data undecodable: %v", err)
+				continue
+			}
+			v := b.verifyPointer(ctx, &Pointer{JobID: job, ID: id, Znode: bk.Znode, Data: bk.Data, Handle: h})
+			if !l2Complete(v) {
+				skip(id, "checkpoint not complete here at L2 (%s); use --unverified to put it back anyway", v.Verdict)
+				continue
+			}
+		}
+		if opts.DryRun {
+			jr.Restored = append(jr.Restored, id)
+			continue
+		}
+		ops := []any{
+			&zk.CheckVersionRequest{Path: paths.epoch(), Version: ep.version},
+			lock.check(),
+			&zk.CreateRequest{Path: bk.Znode, Data: bk.Data, Acl: b.zk.acl},
+		}
+		if bk.HadLocks {
+			ops = append(ops, &zk.CreateRequest{Path: join(bk.Znode, "locks"), Acl: b.zk.acl})
+		}
+		ops = append(ops, &zk.DeleteRequest{Path: bpath, Version: bstat.Version})
+		failed, err := b.zk.multi(ops...)
+		if errors.Is(err, errOutcomeUnknown) {
+			ok, rerr := b.restoreApplied(ctx, bk, bpath)
+			if rerr != nil {
+				return nil, rerr
+			}
+			if ok {
+				err = nil
+			}
+		}
+		if err != nil {
+			switch failed {
+			case 0:
+				return nil, fmt.Errorf("%w (restoring %s): %v", ErrEpochChanged, bk.Znode, err)
+			case 1:
+				return nil, fmt.Errorf("%w (restoring %s): %v", ErrLockLost, bk.Znode, err)
+			}
+			skip(id, "changed meanwhile (%v); run restore-pruned again", err)
+			continue
+		}
+		log.Info("pointer restored", "restored", bk.Znode, "locks", bk.HadLocks)
+		jr.Restored = append(jr.Restored, id)
+	}
+	return jr, nil
+}
+
+// restoreApplied decides, by reading, whether a restore whose reply was
+// lost took effect.
+func (b *Bridge) restoreApplied(ctx context.Context, bk *Backup, bpath string) (bool, error) {
+	cur, _, err := b.zk.get(ctx, bk.Znode)
+	if errors.Is(err, zk.ErrNoNode) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	st, err := b.zk.exists(ctx, bpath)
+	if err != nil {
+		return false, err
+	}
+	return st == nil && bytes.Equal(cur, bk.Data), nil
+}

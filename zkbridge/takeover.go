@@ -1,0 +1,529 @@
+package zkbridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Errors of Takeover and RestorePruned.
+var (
+	// ErrJobManagerAlive: a Flink JobManager of the cluster kept
+	// ephemeral nodes past the wait, or locked a pointer meanwhile.
+	ErrJobManagerAlive = errors.New("zkbridge: a Flink JobManager is alive")
+	// ErrEpochChanged: another site took over meanwhile; nothing more was
+	// written.
+	ErrEpochChanged = errors.New("zkbridge: another site took over meanwhile (epoch changed)")
+	// ErrBackupConflict: a backup of a different pointer is in the way.
+	ErrBackupConflict = errors.New("zkbridge: conflicting backup")
+)
+
+// Job statuses of a takeover.
+const (
+	StatusOK      = "ok"
+	StatusRefused = "refused"
+)
+
+// TakeoverOptions are the choices of one takeover.
+type TakeoverOptions struct {
+	// Wait bounds the wait for Flink's JobManagers to vanish (zero: do not
+	// wait). Config.DefaultTakeoverWait is Flink's session timeout plus a
+	// margin.
+	Wait time.Duration
+	// DryRun computes and reports the plan and writes nothing (not even
+	// the lock).
+	DryRun bool
+	// ActivateAnyway makes this site active although some job was
+	// refused.
+	ActivateAnyway bool
+
+	// beforeRetraction is a test seam, called before every retraction.
+	beforeRetraction func(job string, id int64)
+}
+
+// DefaultTakeoverOptions waits Config.DefaultTakeoverWait.
+func (b *Bridge) DefaultTakeoverOptions() TakeoverOptions {
+	return TakeoverOptions{Wait: b.cfg.DefaultTakeoverWait()}
+}
+
+// TakeoverReport is what a takeover decided and did.
+type TakeoverReport struct {
+	Site       string     `json:"site"`
+	ClusterID  string     `json:"cluster_id"`
+	Namespace  string     `json:"namespace"`
+	Generation Generation `json:"flink_layout"`
+	DryRun     bool       `json:"dry_run"`
+	// Epoch is the epoch after the takeover (bumped when Activated).
+	Epoch int64 `json:"epoch"`
+	// Activated: this takeover made the site active; AlreadyActive: it
+	// was before.
+	Activated     bool   `json:"activated"`
+	AlreadyActive bool   `json:"already_active,omitempty"`
+	ActiveSite    string `json:"active_site"`
+	// JobManager is the liveness read last.
+	JobManager *Liveness      `json:"jobmanager,omitempty"`
+	Waited     Duration       `json:"waited"`
+	Jobs       []*JobTakeover `json:"jobs"`
+	// Decision says in one sentence what happened and why.
+	Decision string `json:"decision"`
+}
+
+// Refused reports whether some job had no L2-complete pointer.
+func (r *TakeoverReport) Refused() bool {
+	for _, j := range r.Jobs {
+		if j.Status == StatusRefused {
+			return true
+		}
+	}
+	return false
+}
+
+// JobTakeover is what a takeover decided for one job.
+type JobTakeover struct {
+	JobID  string `json:"job_id"`
+	Status string `json:"status"`
+	// Reason explains the status in words.
+	Reason string `json:"reason"`
+	// NewestComplete is the newest pointer complete at L2 here.
+	NewestComplete *int64 `json:"newest_complete"`
+	// Kept are the pointers Flink will see, ascending.
+	Kept []int64 `json:"kept"`
+	// Retracted are the pointers this run retracted (or, in a dry run,
+	// would retract), newest first; Retractions gives the reasons.
+	Retracted   []int64      `json:"retracted"`
+	Retractions []Retraction `json:"retractions"`
+	// AlreadyPruned are backups of earlier runs.
+	AlreadyPruned []int64 `json:"already_pruned,omitempty"`
+	// Ignored are 1.15+ pointers without locks, which Flink skips.
+	Ignored []int64 `json:"ignored,omitempty"`
+	// RestoreHint says how to start a refused job by hand.
+	RestoreHint *RestoreHint `json:"restore_hint"`
+}
+
+// Duration marshals as a Go duration string.
+type Duration time.Duration
+
+// MarshalText writes the duration as "1m5s".
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// epochState is the epoch node's value and version.
+type epochState struct {
+	value   int64
+	version int32
+	exists  bool
+}
+
+func (b *Bridge) readEpoch(ctx context.Context, paths ckptfsPaths) (epochState, error) {
+	data, stat, err := b.zk.get(ctx, paths.epoch())
+	if errors.Is(err, zk.ErrNoNode) {
+		return epochState{version: -1}, nil
+	}
+	if err != nil {
+		return epochState{}, err
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil || v < 0 {
+		return epochState{}, fmt.Errorf("epoch %s holds %q, want a decimal number", paths.epoch(), data)
+	}
+	return epochState{value: v, version: stat.Version, exists: true}, nil
+}
+
+func (b *Bridge) readActiveSite(ctx context.Context, paths ckptfsPaths) (site string, stat *zk.Stat, err error) {
+	data, stat, err := b.zk.get(ctx, paths.activeSite())
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil, nil
+	}
+	return strings.TrimSpace(string(data)), stat, err
+}
+
+// Takeover makes this site's ZooKeeper state safe for Flink to start here
+// (design §5): it takes the takeover lock, waits (bounded) until no
+// JobManager is alive, retracts for every job the pointers this site
+// cannot restore, each in one version-checked multi with a backup, and
+// finally sets active-site and bumps the epoch, unless a job was refused.
+//
+// Running it again after a crash or a ZooKeeper failure converges to the
+// same result: every step re-reads and re-plans, and every write is
+// checked against the versions read.
+//
+// The report is returned also with ErrJobManagerAlive (what was alive);
+// refused jobs are not an error (see TakeoverReport.Refused).
+func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverReport, error) {
+	if err := b.requireSite("takeover"); err != nil {
+		return nil, err
+	}
+	defer b.zk.bind(ctx)()
+	l, err := b.discover(ctx)
+	if err != nil {
+		return nil, err
+	}
+	paths := b.ckptfsFor(l)
+	rep := &TakeoverReport{Site: b.cfg.Site, ClusterID: l.ClusterID, Namespace: l.Namespace, Generation: l.Generation, DryRun: opts.DryRun, Jobs: []*JobTakeover{}}
+	log := b.log.With("namespace", l.Namespace)
+
+	var lock *takeoverLock
+	if !opts.DryRun {
+		for _, p := range []string{paths.prunedRoot(), paths.takeover()} {
+			if err := b.zk.ensure(ctx, p); err != nil {
+				return nil, err
+			}
+		}
+		if err := b.zk.createIfAbsent(ctx, paths.epoch(), []byte("0")); err != nil {
+			return nil, err
+		}
+		lock, err = b.acquireLock(ctx, paths, "takeover", b.cfg.LockWait)
+		if err != nil {
+			return nil, err
+		}
+		defer b.releaseLock(lock)
+	}
+
+	start := time.Now()
+	live, err := b.waitDead(ctx, l, opts.Wait)
+	rep.Waited = Duration(time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	rep.JobManager = live
+	if live.Alive && !opts.DryRun {
+		rep.Decision = fmt.Sprintf("refused: %s after waiting %v; nothing changed", live, time.Duration(rep.Waited))
+		log.Warn("takeover refused: a JobManager is alive", "sessions", fmt.Sprint(live.Sessions()), "addresses", strings.Join(live.Addresses(), ","))
+		return rep, fmt.Errorf("%w: %s", ErrJobManagerAlive, live)
+	}
+	// Jobs may have changed while we waited.
+	if l, err = b.discover(ctx); err != nil {
+		return nil, err
+	}
+	// Refuse an ambiguous layout before writing anything.
+	for _, jl := range l.Jobs {
+		if jl.LockStyle != LockStyleUnknown {
+			continue
+		}
+		js, err := b.readJob(ctx, jl)
+		if err != nil {
+			return nil, err
+		}
+		if err := ambiguous(l, js); err != nil {
+			return nil, err
+		}
+	}
+
+	ep, err := b.readEpoch(ctx, paths)
+	if err != nil {
+		return nil, err
+	}
+	active, activeStat, err := b.readActiveSite(ctx, paths)
+	if err != nil {
+		return nil, err
+	}
+	rep.Epoch, rep.ActiveSite = ep.value, active
+	for _, jl := range l.Jobs {
+		jt, err := b.takeoverJob(ctx, paths, lock, ep, l, jl, opts)
+		if err != nil {
+			rep.Decision = fmt.Sprintf("stopped at job %s: %v", jl.JobID, err)
+			return rep, err
+		}
+		rep.Jobs = append(rep.Jobs, jt)
+	}
+
+	switch {
+	case live.Alive:
+		rep.Decision = fmt.Sprintf("dry run: %s; a takeover would refuse", live)
+		return rep, fmt.Errorf("%w: %s", ErrJobManagerAlive, live)
+	case active == b.cfg.Site:
+		rep.AlreadyActive = true
+		rep.Decision = fmt.Sprintf("site %s was already active (epoch %d)", b.cfg.Site, ep.value)
+	case rep.Refused() && !opts.ActivateAnyway:
+		rep.Decision = fmt.Sprintf("site %s not activated: some job has no pointer this site holds completely", b.cfg.Site)
+	case opts.DryRun:
+		rep.Decision = fmt.Sprintf("dry run: would make site %s active with epoch %d", b.cfg.Site, ep.value+1)
+	default:
+		if err := b.activate(ctx, paths, lock, ep, activeStat); err != nil {
+			rep.Decision = fmt.Sprintf("activation failed: %v", err)
+			return rep, err
+		}
+		rep.Activated, rep.Epoch, rep.ActiveSite = true, ep.value+1, b.cfg.Site
+		rep.Decision = fmt.Sprintf("site %s is active with epoch %d", b.cfg.Site, rep.Epoch)
+		if rep.Refused() {
+			rep.Decision += " (activated anyway although some job was refused)"
+		}
+		log.Info("site activated", "epoch", rep.Epoch)
+	}
+	return rep, nil
+}
+
+// maxJobRounds bounds re-planning of one job whose znodes keep changing.
+const maxJobRounds = 6
+
+// takeoverJob re-reads, verifies and plans one job until a plan needs no
+// retraction, retracting as planned in between.
+func (b *Bridge) takeoverJob(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, l *Layout, jl JobLayout, opts TakeoverOptions) (*JobTakeover, error) {
+	log := b.log.With("job", jl.JobID)
+	jt := &JobTakeover{JobID: jl.JobID, Status: StatusOK, Kept: []int64{}, Retracted: []int64{}, Retractions: []Retraction{}}
+	pruned, err := b.backupIDs(ctx, paths, jl.JobID)
+	if err != nil {
+		return nil, err
+	}
+	jt.AlreadyPruned = pruned
+	for round := 0; ; round++ {
+		js, err := b.readJob(ctx, jl)
+		if err != nil {
+			return nil, err
+		}
+		if err := ambiguous(l, js); err != nil {
+			return nil, err
+		}
+		b.verifyJob(ctx, js)
+		plan := PlanJob(facts(js))
+		jt.Ignored = plan.Ignored
+		if plan.NewestComplete >= 0 {
+			nc := plan.NewestComplete
+			jt.NewestComplete = &nc
+		}
+		if plan.Refused {
+			jt.Status = StatusRefused
+			jt.Kept = plan.Keep
+			jt.Reason = fmt.Sprintf("none of its %d checkpoint pointer(s) is complete on this site at L2; nothing changed: with no pointer left Flink would start the job from empty state", len(plan.Keep))
+			jt.RestoreHint = b.restoreHint(ctx, l, js)
+			log.Warn("job refused: no pointer complete on this site", "pointers", fmt.Sprint(plan.Keep))
+			return jt, nil
+		}
+		if len(plan.Retract) == 0 || opts.DryRun {
+			jt.Kept = plan.Keep
+			if opts.DryRun {
+				for _, r := range plan.Retract {
+					jt.Retracted = append(jt.Retracted, r.ID)
+					jt.Retractions = append(jt.Retractions, r)
+				}
+			}
+			jt.Reason = jobReason(plan, jt, js, opts.DryRun)
+			return jt, nil
+		}
+		if round == maxJobRounds {
+			return nil, fmt.Errorf("job %s: its pointers kept changing during the takeover (%d rounds)", jl.JobID, round)
+		}
+		if err := b.zk.ensure(ctx, paths.prunedJob(jl.JobID)); err != nil {
+			return nil, err
+		}
+		for _, r := range plan.Retract {
+			p := js.pointer(r.ID)
+			if opts.beforeRetraction != nil {
+				opts.beforeRetraction(jl.JobID, r.ID)
+			}
+			applied, err := b.retract(ctx, paths, lock, ep, js, p, r)
+			if err != nil {
+				return nil, err
+			}
+			if !applied {
+				log.Info("pointers changed during the takeover: re-reading", "checkpoint", r.ID)
+				break
+			}
+			jt.Retracted = append(jt.Retracted, r.ID)
+			jt.Retractions = append(jt.Retractions, r)
+		}
+	}
+}
+
+// ambiguous fails for a job whose pointers may be live (1.14) or marked
+// for deletion (1.15+): retracting by the wrong rule could leave Flink
+// without a pointer it reads.
+func ambiguous(l *Layout, js *JobState) error {
+	if js.LockStyle != LockStyleUnknown || len(js.Pointers) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: job %s has only childless pointers under %s and nothing else tells Flink 1.14 (live) from 1.15+ (marked for deletion); pass the Flink version (evidence: %s)",
+		ErrAmbiguousLayout, js.JobID, js.PointerDir, strings.Join(l.Evidence, "; "))
+}
+
+// jobReason explains a job that was not refused.
+func jobReason(plan JobPlan, jt *JobTakeover, js *JobState, dryRun bool) string {
+	switch {
+	case len(js.Pointers) == 0:
+		return "no checkpoint pointers: Flink starts the job as its job graph says"
+	case plan.NewestComplete < 0:
+		return "every pointer is marked for deletion (no locks child): Flink skips them and starts the job as its job graph says"
+	}
+	verb := "retracted"
+	if dryRun {
+		verb = "would retract"
+	}
+	s := fmt.Sprintf("newest pointer complete here at L2 is %d", plan.NewestComplete)
+	var above, unreadable []string
+	for _, r := range jt.Retractions {
+		if r.Reason == ReasonAboveNewestComplete {
+			above = append(above, strconv.FormatInt(r.ID, 10))
+		} else {
+			unreadable = append(unreadable, strconv.FormatInt(r.ID, 10))
+		}
+	}
+	if len(above) > 0 {
+		s += fmt.Sprintf("; %s %s (newer, not complete here)", verb, strings.Join(above, ", "))
+	}
+	if len(unreadable) > 0 {
+		s += fmt.Sprintf("; %s %s (HA file unreadable here)", verb, strings.Join(unreadable, ", "))
+	}
+	if len(jt.Retractions) == 0 {
+		s += "; nothing to retract"
+	}
+	return s
+}
+
+// backupIDs lists the backups of a job.
+func (b *Bridge) backupIDs(ctx context.Context, paths ckptfsPaths, job string) ([]int64, error) {
+	names, _, err := b.zk.children(ctx, paths.prunedJob(job))
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	for _, n := range names {
+		if id, ok := parseCheckpointName(n); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// retract removes one pointer in one multi: the epoch is unchanged, the
+// lock still ours, the backup is created (or already holds exactly this
+// pointer), locks and the pointer are deleted at the versions read. It
+// returns false (and no error) when the pointer changed meanwhile: the
+// caller re-reads and re-plans.
+func (b *Bridge) retract(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, js *JobState, p *Pointer, r Retraction) (bool, error) {
+	log := b.log.With("job", p.JobID, "checkpoint", p.ID, "znode", p.Znode, "version", p.Stat.Version)
+	backupPath := paths.pruned(p.JobID, p.ID)
+	bk := &Backup{
+		Format: backupFormat, JobID: p.JobID, CheckpointID: p.ID, Znode: p.Znode, Data: p.Data,
+		HadLocks: p.HasLocksNode, CounterZnode: js.CounterPath, Reason: r.Reason,
+		Site: b.cfg.Site, Epoch: ep.value, RetractedAt: time.Now().UTC(),
+	}
+	if p.Handle != nil {
+		bk.HAFile = p.Handle.URI
+	}
+	data, err := bk.encode()
+	if err != nil {
+		return false, err
+	}
+	ops := []any{&zk.CheckVersionRequest{Path: paths.epoch(), Version: ep.version}, lock.check()}
+	old, oldStat, err := b.zk.get(ctx, backupPath)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		ops = append(ops, &zk.CreateRequest{Path: backupPath, Data: data, Acl: b.zk.acl})
+	case err != nil:
+		return false, err
+	default:
+		prev, derr := decodeBackup(old)
+		if derr != nil || !prev.sameOriginal(p.Znode, p.Data, p.HasLocksNode) {
+			return false, fmt.Errorf("%w: %s holds another pointer than %s (version %d); move it away first", ErrBackupConflict, backupPath, p.Znode, p.Stat.Version)
+		}
+		log.Info("backup of this pointer exists already: reusing it")
+		ops = append(ops, &zk.CheckVersionRequest{Path: backupPath, Version: oldStat.Version})
+	}
+	if p.HasLocksNode {
+		ops = append(ops, &zk.DeleteRequest{Path: join(p.Znode, "locks"), Version: p.LocksStat.Version})
+	}
+	ops = append(ops, &zk.DeleteRequest{Path: p.Znode, Version: p.Stat.Version})
+
+	failed, err := b.zk.multi(ops...)
+	switch {
+	case err == nil:
+		log.Info("pointer retracted", "reason", string(r.Reason), "backup", backupPath)
+		return true, nil
+	case errors.Is(err, errOutcomeUnknown):
+		log.Warn("retraction outcome unknown: re-reading", "err", err)
+		return b.retractionApplied(ctx, p, backupPath)
+	}
+	switch failed {
+	case 0:
+		return false, fmt.Errorf("%w (retracting %s): %v", ErrEpochChanged, p.Znode, err)
+	case 1:
+		return false, fmt.Errorf("%w (retracting %s): %v", ErrLockLost, p.Znode, err)
+	}
+	switch {
+	case errors.Is(err, zk.ErrNotEmpty):
+		return false, fmt.Errorf("%w: %s got a lock during the takeover", ErrJobManagerAlive, p.Znode)
+	case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrNodeExists):
+		log.Info("pointer or backup changed since read", "err", err)
+		return false, nil
+	}
+	return false, fmt.Errorf("retract %s: %w", p.Znode, err)
+}
+
+// retractionApplied decides, by reading, whether a retraction whose reply
+// was lost took effect: the pointer is gone and the backup holds it.
+func (b *Bridge) retractionApplied(ctx context.Context, p *Pointer, backupPath string) (bool, error) {
+	stat, err := b.zk.exists(ctx, p.Znode)
+	if err != nil {
+		return false, err
+	}
+	if stat != nil {
+		return false, nil // not applied (or the pointer changed): re-plan
+	}
+	data, _, err := b.zk.get(ctx, backupPath)
+	if errors.Is(err, zk.ErrNoNode) {
+		b.log.Warn("pointer vanished without our backup", "job", p.JobID, "checkpoint", p.ID, "znode", p.Znode)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	bk, err := decodeBackup(data)
+	if err != nil || !bk.sameOriginal(p.Znode, p.Data, p.HasLocksNode) {
+		return false, nil
+	}
+	b.log.Info("pointer retracted (confirmed after a lost reply)", "job", p.JobID, "checkpoint", p.ID, "znode", p.Znode)
+	return true, nil
+}
+
+// activate sets active-site and bumps the epoch in one multi, checked
+// against the epoch version every retraction was checked against.
+func (b *Bridge) activate(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, activeStat *zk.Stat) error {
+	site := []byte(b.cfg.Site)
+	next := []byte(strconv.FormatInt(ep.value+1, 10))
+	for attempt := 0; attempt < 5; attempt++ {
+		ops := []any{lock.check(), &zk.SetDataRequest{Path: paths.epoch(), Data: next, Version: ep.version}}
+		if activeStat == nil {
+			ops = append(ops, &zk.CreateRequest{Path: paths.activeSite(), Data: site, Acl: b.zk.acl})
+		} else {
+			ops = append(ops, &zk.SetDataRequest{Path: paths.activeSite(), Data: site, Version: activeStat.Version})
+		}
+		failed, err := b.zk.multi(ops...)
+		if err == nil {
+			return nil
+		}
+		switch {
+		case failed == 0:
+			return fmt.Errorf("%w (activating): %v", ErrLockLost, err)
+		case failed == 1:
+			return fmt.Errorf("%w (activating): %v", ErrEpochChanged, err)
+		case failed == 2 || errors.Is(err, errOutcomeUnknown):
+			// Re-read: did it apply, or did active-site change beside the
+			// epoch?
+			cur, err := b.readEpoch(ctx, paths)
+			if err != nil {
+				return err
+			}
+			active, stat, err := b.readActiveSite(ctx, paths)
+			if err != nil {
+				return err
+			}
+			switch {
+			case cur.value == ep.value+1 && active == b.cfg.Site:
+				return nil
+			case cur.version != ep.version:
+				return fmt.Errorf("%w (activating): epoch is %d", ErrEpochChanged, cur.value)
+			}
+			activeStat = stat
+			continue
+		}
+		return fmt.Errorf("activate: %w", err)
+	}
+	return errors.New("activate: active-site kept changing")
+}

@@ -1,0 +1,232 @@
+package zkbridge
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ckptfs/ckptfs/manifest"
+)
+
+func TestConfigValidate(t *testing.T) {
+	valid := func() Config {
+		c := DefaultConfig()
+		c.Servers = []string{"127.0.0.1:2181", "zk2:2181"}
+		c.Site = "dc2"
+		return c
+	}
+	if c := valid(); c.Validate() != nil {
+		t.Fatalf("valid config: %v", c.Validate())
+	}
+	if got := DefaultConfig(); got.DefaultTakeoverWait() != 75*time.Second {
+		t.Errorf("default takeover wait %v, want Flink's 60s session timeout plus 15s", got.DefaultTakeoverWait())
+	}
+	tests := []struct {
+		name   string
+		modify func(*Config)
+		want   string
+	}{
+		{"no servers", func(c *Config) { c.Servers = nil }, "no ZooKeeper servers"},
+		{"bad server", func(c *Config) { c.Servers = []string{"zk1"} }, `server "zk1"`},
+		{"bad port", func(c *Config) { c.Servers = []string{"zk1:x"} }, "bad port"},
+		{"short session", func(c *Config) { c.SessionTimeout = 10 * time.Millisecond }, "SessionTimeout"},
+		{"retry below session", func(c *Config) { c.RetryTimeout = time.Second }, "RetryTimeout"},
+		{"relative root", func(c *Config) { c.PathRoot = "flink" }, "PathRoot"},
+		{"root slash", func(c *Config) { c.PathRoot = "/" }, "PathRoot"},
+		{"root trailing slash", func(c *Config) { c.PathRoot = "/flink/" }, "PathRoot"},
+		{"zookeeper root", func(c *Config) { c.CkptfsRoot = "/zookeeper/x" }, "CkptfsRoot"},
+		{"nested roots", func(c *Config) { c.CkptfsRoot = "/flink/ckptfs" }, "must not contain each other"},
+		{"slash cluster", func(c *Config) { c.ClusterID = "//" }, "ClusterID"},
+		{"site with slash", func(c *Config) { c.Site = "dc/2" }, "Site"},
+		{"jitter above interval", func(c *Config) { c.MarkerJitter = time.Hour }, "MarkerJitter"},
+		{"retry above interval", func(c *Config) { c.MarkerRetryInterval = time.Hour }, "MarkerRetryInterval"},
+		{"no logger", func(c *Config) { c.Logger = nil }, "Logger"},
+		{"no acl", func(c *Config) { c.ACL = nil }, "ACL"},
+		{"unknown generation", func(c *Config) { c.FlinkVersion = 99 }, "FlinkVersion"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid()
+			tc.modify(&c)
+			err := c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Validate() = %v, want an error mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNamespaces(t *testing.T) {
+	tests := []struct {
+		root, cluster, legacy, modern string
+	}{
+		{"/flink", "default", "/flink/default", "/flink/default"},
+		{"/flink", "/default", "/flink/default", "/flink/default"},
+		{"/flink/", "default/", "/flink/default", "/flink/default"},
+		{"/flink", "application_1_2", "/flink/application_1_2", "/flink/application_1_2"},
+		{"/flink//", "//x", "/flink///x", "/flink/x"},
+		{"/a/b", "c/d", "/a/b/c/d", "/a/b/c/d"},
+	}
+	for _, tc := range tests {
+		if got := legacyNamespace(tc.root, tc.cluster); got != tc.legacy {
+			t.Errorf("legacyNamespace(%q, %q) = %q, want %q", tc.root, tc.cluster, got, tc.legacy)
+		}
+		if got := modernNamespace(tc.root, tc.cluster); got != tc.modern {
+			t.Errorf("modernNamespace(%q, %q) = %q, want %q", tc.root, tc.cluster, got, tc.modern)
+		}
+	}
+	if got := namespaceCandidates("/flink//", "//x"); len(got) != 1 || got[0] != "/flink/x" {
+		t.Errorf("candidates drop invalid paths: got %q", got)
+	}
+	if got := clusterKey("/a/b/"); got != "a%2Fb" {
+		t.Errorf("clusterKey = %q", got)
+	}
+}
+
+func TestCheckpointNames(t *testing.T) {
+	if got := checkpointName(42); got != "0000000000000000042" {
+		t.Errorf("checkpointName(42) = %q", got)
+	}
+	for name, want := range map[string]int64{"0000000000000000042": 42, "9223372036854775807": 1<<63 - 1} {
+		if id, ok := parseCheckpointName(name); !ok || id != want {
+			t.Errorf("parseCheckpointName(%q) = %d, %v", name, id, ok)
+		}
+	}
+	for _, bad := range []string{"42", "000000000000000004x", "-000000000000000042", "locks", "9999999999999999999"} {
+		if _, ok := parseCheckpointName(bad); ok {
+			t.Errorf("parseCheckpointName(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseGeneration(t *testing.T) {
+	for in, want := range map[string]Generation{
+		"": GenUnknown, "auto": GenUnknown, "1.4": Gen1_4, "1.5": Gen1_5, "1.13.6": Gen1_5, "1.4-1.13": Gen1_5,
+		"1.14": Gen1_14, "1.14.6": Gen1_14, "1.15": Gen1_15, "1.17.2": Gen1_15, "1.15-1.17": Gen1_15,
+		"1.18": Gen1_18, "1.20.1": Gen1_18, "2.0": Gen2, "2.x": Gen2, "2.2.0": Gen2,
+	} {
+		got, err := ParseGeneration(in)
+		if err != nil || got != want {
+			t.Errorf("ParseGeneration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"1.3", "1.21", "3.0", "x", "1"} {
+		if _, err := ParseGeneration(bad); err == nil {
+			t.Errorf("ParseGeneration(%q) accepted", bad)
+		}
+	}
+}
+
+func TestEvidenceResolve(t *testing.T) {
+	var ev evidence
+	ev.add(false, "jobs/", gensFrom(Gen1_14)...)
+	ev.add(false, "leader/latch", gensFrom(Gen1_15)...)
+	ev.add(false, "job-<id>", Gen1_18, Gen2)
+	cands, _ := ev.resolve()
+	if len(cands) != 2 || jobsLockStyle(cands) != LockChild {
+		t.Errorf("candidates %v, lock style %v; want 1.18-1.20 and 2.x with locks-child", cands, jobsLockStyle(cands))
+	}
+
+	ev = evidence{}
+	ev.add(false, "jobs/", gensFrom(Gen1_14)...)
+	cands, _ = ev.resolve()
+	if jobsLockStyle(cands) != LockStyleUnknown {
+		t.Errorf("jobs/ alone must not decide the lock style: %v", cands)
+	}
+
+	// A weak clue that contradicts a strong one is ignored.
+	ev = evidence{}
+	ev.add(true, "pointer has locks", gensFrom(Gen1_15)...)
+	ev.add(false, "leader/x/latch", Gen1_14)
+	cands, notes := ev.resolve()
+	if jobsLockStyle(cands) != LockChild || !strings.Contains(strings.Join(notes, "\n"), "ignored") {
+		t.Errorf("candidates %v notes %q", cands, notes)
+	}
+
+	// Strong clues that contradict each other leave nothing.
+	ev = evidence{}
+	ev.add(true, "locks", gensFrom(Gen1_15)...)
+	ev.add(true, "direct", Gen1_14)
+	if cands, _ := ev.resolve(); len(cands) != 0 {
+		t.Errorf("conflicting strong evidence gave %v", cands)
+	}
+}
+
+func TestBackupRoundTrip(t *testing.T) {
+	b := &Backup{Format: backupFormat, JobID: "j", CheckpointID: 7, Znode: "/flink/default/jobs/j/checkpoints/0000000000000000007",
+		Data: []byte{0xac, 0xed, 0, 5, 1}, HadLocks: true, Reason: ReasonAboveNewestComplete, RetractedAt: time.Unix(1, 0).UTC()}
+	data, err := b.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeBackup(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.sameOriginal(b.Znode, b.Data, true) || got.sameOriginal(b.Znode, b.Data, false) || got.sameOriginal(b.Znode, []byte{1}, true) {
+		t.Errorf("sameOriginal wrong for %+v", got)
+	}
+	for _, bad := range []string{`{}`, `{"format":1,"znode":"x","data":"AQ=="}`, `{"format":2,"znode":"/a","data":"AQ=="}`, `nope`} {
+		if _, err := decodeBackup([]byte(bad)); err == nil {
+			t.Errorf("decodeBackup(%s) accepted", bad)
+		}
+	}
+}
+
+// levels is a MarkerSource with fixed levels.
+type levels map[int64]manifest.Level
+
+func (l levels) Markers(context.Context) ([]Marker, error) { return nil, nil }
+func (l levels) Level(_ context.Context, _ string, id int64) (manifest.Level, error) {
+	return l[id], nil
+}
+
+// TestMarkerInvariant is design §6.4: a marker never names a checkpoint
+// that is not complete at its level on its site; "none" is always fine.
+func TestMarkerInvariant(t *testing.T) {
+	src := levels{4: manifest.L2, 5: manifest.L1, 6: manifest.LevelNone, 7: manifest.L3}
+	m := func(id int64, l manifest.Level) Marker {
+		return Marker{JobID: "j", CheckpointID: id, Level: l}
+	}
+	tests := []struct {
+		marker Marker
+		ok     bool
+	}{
+		{m(4, manifest.L2), true},
+		{m(4, manifest.L1), true}, // lower than what the site holds
+		{m(4, manifest.L3), false},
+		{m(5, manifest.L1), true},
+		{m(5, manifest.L2), false}, // L1 only: not restorable by failover
+		{m(6, manifest.L1), false}, // not complete at all
+		{m(8, manifest.L1), false}, // unknown to the source
+		{m(7, manifest.L2), true},
+		{m(4, manifest.LevelNone), false},
+		{NoMarker("j"), true},
+		{Marker{JobID: "j", CheckpointID: -1, Level: manifest.L2}, false},
+	}
+	for _, tc := range tests {
+		err := checkMarker(context.Background(), src, tc.marker)
+		if (err == nil) != tc.ok {
+			t.Errorf("checkMarker(%d at %s) = %v, want ok=%v", tc.marker.CheckpointID, tc.marker.Level, err, tc.ok)
+		}
+		if err != nil && tc.marker.CheckpointID >= 0 && tc.marker.Level != manifest.LevelNone && !errors.Is(err, ErrMarkerAhead) {
+			t.Errorf("checkMarker error %v does not wrap ErrMarkerAhead", err)
+		}
+	}
+}
+
+func TestMarkerSameState(t *testing.T) {
+	a := Marker{JobID: "j", CheckpointID: 4, Level: manifest.L2, Path: "p", Files: 3, Bytes: 9, Site: "dc2",
+		CheckpointTimestamp: time.Unix(100, 0), VerifiedAt: time.Unix(200, 0)}
+	b := a
+	b.VerifiedAt = time.Unix(300, 0)
+	if !a.sameState(b) {
+		t.Error("markers differing only in VerifiedAt must be the same state")
+	}
+	b.Level = manifest.L1
+	if a.sameState(b) {
+		t.Error("a lower level is a different state")
+	}
+}

@@ -1,0 +1,576 @@
+package fusefs
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// node is every inode of the mount: go-fuse's loopback node plus the
+// policy. Operations not overridden here are the loopback's.
+type node struct {
+	*fs.LoopbackNode
+	fsys *fileSystem
+
+	mu sync.Mutex
+	// passthroughOpens counts open handles that offered the kernel the
+	// backing file, daemonOpens those served by the daemon. The kernel
+	// refuses (EIO) to mix the two on one inode, so:
+	// INVARIANT: passthroughOpens == 0 || daemonOpens == 0.
+	// Both may overcount briefly (RELEASE arrives after close returned),
+	// never undercount. GUARDED_BY(mu)
+	passthroughOpens int
+	daemonOpens      int
+	// writers are the open handles that may write. GUARDED_BY(mu)
+	writers map[*handle]struct{}
+	// passthroughIdle is closed when passthroughOpens drops to 0; nil
+	// while nobody waits. GUARDED_BY(mu)
+	passthroughIdle chan struct{}
+	// sealed is what this mount last reported to the Sealer for this
+	// file, so a rename can carry it to the new name. GUARDED_BY(mu)
+	sealed *sealRecord
+}
+
+type sealRecord struct {
+	size int64
+	crc  uint32
+	at   time.Time
+}
+
+// writeBusyWait is how long a write open waits for passthrough readers
+// whose close is still on its way to the daemon (RELEASE is sent after
+// close(2) returned, and a loaded machine delays it).
+const writeBusyWait = time.Second
+
+var _ = (fs.NodeWrapChilder)((*node)(nil))
+
+// WrapChild gives every inode the loopback creates the same policy.
+func (n *node) WrapChild(ctx context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
+	return &node{LoopbackNode: ops.(*fs.LoopbackNode), fsys: n.fsys}
+}
+
+// rel is the node's path relative to the mount root; false once it is
+// in no directory (unlinked, or an O_TMPFILE file).
+func (n *node) rel() (string, bool) {
+	return relPath(n.EmbeddedInode())
+}
+
+func relPath(in *fs.Inode) (string, bool) {
+	var segs []string
+	for p := in; !p.IsRoot(); {
+		name, parent := p.Parent()
+		if parent == nil {
+			return "", false
+		}
+		segs = append(segs, name)
+		p = parent
+	}
+	slices.Reverse(segs)
+	return strings.Join(segs, "/"), true
+}
+
+var _ = (fs.NodeLookuper)((*node)(nil))
+
+// Lookup hides what the policy hides; READDIRPLUS comes through here too.
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	dir, ok := n.rel()
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	if errno := n.fsys.visible(dir, name); errno != 0 {
+		return nil, errno
+	}
+	return n.LoopbackNode.Lookup(ctx, name, out)
+}
+
+var _ = (fs.NodeOpendirHandler)((*node)(nil))
+
+// OpendirHandle lists what Lookup would find. go-fuse never calls
+// Readdir when this exists.
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	dir, ok := n.rel()
+	if !ok {
+		return nil, 0, syscall.ENOENT
+	}
+	if dir != "" && !n.fsys.currentMode().filtered() {
+		return n.LoopbackNode.OpendirHandle(ctx, flags)
+	}
+	src, _, errno := n.LoopbackNode.OpendirHandle(ctx, flags)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	l := &listing{fsys: n.fsys, dir: dir, src: src.(fs.DirStream)}
+	if errno := l.load(ctx); errno != 0 {
+		l.src.Close()
+		return nil, 0, errno
+	}
+	return l, 0, 0
+}
+
+var _ = (fs.NodeReaddirer)((*node)(nil))
+
+// Readdir is unused while OpendirHandle exists; it filters the same way
+// in case go-fuse ever calls it.
+func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	fh, _, errno := n.OpendirHandle(ctx, 0)
+	if errno != 0 {
+		return nil, errno
+	}
+	if l, ok := fh.(*listing); ok {
+		return l.stream(), 0
+	}
+	return fh.(fs.DirStream), 0
+}
+
+// childDir is the directory path for operations on a child of n.
+func (n *node) childDir() (string, syscall.Errno) {
+	dir, ok := n.rel()
+	if !ok {
+		return "", syscall.ENOENT
+	}
+	return dir, 0
+}
+
+// mutateChild admits a mutation of name in n.
+func (n *node) mutateChild(name string) (done func(), dir string, errno syscall.Errno) {
+	done, errno = n.fsys.beginMutation()
+	if errno != 0 {
+		return nil, "", errno
+	}
+	dir, errno = n.childDir()
+	if errno == 0 && reserved(dir, name) {
+		errno = syscall.EPERM
+	}
+	if errno != 0 {
+		done()
+		return nil, "", errno
+	}
+	return done, dir, 0
+}
+
+var _ = (fs.NodeOpener)((*node)(nil))
+
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if !opensForWrite(flags) {
+		return n.openRead(ctx, flags)
+	}
+	// Wait for passthrough readers without holding up SetMode, but do
+	// not make a refused write wait first.
+	if !n.fsys.currentMode().writable() {
+		n.fsys.stats.readOnlyRefusals.Add(1)
+		return nil, 0, syscall.EROFS
+	}
+	if errno := n.reserveWriter(ctx); errno != 0 {
+		return nil, 0, errno
+	}
+	done, errno := n.fsys.beginMutation()
+	if errno != 0 {
+		n.unreserve(false)
+		return nil, 0, errno
+	}
+	defer done()
+	fh, fuseFlags, errno := n.LoopbackNode.Open(ctx, flags)
+	if errno != 0 {
+		n.unreserve(false)
+		return nil, 0, errno
+	}
+	h := newHandle(n, fh.(*fs.LoopbackFile), true)
+	h.learnSetID(ctx)
+	n.addWriter(h)
+	if flags&syscall.O_TRUNC != 0 {
+		n.truncated(0, h)
+	}
+	return h, fuseFlags, 0
+}
+
+func opensForWrite(flags uint32) bool {
+	return flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
+}
+
+// openRead opens for reading, through passthrough where the kernel
+// allows it.
+func (n *node) openRead(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	passthrough := n.reserveReader()
+	fh, fuseFlags, errno := n.LoopbackNode.Open(ctx, flags)
+	if errno != 0 {
+		n.unreserve(passthrough)
+		return nil, 0, errno
+	}
+	h := newHandle(n, fh.(*fs.LoopbackFile), false)
+	if passthrough {
+		h.passthrough = true
+		n.fsys.stats.passthroughOpens.Add(1)
+		return &passthroughHandle{h}, fuseFlags, 0
+	}
+	n.fsys.stats.daemonOpens.Add(1)
+	return h, fuseFlags, 0
+}
+
+// reserveReader counts a read open and says whether it may use
+// passthrough.
+func (n *node) reserveReader() (passthrough bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	defer n.checkInvariants()
+	if n.fsys.passthrough.Load() && n.daemonOpens == 0 {
+		n.passthroughOpens++
+		return true
+	}
+	n.daemonOpens++
+	return false
+}
+
+// checkInvariants panics (go-fuse answers EIO) when the open counts are
+// impossible. LOCKS_REQUIRED(n.mu)
+func (n *node) checkInvariants() {
+	if n.passthroughOpens < 0 || n.daemonOpens < 0 || n.passthroughOpens > 0 && n.daemonOpens > 0 {
+		panic(fmt.Sprintf("fusefs: inode open counts broken: %d passthrough, %d daemon", n.passthroughOpens, n.daemonOpens))
+	}
+}
+
+// reserveWriter counts a write open. Writes always go through the daemon
+// (checksums, fencing), and the kernel cannot serve one inode both ways,
+// so it waits a little for passthrough readers to go away.
+func (n *node) reserveWriter(ctx context.Context) syscall.Errno {
+	deadline := time.NewTimer(writeBusyWait)
+	defer deadline.Stop()
+	for {
+		n.mu.Lock()
+		if n.passthroughOpens == 0 {
+			n.daemonOpens++
+			n.checkInvariants()
+			n.mu.Unlock()
+			n.fsys.stats.daemonOpens.Add(1)
+			return 0
+		}
+		if n.passthroughIdle == nil {
+			n.passthroughIdle = make(chan struct{})
+		}
+		idle := n.passthroughIdle
+		n.mu.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return syscall.EINTR
+		case <-deadline.C:
+			n.fsys.stats.writeBusy.Add(1)
+			return syscall.ETXTBSY
+		}
+	}
+}
+
+// addWriter registers an open write handle (already counted by
+// reserveWriter or Create).
+func (n *node) addWriter(h *handle) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.writers == nil {
+		n.writers = make(map[*handle]struct{})
+	}
+	n.writers[h] = struct{}{}
+}
+
+// dropOpen forgets h when it is released.
+func (n *node) dropOpen(h *handle) {
+	n.mu.Lock()
+	delete(n.writers, h)
+	n.mu.Unlock()
+	n.unreserve(h.passthrough)
+}
+
+// unreserve undoes reserveReader or reserveWriter.
+func (n *node) unreserve(passthrough bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	defer n.checkInvariants()
+	if !passthrough {
+		n.daemonOpens--
+		return
+	}
+	n.passthroughOpens--
+	if n.passthroughOpens == 0 && n.passthroughIdle != nil {
+		close(n.passthroughIdle)
+		n.passthroughIdle = nil
+	}
+}
+
+// otherWriters lists the open write handles other than h (all of them
+// when h is nil).
+func (n *node) otherWriters(h *handle) []*handle {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var others []*handle
+	for o := range n.writers {
+		if o != h {
+			others = append(others, o)
+		}
+	}
+	return others
+}
+
+// changedUnder tells the other writers that h changed the file, so their
+// checksums no longer describe it.
+func (n *node) changedUnder(h *handle) {
+	for _, o := range n.otherWriters(h) {
+		o.lostOrder()
+	}
+}
+
+// truncated tells the open write handles that the file was truncated
+// (through by, or by path when by is nil) and reports whether one of them
+// will report the file to the Sealer.
+func (n *node) truncated(size int64, by *handle) (reported bool) {
+	if by != nil && by.truncated(size, true) {
+		reported = true
+	}
+	for _, o := range n.otherWriters(by) {
+		if o.truncated(size, false) {
+			reported = true
+		}
+	}
+	return reported
+}
+
+func (n *node) setSealed(r *sealRecord) {
+	n.mu.Lock()
+	n.sealed = r
+	n.mu.Unlock()
+}
+
+func (n *node) sealedRecord() *sealRecord {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.sealed
+}
+
+var _ = (fs.NodeCreater)((*node)(nil))
+
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	done, _, errno := n.mutateChild(name)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	defer done()
+	ch, fh, fuseFlags, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	child := ch.Operations().(*node)
+	child.mu.Lock()
+	child.daemonOpens++
+	child.sealed = nil
+	child.checkInvariants()
+	child.mu.Unlock()
+	n.fsys.stats.daemonOpens.Add(1)
+	h := newHandle(child, fh.(*fs.LoopbackFile), true)
+	h.setID.Store(setIDBits(mode) != 0)
+	child.addWriter(h)
+	h.truncated(0, true)
+	return ch, h, fuseFlags, 0
+}
+
+var _ = (fs.NodeTmpfiler)((*node)(nil))
+
+func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	done, errno := n.fsys.beginMutation()
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	defer done()
+	ch, fh, fuseFlags, errno := n.LoopbackNode.Tmpfile(ctx, flags, mode, out)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	child := ch.Operations().(*node)
+	child.mu.Lock()
+	child.daemonOpens++
+	child.checkInvariants()
+	child.mu.Unlock()
+	n.fsys.stats.daemonOpens.Add(1)
+	h := newHandle(child, fh.(*fs.LoopbackFile), true)
+	h.setID.Store(setIDBits(mode) != 0)
+	child.addWriter(h)
+	return ch, h, fuseFlags, 0
+}
+
+var _ = (fs.NodeMkdirer)((*node)(nil))
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	done, _, errno := n.mutateChild(name)
+	if errno != 0 {
+		return nil, errno
+	}
+	defer done()
+	return n.LoopbackNode.Mkdir(ctx, name, mode, out)
+}
+
+var _ = (fs.NodeMknoder)((*node)(nil))
+
+func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	done, _, errno := n.mutateChild(name)
+	if errno != 0 {
+		return nil, errno
+	}
+	defer done()
+	return n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
+}
+
+var _ = (fs.NodeSymlinker)((*node)(nil))
+
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	done, _, errno := n.mutateChild(name)
+	if errno != 0 {
+		return nil, errno
+	}
+	defer done()
+	return n.LoopbackNode.Symlink(ctx, target, name, out)
+}
+
+var _ = (fs.NodeLinker)((*node)(nil))
+
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	done, _, errno := n.mutateChild(name)
+	if errno != 0 {
+		return nil, errno
+	}
+	defer done()
+	return n.LoopbackNode.Link(ctx, target, name, out)
+}
+
+var _ = (fs.NodeUnlinker)((*node)(nil))
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	done, dir, errno := n.mutateChild(name)
+	if errno != 0 {
+		return errno
+	}
+	defer done()
+	if errno := n.LoopbackNode.Unlink(ctx, name); errno != 0 {
+		return errno
+	}
+	if ch := n.GetChild(name); ch != nil {
+		if c, ok := ch.Operations().(*node); ok {
+			c.setSealed(nil)
+		}
+	}
+	n.fsys.forget(joinRel(dir, name))
+	return 0
+}
+
+var _ = (fs.NodeRmdirer)((*node)(nil))
+
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	done, _, errno := n.mutateChild(name)
+	if errno != 0 {
+		return errno
+	}
+	defer done()
+	return n.LoopbackNode.Rmdir(ctx, name)
+}
+
+var _ = (fs.NodeRenamer)((*node)(nil))
+
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	done, dir, errno := n.mutateChild(name)
+	if errno != 0 {
+		return errno
+	}
+	defer done()
+	newDir, ok := relPath(newParent.EmbeddedInode())
+	if !ok {
+		return syscall.ENOENT
+	}
+	if reserved(newDir, newName) {
+		return syscall.EPERM
+	}
+	src := n.GetChild(name)
+	dst := newParent.EmbeddedInode().GetChild(newName)
+	if errno := n.LoopbackNode.Rename(ctx, name, newParent, newName, flags); errno != 0 {
+		return errno
+	}
+	n.fsys.renamed(joinRel(dir, name), src, joinRel(newDir, newName), dst, flags)
+	return 0
+}
+
+var _ = (fs.NodeSetattrer)((*node)(nil))
+
+// Setattr covers chmod, chown, truncate and utimens, with or without an
+// open handle.
+func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	done, errno := n.fsys.beginMutation()
+	if errno != 0 {
+		return errno
+	}
+	defer done()
+	h := handleOf(f)
+	var lf fs.FileHandle
+	if h != nil {
+		lf = h.lf
+	}
+	if errno := n.LoopbackNode.Setattr(ctx, lf, in, out); errno != 0 {
+		return errno
+	}
+	n.dropSetIDAfterSetattr(in, h)
+	// The kernel truncates for O_TRUNC by path, without the new handle.
+	if size, ok := in.GetSize(); ok && !n.truncated(int64(size), h) {
+		// Nobody will report this file on close: withdraw what was
+		// reported for its old content.
+		n.setSealed(nil)
+		if rel, ok := n.rel(); ok {
+			n.fsys.forget(rel)
+		}
+	}
+	return 0
+}
+
+var _ = (fs.NodeSetxattrer)((*node)(nil))
+
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	done, errno := n.fsys.beginMutation()
+	if errno != 0 {
+		return errno
+	}
+	defer done()
+	return n.LoopbackNode.Setxattr(ctx, attr, data, flags)
+}
+
+var _ = (fs.NodeRemovexattrer)((*node)(nil))
+
+func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	done, errno := n.fsys.beginMutation()
+	if errno != 0 {
+		return errno
+	}
+	defer done()
+	return n.LoopbackNode.Removexattr(ctx, attr)
+}
+
+var _ = (fs.NodeCopyFileRanger)((*node)(nil))
+
+// CopyFileRange copies between backing files without the data passing
+// through the daemon, so the target's checksum becomes unknown.
+func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, length uint64, flags uint64) (uint32, syscall.Errno) {
+	done, errno := n.fsys.beginMutation()
+	if errno != 0 {
+		return 0, errno
+	}
+	defer done()
+	hIn, hOut := handleOf(fhIn), handleOf(fhOut)
+	if hIn == nil || hOut == nil {
+		return 0, syscall.EBADF
+	}
+	hOut.dropSetID(ctx)
+	hOut.unsequenced()
+	return n.LoopbackNode.CopyFileRange(ctx, hIn.lf, offIn, out, hOut.lf, offOut, length, flags)
+}
+
+// isMetadata reports whether rel names a checkpoint's _metadata file.
+func isMetadata(rel string) bool { return path.Base(rel) == "_metadata" }

@@ -1,0 +1,202 @@
+package fusefs
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Server is one mounted ckptfs.
+type Server struct {
+	fsys       *fileSystem
+	root       *node
+	fuse       *fuse.Server
+	mountPoint string
+}
+
+// Mount validates cfg, recovers a mount point left behind by a daemon
+// that died (ENOTCONN), mounts and returns once the kernel serves the
+// mount.
+func Mount(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("ckptfs config: %w", err)
+	}
+	log := cfg.Logger.With("component", "fusefs", "mountpoint", cfg.MountPoint)
+	backing := filepath.Clean(cfg.Backing)
+	mountPoint := filepath.Clean(cfg.MountPoint)
+
+	var st syscall.Stat_t
+	if err := syscall.Stat(backing, &st); err != nil {
+		return nil, fmt.Errorf("backing directory: %w", &os.PathError{Op: "stat", Path: backing, Err: err})
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return nil, fmt.Errorf("backing %s is not a directory", backing)
+	}
+	if err := recoverMountPoint(mountPoint, log); err != nil {
+		return nil, err
+	}
+
+	fsys := &fileSystem{
+		vis:    cfg.Visibility,
+		sealer: cfg.Sealer,
+		log:    log,
+		now:    cfg.Now,
+		mode:   cfg.Mode,
+	}
+	fsys.modeNow.Store(int32(cfg.Mode))
+	root := &node{
+		LoopbackNode: &fs.LoopbackNode{RootData: &fs.LoopbackRoot{Path: backing, Dev: uint64(st.Dev)}},
+		fsys:         fsys,
+	}
+	root.RootData.RootNode = root
+
+	level := slog.LevelWarn
+	if cfg.Debug {
+		level = slog.LevelDebug
+	}
+	fuseLog := slog.NewLogLogger(cfg.Logger.With("component", "go-fuse", "mountpoint", cfg.MountPoint).Handler(), level)
+	entry, attr, negative := cfg.EntryTimeout, cfg.AttrTimeout, cfg.NegativeTimeout
+	fsName := cfg.FsName
+	if fsName == "" {
+		fsName = backing
+	}
+	mo := fuse.MountOptions{
+		AllowOther:  cfg.AllowOther,
+		FsName:      fsName,
+		Name:        Name,
+		MaxWrite:    cfg.MaxWrite,
+		DirectMount: true,
+		// As root, mount(2) directly and never fall back to fusermount
+		// (whose absence would also hide the real unmount error).
+		DirectMountStrict: os.Geteuid() == 0,
+		Debug:             cfg.Debug,
+		Logger:            fuseLog,
+	}
+	if cfg.DefaultPermissions {
+		mo.Options = append(mo.Options, "default_permissions")
+	}
+	if !cfg.Passthrough {
+		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
+	}
+	// The daemon drops setuid/setgid itself (privs.go), which spares a
+	// GETXATTR round trip per WRITE.
+	mo.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
+	opts := &fs.Options{
+		MountOptions:    mo,
+		EntryTimeout:    &entry,
+		AttrTimeout:     &attr,
+		NegativeTimeout: &negative,
+		Logger:          fuseLog,
+	}
+	srv, err := fuse.NewServer(fs.NewNodeFS(root, opts), mountPoint, &opts.MountOptions)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", mountPoint, err)
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		return nil, errors.Join(fmt.Errorf("mount %s: %w", mountPoint, err), srv.Unmount())
+	}
+	// Passthrough needs the kernel's consent and CAP_SYS_ADMIN to register
+	// backing files.
+	if cfg.Passthrough && os.Geteuid() == 0 && srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 {
+		fsys.passthrough.Store(true)
+	}
+	log.Info("mounted", "backing", backing, "mode", cfg.Mode.String(), "passthrough", fsys.passthrough.Load())
+	return &Server{fsys: fsys, root: root, fuse: srv, mountPoint: mountPoint}, nil
+}
+
+// MountPoint is where the file system is mounted.
+func (s *Server) MountPoint() string { return s.mountPoint }
+
+// Unmount unmounts and waits until the serving goroutines have stopped.
+// It fails with EBUSY while files on the mount are open.
+func (s *Server) Unmount() error {
+	if err := s.fuse.Unmount(); err != nil {
+		return fmt.Errorf("unmount %s: %w", s.mountPoint, err)
+	}
+	s.fsys.log.Info("unmounted")
+	return nil
+}
+
+// Wait blocks until the file system is unmounted (by Unmount or from
+// outside).
+func (s *Server) Wait() { s.fuse.Wait() }
+
+// Mode is the current mode.
+func (s *Server) Mode() Mode { return s.fsys.currentMode() }
+
+// SetMode switches modes. Mutations already running finish first (they
+// were admitted under the old mode); once SetMode returns, every
+// mutation sees the new mode, including writes on handles opened
+// earlier. Switching into or out of replica mode drops the kernel's
+// cached names, since what is visible changes.
+func (s *Server) SetMode(m Mode) error {
+	if !m.valid() {
+		return fmt.Errorf("invalid mode %v", m)
+	}
+	old := s.fsys.setMode(m)
+	if old == m {
+		return nil
+	}
+	s.fsys.log.Info("mode changed", "from", old.String(), "to", m.String())
+	if old.filtered() != m.filtered() {
+		s.invalidateAll()
+	}
+	return nil
+}
+
+// Invalidate drops the kernel's cached entry (positive or negative) for
+// name in dir (relative to the mount root, "" for the root), so the next
+// access asks Visibility again. Call it when a verdict changes. It must
+// not be called from inside a FUSE request of this mount.
+func (s *Server) Invalidate(dir, name string) error {
+	parent := s.root.EmbeddedInode()
+	if dir = strings.Trim(dir, "/"); dir != "" {
+		for _, seg := range strings.Split(dir, "/") {
+			if parent = parent.GetChild(seg); parent == nil {
+				return nil // the kernel knows nothing below an unknown directory
+			}
+		}
+	}
+	return notifyErr(parent.NotifyEntry(name))
+}
+
+// notifyErr ignores the answers that mean "nothing was cached".
+func notifyErr(errno syscall.Errno) error {
+	switch errno {
+	case 0, syscall.ENOENT:
+		return nil
+	}
+	return fmt.Errorf("invalidate: %w", errno)
+}
+
+// invalidateAll drops every name the kernel may have cached.
+func (s *Server) invalidateAll() {
+	todo := []*fs.Inode{s.root.EmbeddedInode()}
+	for len(todo) > 0 {
+		dir := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		for name, ch := range dir.Children() {
+			if err := notifyErr(dir.NotifyEntry(name)); err != nil {
+				s.fsys.log.Warn("dropping cached entry", "name", name, "err", err)
+			}
+			if ch.IsDir() {
+				todo = append(todo, ch)
+			}
+		}
+	}
+}
+
+// Stats returns the mount's counters.
+func (s *Server) Stats() Stats { return s.fsys.stats.snapshot() }
+
+// Passthrough reports whether read-only opens are offered to the kernel
+// as passthrough files.
+func (s *Server) Passthrough() bool { return s.fsys.passthrough.Load() }

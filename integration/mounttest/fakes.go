@@ -1,0 +1,89 @@
+package mounttest
+
+import (
+	"fmt"
+	"path"
+	"sync"
+	"time"
+)
+
+// Visibility is a settable manifest.Visibility: everything is visible
+// unless a verdict says otherwise.
+type Visibility struct {
+	mu       sync.Mutex
+	verdicts map[string]error // by path relative to the mount root; GUARDED_BY(mu)
+}
+
+// NewVisibility returns a Visibility that shows everything.
+func NewVisibility() *Visibility { return &Visibility{verdicts: make(map[string]error)} }
+
+// Set records the verdict for rel; nil makes it visible again.
+func (v *Visibility) Set(rel string, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err == nil {
+		delete(v.verdicts, rel)
+		return
+	}
+	v.verdicts[rel] = err
+}
+
+// Visible implements manifest.Visibility.
+func (v *Visibility) Visible(dir, name string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.verdicts[path.Join(dir, name)]
+}
+
+// SealerCall is one call a Sealer received.
+type SealerCall struct {
+	Op   string // "written", "removed" or "committed"
+	Rel  string
+	Size int64
+	CRC  uint32
+	At   time.Time
+}
+
+func (c SealerCall) String() string {
+	if c.Op == "written" {
+		return fmt.Sprintf("%s %s size=%d crc=%08x", c.Op, c.Rel, c.Size, c.CRC)
+	}
+	return c.Op + " " + c.Rel
+}
+
+// Sealer is a manifest.Sealer that records its calls.
+type Sealer struct {
+	mu    sync.Mutex
+	calls []SealerCall // GUARDED_BY(mu)
+}
+
+// FileWritten implements manifest.Sealer.
+func (s *Sealer) FileWritten(rel string, size int64, crc32c uint32, at time.Time) {
+	s.add(SealerCall{Op: "written", Rel: rel, Size: size, CRC: crc32c, At: at})
+}
+
+// FileRemoved implements manifest.Sealer.
+func (s *Sealer) FileRemoved(rel string) { s.add(SealerCall{Op: "removed", Rel: rel}) }
+
+// MetadataCommitted implements manifest.Sealer.
+func (s *Sealer) MetadataCommitted(rel string) { s.add(SealerCall{Op: "committed", Rel: rel}) }
+
+func (s *Sealer) add(c SealerCall) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, c)
+}
+
+// Calls returns the calls so far, oldest first.
+func (s *Sealer) Calls() []SealerCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]SealerCall(nil), s.calls...)
+}
+
+// Reset forgets the calls so far.
+func (s *Sealer) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = nil
+}

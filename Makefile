@@ -8,7 +8,9 @@ LDFLAGS := -X main.version=$(VERSION)
 
 # Fuzz targets: package:FuncName. `make test` runs each briefly, `make fuzz`
 # for FUZZTIME each.
-FUZZ_TARGETS := ./manifest/metadata:FuzzDecode ./manifest/javaser:FuzzDecode
+FUZZ_TARGETS := ./manifest/metadata:FuzzDecode ./manifest/javaser:FuzzDecode \
+	./manifest/flinkha:FuzzDecodeCompletedCheckpoint ./manifest/flinkha:FuzzDecodeStateHandle \
+	./manifest/flinkha:FuzzDecodeLeaderInfo ./manifest/flinkha:FuzzPathToURI
 FUZZTIME ?= 10m
 
 .PHONY: all build deps test vet bench fuzz demo clean
@@ -42,17 +44,22 @@ test: deps vet build
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "fuzz $$pkg $$fn (10s)"; \
-		$(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=10s $$pkg || exit 1; \
+		$(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=10s -fuzzminimizetime=5s $$pkg || exit 1; \
 	done
 
-bench: build
+# Benchmarks report ratios against a baseline measured in the same run
+# (bare stat, direct file system). The mount benchmarks need root and drop
+# the page cache; CKPTFS_BENCH_SIZE sizes their large file (default 1 GiB).
+bench: deps build
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 ./manifest/...
+	CKPTFS_REQUIRE_ZK=1 $(GO) test -run='^$$' -bench=. -count=1 ./zkbridge/
+	CKPTFS_REQUIRE_FUSE=1 $(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 -timeout 30m ./fusefs/
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
-		$(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+		$(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=10s $$pkg || exit 1; \
 	done
 
 # What ckptfs decides about a replica that holds one checkpoint completely

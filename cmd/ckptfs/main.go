@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 )
@@ -43,6 +44,9 @@ func fail(format string, args ...any) error {
 }
 
 func main() {
+	if filepath.Base(os.Args[0]) == helperName {
+		os.Exit(runMountHelper(os.Args[1:], os.Stderr))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -81,7 +85,8 @@ keeps ZooKeeper from pointing ahead of what the new active site holds.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newInspectCmd(), newVerifyCmd(), newVersionCmd())
+	root.AddCommand(newInspectCmd(), newVerifyCmd(), newMountCmd(), newVersionCmd())
+	root.AddCommand(newStatusCmd(), newTakeoverCmd(), newRestorePrunedCmd())
 	return root
 }
 

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/ckptfs/ckptfs/integration/flinkdata"
+	"github.com/ckptfs/ckptfs/integration/zktest"
+	"github.com/ckptfs/ckptfs/manifest/metadata"
+)
+
+// requireFUSE skips loudly without root or /dev/fuse, unless CI requires
+// FUSE (CKPTFS_REQUIRE_FUSE=1).
+func requireFUSE(t *testing.T) {
+	t.Helper()
+	_, err := os.Stat("/dev/fuse")
+	if os.Geteuid() == 0 && err == nil {
+		return
+	}
+	msg := "FUSE tests need root and /dev/fuse"
+	if os.Getenv("CKPTFS_REQUIRE_FUSE") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip("WARNING: skipping: " + msg)
+}
+
+// daemon is a `ckptfs mount` process.
+type daemon struct {
+	cmd  *exec.Cmd
+	logs chan string
+	mnt  string
+}
+
+// startMount runs the built binary in the foreground and waits until the
+// mount point serves.
+func startMount(t *testing.T, args ...string) *daemon {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"mount", "--log-level", "debug"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{cmd: cmd, logs: make(chan string, 1000), mnt: args[len(args)-1]}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			t.Log("ckptfs:", sc.Text())
+			select {
+			case d.logs <- sc.Text():
+			default:
+			}
+		}
+		close(d.logs)
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		syscall.Unmount(d.mnt, syscall.MNT_DETACH)
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for !isFUSEMount(t, d.mnt) {
+		if time.Now().After(deadline) {
+			t.Fatal("mount did not appear")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return d
+}
+
+func isFUSEMount(t *testing.T, dir string) bool {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[4] == dir && strings.Contains(line, "fuse.ckptfs") {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *daemon) stop(t *testing.T) int {
+	t.Helper()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- d.cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		return 0
+	case <-time.After(30 * time.Second):
+		t.Fatal("daemon did not stop")
+		return -1
+	}
+}
+
+// TestMountReplicaEndToEnd runs the daemon in replica mode over a backing
+// directory that holds one complete checkpoint and one that is being
+// copied.
+func TestMountReplicaEndToEnd(t *testing.T) {
+	requireFUSE(t)
+	top := t.TempDir()
+	backing, mnt := filepath.Join(top, "backing"), filepath.Join(top, "mnt")
+	os.MkdirAll(mnt, 0o755)
+	job := filepath.Join(backing, "checkpoints", "0123456789abcdef0123456789abcdef")
+	var src string
+	for _, d := range flinkdata.StateDirs(t) {
+		if strings.HasSuffix(d, "rocksdb-checkpoint") {
+			src = d
+			break
+		}
+	}
+	m, err := metadata.DecodeFile(filepath.Join(src, "_metadata"), metadata.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	complete := filepath.Join(job, "chk-"+strconv.FormatInt(m.CheckpointID, 10))
+	copyTree(t, src, complete)
+	// The next checkpoint: _metadata rewritten with the next id, one state
+	// file still missing.
+	nextID := m.CheckpointID + 1
+	next := filepath.Join(job, "chk-"+strconv.FormatInt(nextID, 10))
+	copyTree(t, src, next)
+	m2, _ := metadata.DecodeFile(filepath.Join(src, "_metadata"), metadata.Options{KeepInline: true})
+	m2.CheckpointID = nextID
+	f, _ := os.Create(filepath.Join(next, "_metadata"))
+	metadata.Encode(f, m2)
+	f.Close()
+	entries, _ := os.ReadDir(next)
+	var held string
+	for _, e := range entries {
+		if e.Name() != "_metadata" {
+			held = e.Name()
+			break
+		}
+	}
+	heldData, _ := os.ReadFile(filepath.Join(next, held))
+	os.Remove(filepath.Join(next, held))
+	os.MkdirAll(filepath.Join(backing, ".ckptfs"), 0o755)
+
+	d := startMount(t, "--mode", "replica", "--poll", "200ms", backing, mnt)
+	mjob := filepath.Join(mnt, "checkpoints", "0123456789abcdef0123456789abcdef")
+	names := func() []string {
+		es, err := os.ReadDir(mjob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	if got := names(); len(got) != 1 || got[0] != filepath.Base(complete) {
+		t.Fatalf("listing %v, want only %s", got, filepath.Base(complete))
+	}
+	if _, err := os.Stat(filepath.Join(mjob, filepath.Base(next))); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("stat of the incomplete checkpoint: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(mnt, ".ckptfs")); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf(".ckptfs: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(mjob, "x"), nil, 0o644); !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("write on a replica: %v", err)
+	}
+	// The last file arrives: the checkpoint appears within a poll interval.
+	os.WriteFile(filepath.Join(next, held), heldData, 0o644)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(mjob, filepath.Base(next), "_metadata")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the completed checkpoint did not appear")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code := d.stop(t); code != 0 {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+	if isFUSEMount(t, mnt) {
+		t.Fatal("still mounted after SIGTERM")
+	}
+}
+
+// TestMountHelper runs the binary as mount.fuse.ckptfs, as mount(8) does.
+func TestMountHelper(t *testing.T) {
+	requireFUSE(t)
+	top := t.TempDir()
+	backing, mnt := filepath.Join(top, "backing"), filepath.Join(top, "mnt")
+	os.MkdirAll(filepath.Join(backing, "dir"), 0o755)
+	os.MkdirAll(mnt, 0o755)
+	helper := filepath.Join(top, helperName)
+	if err := os.Symlink(binary, helper); err != nil {
+		t.Fatal(err)
+	}
+	// mount(8) does not wait for the daemon's output to end: give the
+	// helper a file, not a pipe, as its output.
+	logf, err := os.Create(filepath.Join(top, "helper.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	h := exec.Command(helper, backing, mnt, "-o", "rw,_netdev,mode=primary,poll=1s,site=dc2,allow_other,x-systemd.requires=nas.mount")
+	h.Stdout, h.Stderr = logf, logf
+	if err := h.Run(); err != nil {
+		out, _ := os.ReadFile(logf.Name())
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	if !isFUSEMount(t, mnt) {
+		t.Fatal("helper returned but nothing is mounted")
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "dir", "f"), []byte("x"), 0o644); err != nil {
+		t.Fatalf("primary write: %v", err)
+	}
+	if err := syscall.Unmount(mnt, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command(helper, backing, mnt, "-o", "bogus=1").Run(); err == nil {
+		t.Fatal("an unknown option was accepted")
+	}
+}
+
+func TestMountHelperArgs(t *testing.T) {
+	got, err := mountHelperArgs([]string{"/nas", "/flink", "-n", "-o", "rw,site=dc2,zk=a:1,map=hdfs://x/y=/nas/y,nofail,x-systemd.after=z"})
+	want := "mount --site=dc2 --zk=a:1 --map=hdfs://x/y=/nas/y /nas /flink"
+	if err != nil || strings.Join(got, " ") != want {
+		t.Fatalf("got %q, %v; want %q", strings.Join(got, " "), err, want)
+	}
+	for _, bad := range [][]string{{"/nas"}, {"/a", "/b", "-o", "frob"}, {"/a", "/b", "-o"}} {
+		if _, err := mountHelperArgs(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+func TestMountConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte("backing: /nas\nmountpoint: /flink\nmode: primary\nsite: dc1\npoll: 5s\nmap: [\"hdfs://nn/flink=/nas\"]\nzk: z1:2181\n"), 0o644)
+	cfg := defaultMountConfig()
+	if err := loadConfigFile(good, &cfg); err != nil || cfg.Mode != "primary" || cfg.Poll != 5*time.Second || cfg.Maps[0] != "hdfs://nn/flink=/nas" || cfg.ZK != "z1:2181" || cfg.PathRoot != "/flink" {
+		t.Fatalf("%+v %v", cfg, err)
+	}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("backing: /nas\nmountpiont: /flink\n"), 0o644)
+	if err := loadConfigFile(bad, &cfg); err == nil || !strings.Contains(err.Error(), "mountpiont") {
+		t.Fatalf("unknown key: %v", err)
+	}
+	// Flags win over the file.
+	_, stderr, code := ckptfs(t, "mount", "--config", good, "--mode", "bogus")
+	if code != 3 || !strings.Contains(stderr, "bogus") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}
+
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(src)
+	for _, e := range entries {
+		in, err := os.Open(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := os.Create(filepath.Join(dst, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(out, in)
+		in.Close()
+		out.Close()
+	}
+}
+
+// TestMountPromotionAndFencing: flipping active-site in a real ZooKeeper
+// flips both sites' mounts; no write succeeds on the fenced one.
+func TestMountPromotionAndFencing(t *testing.T) {
+	requireFUSE(t)
+	cluster := zktest.StartCluster(t, 1)
+	client := zktest.Connect(t, cluster.Servers())
+	top := t.TempDir()
+	var mnts [2]string
+	for i, site := range []string{"dc1", "dc2"} {
+		backing, mnt := filepath.Join(top, site, "backing"), filepath.Join(top, site, "mnt")
+		os.MkdirAll(filepath.Join(backing, "d"), 0o755)
+		os.MkdirAll(mnt, 0o755)
+		mode := map[string]string{"dc1": "primary", "dc2": "replica"}[site]
+		startMount(t, "--mode", mode, "--site", site, "--zk", cluster.ConnectString(), "--cluster-id", "c1", "--poll", "200ms", backing, mnt)
+		mnts[i] = mnt
+	}
+	write := func(mnt string) error { return os.WriteFile(filepath.Join(mnt, "d", "f"), []byte("x"), 0o644) }
+	if err := write(mnts[0]); err != nil {
+		t.Fatalf("dc1 primary before any takeover: %v", err)
+	}
+	if err := write(mnts[1]); !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("dc2 replica before any takeover: %v", err)
+	}
+	for _, p := range []string{"/ckptfs", "/ckptfs/c1"} {
+		client.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+	}
+	if _, err := client.Create("/ckptfs/c1/active-site", []byte("dc2"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, ok func() bool) {
+		deadline := time.Now().Add(15 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitFor("dc2 was not promoted", func() bool { return write(mnts[1]) == nil })
+	waitFor("dc1 was not fenced", func() bool { return errors.Is(write(mnts[0]), syscall.EROFS) })
+	// Back to dc1: dc1 is promoted again, dc2 fenced.
+	if _, err := client.Set("/ckptfs/c1/active-site", []byte("dc1"), -1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("dc1 was not promoted back", func() bool { return write(mnts[0]) == nil })
+	waitFor("dc2 was not fenced", func() bool { return errors.Is(write(mnts[1]), syscall.EROFS) })
+}

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ckptfs/ckptfs/zkbridge"
+)
+
+// Exit codes of takeover and restore-pruned.
+const (
+	exitRefused = 4 // some job has no L2-complete pointer: nothing changed for it
+	exitAlive   = 5 // a Flink JobManager stayed alive past the wait
+)
+
+func newTakeoverCmd() *cobra.Command {
+	var (
+		out            outputFlag
+		zf             zkFlags
+		wait           time.Duration
+		dryRun         bool
+		activateAnyway bool
+	)
+	cmd := &cobra.Command{
+		Use:   "takeover --zk HOST:PORT --site NAME --map P=D... [--wait D] [--dry-run] [-o json]",
+		Short: "Make ZooKeeper point only at checkpoints this site holds, then activate it",
+		Long: `Takeover is the gate before Flink starts on this site. It takes ckptfs's
+takeover lock, waits (at most --wait, by default Flink's ZooKeeper session
+timeout plus 15s) until no Flink JobManager of the cluster is alive, and
+then, for every job:
+
+  - keeps the newest checkpoint pointer this site holds completely at level
+    L2 (its HA file and every file it needs), and every older pointer whose
+    HA file is readable here;
+  - retracts every newer pointer and every pointer whose HA file is not
+    readable here (Flink would fail on it): each in one version-checked
+    ZooKeeper transaction that also stores a backup under
+    /ckptfs/<cluster>/pruned (restore-pruned puts them back);
+  - changes nothing for a job none of whose pointers is complete here, and
+    prints the newest checkpoint this site holds at L1 with the command to
+    start the job from it by hand.
+
+Finally it sets /ckptfs/<cluster>/active-site to this site and bumps the
+epoch, unless a job was refused (--activate-anyway overrides). It never
+touches state files, _metadata, HA files, job graphs, the checkpoint
+counter, leader nodes or the job result store. Running it again after a
+failure is safe: it converges to the same result.
+
+Exit status:
+  0  every job is ok (and the site is active)
+  3  usage, ZooKeeper or I/O error (nothing is left half-done: run it again)
+  4  some job has no pointer complete on this site: nothing changed for it
+  5  a Flink JobManager stayed alive past --wait: nothing changed`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := commandContext(cmd)
+			defer cancel()
+			b, err := zf.open(ctx, cmd, true)
+			if err != nil {
+				return fail("%v", err)
+			}
+			defer b.Close()
+			opts := b.DefaultTakeoverOptions()
+			if cmd.Flags().Changed("wait") {
+				opts.Wait = wait
+			}
+			opts.DryRun, opts.ActivateAnyway = dryRun, activateAnyway
+			rep, err := b.Takeover(ctx, opts)
+			if rep != nil {
+				if out == "json" {
+					if werr := writeJSON(cmd.OutOrStdout(), rep); werr != nil {
+						return werr
+					}
+				} else {
+					writeTakeoverText(cmd.OutOrStdout(), rep)
+				}
+			}
+			switch {
+			case errors.Is(err, zkbridge.ErrJobManagerAlive):
+				return &exitError{code: exitAlive, err: err}
+			case err != nil:
+				return fail("%v", err)
+			case rep.Refused():
+				return exitWith(exitRefused)
+			}
+			return nil
+		},
+	}
+	addOutputFlag(cmd, &out)
+	zf.add(cmd)
+	cmd.Flags().DurationVar(&wait, "wait", 0, "how long to wait for Flink's JobManagers to vanish from ZooKeeper (default --flink-session-timeout + 15s; 0 does not wait)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and write nothing")
+	cmd.Flags().BoolVar(&activateAnyway, "activate-anyway", false, "make this site active even when a job was refused")
+	return cmd
+}
+
+func writeTakeoverText(w io.Writer, rep *zkbridge.TakeoverReport) {
+	what := "takeover"
+	if rep.DryRun {
+		what = "dry run of a takeover (nothing written)"
+	}
+	fmt.Fprintf(w, "%s of cluster %s (%s, Flink layout %s) for site %s\n", what, displayCluster(rep.ClusterID), rep.Namespace, rep.Generation, rep.Site)
+	if rep.JobManager != nil {
+		fmt.Fprintf(w, "JobManager: %s (waited %s)\n", rep.JobManager, time.Duration(rep.Waited))
+	}
+	verb := "retracted"
+	if rep.DryRun {
+		verb = "would retract"
+	}
+	for _, j := range rep.Jobs {
+		fmt.Fprintf(w, "\njob %s: %s\n", j.JobID, strings.ToUpper(j.Status))
+		fmt.Fprintf(w, "  why: %s\n", j.Reason)
+		fmt.Fprintf(w, "  kept: %s\n", ids(j.Kept))
+		if len(j.Retracted) > 0 {
+			fmt.Fprintf(w, "  %s: %s\n", verb, ids(j.Retracted))
+		}
+		if len(j.AlreadyPruned) > 0 {
+			fmt.Fprintf(w, "  retracted earlier: %s\n", ids(j.AlreadyPruned))
+		}
+		if len(j.Ignored) > 0 {
+			fmt.Fprintf(w, "  ignored (marked for deletion, Flink skips them): %s\n", ids(j.Ignored))
+		}
+		if h := j.RestoreHint; h != nil {
+			fmt.Fprintf(w, "  restore by hand: %s\n", h.Message)
+			if h.Path != "" {
+				fmt.Fprintf(w, "    %s <job jar> ...\n    or in the configuration: %s\n", h.FlinkRun, h.Config)
+			}
+		}
+	}
+	if len(rep.Jobs) == 0 && rep.JobManager != nil && !rep.JobManager.Alive {
+		fmt.Fprintln(w, "\nno jobs in ZooKeeper")
+	}
+	fmt.Fprintf(w, "\n%s\n", rep.Decision)
+}
+
+func ids(v []int64) string {
+	if len(v) == 0 {
+		return "none"
+	}
+	s := make([]string, len(v))
+	for i, id := range v {
+		s[i] = fmt.Sprint(id)
+	}
+	return strings.Join(s, ", ")
+}
+
+func newRestorePrunedCmd() *cobra.Command {
+	var (
+		out        outputFlag
+		zf         zkFlags
+		jobs       []string
+		unverified bool
+		dryRun     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "restore-pruned --zk HOST:PORT --site NAME --map P=D... [--job ID]... [--dry-run] [-o json]",
+		Short: "Put back checkpoint pointers a takeover retracted",
+		Long: `Restore-pruned puts back the checkpoint pointers a takeover retracted, from
+the backups under /ckptfs/<cluster>/pruned: the original bytes and, for
+Flink 1.15+, the persistent locks child without which Flink treats a
+pointer as deleted. A pointer is put back only where it is absent, its id
+is below the job's checkpoint counter and, unless --unverified, its
+checkpoint is now complete on this site at L2 (Flink restores the newest
+pointer). Each is one version-checked transaction that also deletes the
+backup. It refuses while a Flink JobManager is alive.
+
+Exit status:
+  0  done (skipped backups are listed with the reason)
+  3  usage, ZooKeeper or I/O error
+  5  a Flink JobManager is alive: nothing changed`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := commandContext(cmd)
+			defer cancel()
+			b, err := zf.open(ctx, cmd, true)
+			if err != nil {
+				return fail("%v", err)
+			}
+			defer b.Close()
+			rep, err := b.RestorePruned(ctx, zkbridge.RestoreOptions{Jobs: jobs, Unverified: unverified, DryRun: dryRun})
+			if rep != nil && err == nil {
+				if out == "json" {
+					if werr := writeJSON(cmd.OutOrStdout(), rep); werr != nil {
+						return werr
+					}
+				} else {
+					writeRestoreText(cmd.OutOrStdout(), rep)
+				}
+			}
+			switch {
+			case errors.Is(err, zkbridge.ErrJobManagerAlive):
+				return &exitError{code: exitAlive, err: err}
+			case err != nil:
+				return fail("%v", err)
+			}
+			return nil
+		},
+	}
+	addOutputFlag(cmd, &out)
+	zf.add(cmd)
+	cmd.Flags().StringArrayVar(&jobs, "job", nil, "restore only this job `ID` (repeatable)")
+	cmd.Flags().BoolVar(&unverified, "unverified", false, "put pointers back even when their checkpoint is not complete here")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be put back and write nothing")
+	return cmd
+}
+
+func writeRestoreText(w io.Writer, rep *zkbridge.RestoreReport) {
+	verb := "restored"
+	if rep.DryRun {
+		verb = "would restore"
+	}
+	if len(rep.Jobs) == 0 {
+		fmt.Fprintln(w, "no backups")
+	}
+	for _, j := range rep.Jobs {
+		fmt.Fprintf(w, "job %s: %s %s\n", j.JobID, verb, ids(j.Restored))
+		for _, s := range j.Skipped {
+			fmt.Fprintf(w, "  left %d: %s\n", s.ID, s.Reason)
+		}
+	}
+}

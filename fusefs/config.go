@@ -118,7 +118,7 @@ const Name = "ckptfs"
 
 // ReservedName is the directory under the backing root that holds
 // ckptfs's own state (sealed manifests). It is hidden in every mode.
-const ReservedName = ".ckptfs"
+const ReservedName = manifest.StateDir
 
 const maxWriteLimit = 1 << 20
 

@@ -16,24 +16,10 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/ckptfs/ckptfs/integration/flinkdata"
+	"github.com/ckptfs/ckptfs/integration/mounttest"
 	"github.com/ckptfs/ckptfs/integration/zktest"
 	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
-
-// requireFUSE skips loudly without root or /dev/fuse, unless CI requires
-// FUSE (CKPTFS_REQUIRE_FUSE=1).
-func requireFUSE(t *testing.T) {
-	t.Helper()
-	_, err := os.Stat("/dev/fuse")
-	if os.Geteuid() == 0 && err == nil {
-		return
-	}
-	msg := "FUSE tests need root and /dev/fuse"
-	if os.Getenv("CKPTFS_REQUIRE_FUSE") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip("WARNING: skipping: " + msg)
-}
 
 // daemon is a `ckptfs mount` process.
 type daemon struct {
@@ -119,7 +105,7 @@ func (d *daemon) stop(t *testing.T) int {
 // directory that holds one complete checkpoint and one that is being
 // copied.
 func TestMountReplicaEndToEnd(t *testing.T) {
-	requireFUSE(t)
+	mounttest.RequireFUSE(t)
 	top := t.TempDir()
 	backing, mnt := filepath.Join(top, "backing"), filepath.Join(top, "mnt")
 	os.MkdirAll(mnt, 0o755)
@@ -206,7 +192,7 @@ func TestMountReplicaEndToEnd(t *testing.T) {
 
 // TestMountHelper runs the binary as mount.fuse.ckptfs, as mount(8) does.
 func TestMountHelper(t *testing.T) {
-	requireFUSE(t)
+	mounttest.RequireFUSE(t)
 	top := t.TempDir()
 	backing, mnt := filepath.Join(top, "backing"), filepath.Join(top, "mnt")
 	os.MkdirAll(filepath.Join(backing, "dir"), 0o755)
@@ -303,7 +289,7 @@ func copyTree(t *testing.T, src, dst string) {
 // TestMountPromotionAndFencing: flipping active-site in a real ZooKeeper
 // flips both sites' mounts; no write succeeds on the fenced one.
 func TestMountPromotionAndFencing(t *testing.T) {
-	requireFUSE(t)
+	mounttest.RequireFUSE(t)
 	cluster := zktest.StartCluster(t, 1)
 	client := zktest.Connect(t, cluster.Servers())
 	top := t.TempDir()

@@ -102,7 +102,7 @@ func (j *JobState) NewestComplete() *Verdict {
 type Catalog struct {
 	cfg    CatalogConfig
 	pokec  chan struct{}
-	hidden []string
+	hidden []hiddenPattern
 
 	mu sync.RWMutex
 	// jobs: GUARDED_BY(mu). Job directory (relative) -> chk-N name ->
@@ -127,7 +127,35 @@ func NewCatalog(cfg CatalogConfig) (*Catalog, error) {
 		return nil, err
 	}
 	cfg.Backing = filepath.Clean(cfg.Backing)
-	return &Catalog{cfg: cfg, pokec: make(chan struct{}, 1), hidden: cfg.HiddenPatterns, jobs: map[string]map[string]*Verdict{}}, nil
+	c := &Catalog{cfg: cfg, pokec: make(chan struct{}, 1), jobs: map[string]map[string]*Verdict{}}
+	for _, p := range cfg.HiddenPatterns {
+		c.hidden = append(c.hidden, compileHidden(p))
+	}
+	return c, nil
+}
+
+// hiddenPattern is a path.Match pattern with its literal prefix and
+// suffix, which reject most names (UUIDs) without running the matcher: a
+// listing of shared/ asks about every entry.
+type hiddenPattern struct {
+	pattern, prefix, suffix string
+}
+
+func compileHidden(p string) hiddenPattern {
+	first := strings.IndexAny(p, `*?[\`)
+	if first < 0 {
+		return hiddenPattern{pattern: p, prefix: p, suffix: p}
+	}
+	last := strings.LastIndexAny(p, `*?]\`)
+	return hiddenPattern{pattern: p, prefix: p[:first], suffix: p[last+1:]}
+}
+
+func (h *hiddenPattern) match(name string) bool {
+	if !strings.HasPrefix(name, h.prefix) || !strings.HasSuffix(name, h.suffix) {
+		return false
+	}
+	ok, _ := path.Match(h.pattern, name)
+	return ok
 }
 
 // Visible implements Visibility.
@@ -151,8 +179,8 @@ func (c *Catalog) Visible(dir, name string) error {
 }
 
 func (c *Catalog) isHiddenName(name string) bool {
-	for _, p := range c.hidden {
-		if ok, _ := path.Match(p, name); ok {
+	for i := range c.hidden {
+		if c.hidden[i].match(name) {
 			return true
 		}
 	}

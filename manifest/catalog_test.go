@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -216,5 +217,25 @@ func TestSealAndVerifyL3(t *testing.T) {
 	doc2, _ := os.ReadFile(p)
 	if strings.Count(string(doc2), `"checksum"`) != strings.Count(string(doc2), `"path"`) {
 		t.Errorf("ReadUnwritten left a file without a checksum:\n%s", doc2)
+	}
+}
+
+func TestHiddenPatterns(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"*.tmp", "x.tmp", true}, {"*.tmp", "x.tmpl", false}, {"*.tmp", ".tmp", true},
+		{"._metadata.inprogress.*", "._metadata.inprogress.1b2c", true}, {"._metadata.inprogress.*", "_metadata", false},
+		{".~tmp~", ".~tmp~", true}, {".~tmp~", ".~tmp~x", false},
+		{DefaultHiddenPatterns[1], ".0a1b2c3d-uuid.Xy12Ab", true}, {DefaultHiddenPatterns[1], "0a1b2c3d-uuid.Xy12Ab", false},
+		{DefaultHiddenPatterns[1], ".0a1b2c3d-uuid.Xy12A", false}, {"a[bc]d", "acd", true}, {"a[bc]d", "aed", false},
+		{`x\*y`, "x*y", true}, {`x\*y`, "xzy", false},
+	} {
+		h := compileHidden(tc.pattern)
+		want, _ := path.Match(tc.pattern, tc.name)
+		if got := h.match(tc.name); got != tc.want || got != want {
+			t.Errorf("%q ~ %q: got %v, want %v (path.Match says %v)", tc.pattern, tc.name, got, tc.want, want)
+		}
 	}
 }

@@ -217,7 +217,10 @@ func runMount(ctx context.Context, cfg *mountConfig, logw io.Writer, readyFD str
 		return fail("%v", err)
 	}
 	vcfg := manifest.DefaultConfig()
-	vcfg.Resolver, vcfg.MaxAge, vcfg.SealedRoot = res, cfg.Poll, cfg.Backing
+	// A file found complete is stat'ed again every other pass: a deletion
+	// is noticed within two poll intervals, and a pass costs about half
+	// of the files.
+	vcfg.Resolver, vcfg.MaxAge, vcfg.SealedRoot = res, 2*cfg.Poll, cfg.Backing
 	verifier, err := manifest.NewVerifier(vcfg)
 	if err != nil {
 		return fail("%v", err)

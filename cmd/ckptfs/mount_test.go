@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"fmt"
 	"errors"
 	"io"
 	"os"
@@ -332,4 +334,142 @@ func TestMountPromotionAndFencing(t *testing.T) {
 	}
 	waitFor("dc1 was not promoted back", func() bool { return write(mnts[0]) == nil })
 	waitFor("dc2 was not fenced", func() bool { return errors.Is(write(mnts[1]), syscall.EROFS) })
+}
+
+// realRocksDBCheckpoint returns a real checkpoint directory with many
+// state files and its checkpoint id.
+func realRocksDBCheckpoint(t *testing.T) (string, int64) {
+	t.Helper()
+	best, n := "", 0
+	for _, d := range flinkdata.StateDirs(t) {
+		if !strings.HasSuffix(d, "rocksdb-checkpoint") {
+			continue
+		}
+		if es, _ := os.ReadDir(d); len(es) > n {
+			best, n = d, len(es)
+		}
+	}
+	m, err := metadata.DecodeFile(filepath.Join(best, "_metadata"), metadata.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return best, m.CheckpointID
+}
+
+// TestMountReplicaCopiers copies a real checkpoint into the backing
+// directory behind a replica mount the ways replication tools do: file by
+// file out of order, temporary file then rename, and in place. Until the
+// last byte has arrived the checkpoint is invisible to stat, open, ls and
+// ls -l; after it, it appears.
+func TestMountReplicaCopiers(t *testing.T) {
+	mounttest.RequireFUSE(t)
+	src, id := realRocksDBCheckpoint(t)
+	entries, _ := os.ReadDir(src)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	// _metadata first: the worst order for a checker that trusts it.
+	order := append([]string{"_metadata"}, reverse(without(names, "_metadata"))...)
+	chk := "chk-" + strconv.FormatInt(id, 10)
+	copiers := map[string]func(t *testing.T, dst, name string, data []byte){
+		"out-of-order": func(t *testing.T, dst, name string, data []byte) {
+			os.WriteFile(filepath.Join(dst, name), data, 0o644)
+		},
+		"temp-then-rename": func(t *testing.T, dst, name string, data []byte) {
+			tmp := filepath.Join(dst, "."+name+".Ab12Cd")
+			os.WriteFile(tmp, data, 0o644)
+			os.Rename(tmp, filepath.Join(dst, name))
+		},
+		"in-place": func(t *testing.T, dst, name string, data []byte) {
+			f, err := os.Create(filepath.Join(dst, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Write(data[:len(data)/2])
+			f.Sync()
+			f.Write(data[len(data)/2:])
+			f.Close()
+		},
+	}
+	for kind, copyFile := range copiers {
+		t.Run(kind, func(t *testing.T) {
+			top := t.TempDir()
+			backing, mnt := filepath.Join(top, "backing"), filepath.Join(top, "mnt")
+			job := filepath.Join(backing, "job")
+			os.MkdirAll(filepath.Join(job, chk), 0o755)
+			os.MkdirAll(mnt, 0o755)
+			const poll = 300 * time.Millisecond
+			startMount(t, "--mode", "replica", "--poll", poll.String(), backing, mnt)
+			mchk := filepath.Join(mnt, "job", chk)
+			invisible := func(step string) {
+				t.Helper()
+				if _, err := os.Stat(mchk); !errors.Is(err, syscall.ENOENT) {
+					t.Fatalf("%s: stat %s: %v", step, chk, err)
+				}
+				if _, err := os.Open(filepath.Join(mchk, "_metadata")); !errors.Is(err, syscall.ENOENT) {
+					t.Fatalf("%s: open _metadata: %v", step, err)
+				}
+				for _, args := range [][]string{{"-a"}, {"-la"}} {
+					out, err := exec.Command("ls", append(args, filepath.Join(mnt, "job"))...).CombinedOutput()
+					if err != nil || strings.Contains(string(out), chk) {
+						t.Fatalf("%s: ls %v shows %s (%v):\n%s", step, args, chk, err, out)
+					}
+				}
+			}
+			invisible("empty chk dir")
+			for i, name := range order {
+				data, err := os.ReadFile(filepath.Join(src, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				copyFile(t, filepath.Join(job, chk), name, data)
+				if i < len(order)-1 && (i%7 == 0 || i == len(order)-2) {
+					time.Sleep(poll + 50*time.Millisecond) // give a pass the chance to be wrong
+					invisible(fmt.Sprintf("after %d of %d files", i+1, len(order)))
+				}
+			}
+			done := time.Now()
+			deadline := done.Add(10 * time.Second)
+			for {
+				if _, err := os.Stat(mchk); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the complete checkpoint did not appear")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			t.Logf("visible %v after the last byte (poll %v)", time.Since(done).Round(time.Millisecond), poll)
+			for _, name := range names {
+				got, err := os.ReadFile(filepath.Join(mchk, name))
+				want, _ := os.ReadFile(filepath.Join(src, name))
+				if err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("reading %s through the mount: %v", name, err)
+				}
+			}
+			out, err := exec.Command("ls", "-la", filepath.Join(mnt, "job")).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), chk) {
+				t.Fatalf("ls -la after completion: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+func without(list []string, drop string) []string {
+	var out []string
+	for _, s := range list {
+		if s != drop {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func reverse(list []string) []string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[len(list)-1-i] = s
+	}
+	return out
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"errors"
 	"io"
 	"os"
@@ -20,6 +22,7 @@ import (
 	"github.com/ckptfs/ckptfs/integration/flinkdata"
 	"github.com/ckptfs/ckptfs/integration/mounttest"
 	"github.com/ckptfs/ckptfs/integration/zktest"
+	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
@@ -472,4 +475,140 @@ func reverse(list []string) []string {
 		out[len(list)-1-i] = s
 	}
 	return out
+}
+
+// TestMountSealsAndReplicaChecksL3 writes checkpoints through a primary
+// mount in Flink's order (mkdir chk-N, state files, shared/ files,
+// _metadata last; and _metadata through an in-progress file renamed into
+// place), checks the sealed manifests' checksums, and then shows a
+// replica of that tree with one same-size corrupted file keeping the
+// checkpoint invisible, while an intact replica shows it.
+func TestMountSealsAndReplicaChecksL3(t *testing.T) {
+	mounttest.RequireFUSE(t)
+	top := t.TempDir()
+	backing, mnt := filepath.Join(top, "primary"), filepath.Join(top, "flink")
+	os.MkdirAll(backing, 0o755)
+	os.MkdirAll(mnt, 0o755)
+	d := startMount(t, "--mode", "primary", "--poll", "200ms", "--map", "file:"+mnt+"="+backing, backing, mnt)
+	job := filepath.Join(mnt, "job")
+	os.MkdirAll(filepath.Join(job, "shared"), 0o755)
+
+	write := func(id int64, viaInProgress bool) map[string][]byte {
+		chk := filepath.Join(job, "chk-"+strconv.FormatInt(id, 10))
+		if err := os.Mkdir(chk, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		files := map[string][]byte{}
+		op := metadata.Operator{IDLower: 1, IDUpper: 2, Parallelism: 2, MaxParallelism: 128}
+		for i := range 2 {
+			excl := fmt.Sprintf("excl-%d-%d", id, i)
+			shared := fmt.Sprintf("sst-%d-%d", id, i)
+			data := bytes.Repeat([]byte{byte(id), byte(i)}, 3000+i)
+			sdata := bytes.Repeat([]byte{byte(i), byte(id), 7}, 5000+i)
+			if err := os.WriteFile(filepath.Join(chk, excl), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(job, "shared", shared), sdata, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			files["job/chk-"+strconv.FormatInt(id, 10)+"/"+excl] = data
+			files["job/shared/"+shared] = sdata
+			op.Subtasks = append(op.Subtasks, metadata.Subtask{Index: int32(i), ManagedKeyed: &metadata.KeyedHandle{
+				Tag: metadata.TagIncrementalKeyGroupsV2, CheckpointID: id, BackendID: "b", KeyGroupStart: int32(i), KeyGroupCount: 1,
+				Meta:   &metadata.StreamHandle{Tag: metadata.TagRelativeStream, Path: excl, Size: int64(len(data))},
+				Shared: []metadata.NamedHandle{{LocalName: "000001.sst", Handle: &metadata.StreamHandle{Tag: metadata.TagFileStream, Path: "file:" + filepath.Join(job, "shared", shared), Size: int64(len(sdata))}}},
+				StateHandleID: "s"}})
+		}
+		var meta bytes.Buffer
+		if err := metadata.Encode(&meta, &metadata.Metadata{Version: 3, CheckpointID: id, Operators: []metadata.Operator{op}, ChannelLayout: metadata.ChannelLayout112}); err != nil {
+			t.Fatal(err)
+		}
+		target := filepath.Join(chk, "_metadata")
+		if viaInProgress {
+			tmp := filepath.Join(chk, "._metadata.inprogress.5f2d1c")
+			os.WriteFile(tmp, meta.Bytes(), 0o644)
+			if err := os.Rename(tmp, target); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.WriteFile(target, meta.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files["job/chk-"+strconv.FormatInt(id, 10)+"/_metadata"] = meta.Bytes()
+		return files
+	}
+	written := map[int64]map[string][]byte{1: write(1, false), 2: write(2, true)}
+	for id, files := range written {
+		sealed := filepath.Join(backing, ".ckptfs", "manifests", "job", "chk-"+strconv.FormatInt(id, 10)+".json")
+		deadline := time.Now().Add(10 * time.Second)
+		var doc []byte
+		for {
+			var err error
+			if doc, err = os.ReadFile(sealed); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("checkpoint %d was not sealed", id)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		var m struct {
+			MetadataChecksum string `json:"metadata_checksum"`
+			Files            []struct {
+				Path     string `json:"path"`
+				Relative bool   `json:"relative"`
+				Checksum string `json:"checksum"`
+			} `json:"files"`
+		}
+		if err := json.Unmarshal(doc, &m); err != nil {
+			t.Fatal(err)
+		}
+		crc := func(b []byte) string { return manifest.FormatChecksum(crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))) }
+		chkRel := "job/chk-" + strconv.FormatInt(id, 10)
+		if m.MetadataChecksum != crc(files[chkRel+"/_metadata"]) || len(m.Files) != 4 {
+			t.Fatalf("checkpoint %d sealed manifest:\n%s", id, doc)
+		}
+		for _, f := range m.Files {
+			rel := strings.TrimPrefix(strings.TrimPrefix(f.Path, "file:"+mnt+"/"), "file:"+mnt)
+			if f.Relative {
+				rel = chkRel + "/" + f.Path
+			}
+			if f.Checksum != crc(files[rel]) {
+				t.Errorf("checkpoint %d: %s sealed %s, written %s", id, f.Path, f.Checksum, crc(files[rel]))
+			}
+		}
+	}
+	if code := d.stop(t); code != 0 {
+		t.Fatalf("primary exit %d", code)
+	}
+
+	// Two replicas of the primary's tree (with .ckptfs): one intact, one
+	// with a same-size corruption in a shared file of checkpoint 2.
+	replica := func(name string, corrupt bool) string {
+		dst := filepath.Join(top, name)
+		if out, err := exec.Command("cp", "-a", backing, dst).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if corrupt {
+			p := filepath.Join(dst, "job", "shared", "sst-2-0")
+			data, _ := os.ReadFile(p)
+			data[100] ^= 0xff
+			os.WriteFile(p, data, 0o644)
+		}
+		rmnt := filepath.Join(top, name+"-mnt")
+		os.MkdirAll(rmnt, 0o755)
+		startMount(t, "--mode", "replica", "--poll", "200ms", "--map", "file:"+mnt+"="+dst, dst, rmnt)
+		return rmnt
+	}
+	good, bad := replica("intact", false), replica("corrupt", true)
+	for _, id := range []string{"chk-1", "chk-2"} {
+		if _, err := os.Stat(filepath.Join(good, "job", id)); err != nil {
+			t.Errorf("intact replica hides %s: %v", id, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(bad, "job", "chk-1")); err != nil {
+		t.Errorf("corrupt replica hides the untouched chk-1: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(bad, "job", "chk-2")); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("corrupt replica shows chk-2 (same size, wrong bytes): %v", err)
+	}
 }

@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -515,8 +515,8 @@ func TestMountSealsAndReplicaChecksL3(t *testing.T) {
 			files["job/shared/"+shared] = sdata
 			op.Subtasks = append(op.Subtasks, metadata.Subtask{Index: int32(i), ManagedKeyed: &metadata.KeyedHandle{
 				Tag: metadata.TagIncrementalKeyGroupsV2, CheckpointID: id, BackendID: "b", KeyGroupStart: int32(i), KeyGroupCount: 1,
-				Meta:   &metadata.StreamHandle{Tag: metadata.TagRelativeStream, Path: excl, Size: int64(len(data))},
-				Shared: []metadata.NamedHandle{{LocalName: "000001.sst", Handle: &metadata.StreamHandle{Tag: metadata.TagFileStream, Path: "file:" + filepath.Join(job, "shared", shared), Size: int64(len(sdata))}}},
+				Meta:          &metadata.StreamHandle{Tag: metadata.TagRelativeStream, Path: excl, Size: int64(len(data))},
+				Shared:        []metadata.NamedHandle{{LocalName: "000001.sst", Handle: &metadata.StreamHandle{Tag: metadata.TagFileStream, Path: "file:" + filepath.Join(job, "shared", shared), Size: int64(len(sdata))}}},
 				StateHandleID: "s"}})
 		}
 		var meta bytes.Buffer
@@ -562,7 +562,9 @@ func TestMountSealsAndReplicaChecksL3(t *testing.T) {
 		if err := json.Unmarshal(doc, &m); err != nil {
 			t.Fatal(err)
 		}
-		crc := func(b []byte) string { return manifest.FormatChecksum(crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))) }
+		crc := func(b []byte) string {
+			return manifest.FormatChecksum(crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
+		}
 		chkRel := "job/chk-" + strconv.FormatInt(id, 10)
 		if m.MetadataChecksum != crc(files[chkRel+"/_metadata"]) || len(m.Files) != 4 {
 			t.Fatalf("checkpoint %d sealed manifest:\n%s", id, doc)

@@ -88,6 +88,11 @@ func Mount(cfg Config) (*Server, error) {
 	// The daemon drops setuid/setgid itself (privs.go), which spares a
 	// GETXATTR round trip per WRITE.
 	mo.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
+	// READDIRPLUS looks up every entry (a backing lstat and an inode each);
+	// with AUTO the kernel asks for it only when the reader goes on to stat
+	// the entries (ls -l), and a plain listing (ls, os.ReadDir) is one
+	// READDIR. Lookup hides the same names either way.
+	mo.ExtraCapabilities |= fuse.CAP_READDIRPLUS_AUTO
 	opts := &fs.Options{
 		MountOptions:    mo,
 		EntryTimeout:    &entry,

@@ -57,7 +57,7 @@ var kinds = []string{"snapshot", "filelevel", "perobject"}
 func TestIntegration_Failover(t *testing.T) {
 	c := startEnsemble(t)
 	for _, kind := range kinds {
-		t.Run(kind, func(t *testing.T) { runScenario(t, c, kind, true) })
+		t.Run(kind, func(t *testing.T) { runScenario(t, c, kind, true, seedFor(t)) })
 	}
 }
 
@@ -67,7 +67,7 @@ func TestIntegration_Failover(t *testing.T) {
 func TestIntegration_Baseline(t *testing.T) {
 	c := startEnsemble(t)
 	for _, kind := range kinds {
-		t.Run(kind, func(t *testing.T) { runScenario(t, c, kind, false) })
+		t.Run(kind, func(t *testing.T) { runScenario(t, c, kind, false, seedFor(t)) })
 	}
 }
 
@@ -114,8 +114,18 @@ type atLoss struct {
 
 func (l *atLoss) newest() int64 { return l.ids[len(l.ids)-1] }
 
-func runScenario(t *testing.T, c *zktest.Cluster, kind string, takeover bool) {
-	seed := seedFor(t)
+// outcome is what one run measured, for the chaos table.
+type outcome struct {
+	// Ahead: ZooKeeper's newest pointer was ahead of DC2's newest
+	// L2-complete checkpoint at the loss (the baseline must fail then).
+	Ahead bool
+	// Refused: DC2 held no L2-complete pointer, so takeover refused.
+	Refused bool
+	// LossToRestore is the time from DC1's loss to the verified restore.
+	LossToRestore time.Duration
+}
+
+func runScenario(t *testing.T, c *zktest.Cluster, kind string, takeover bool, seed uint64) (out outcome) {
 	t.Logf("seed %d (replay: %s=%d go test -run '%s' ./integration/scenario/)", seed, seedEnvVar, seed, t.Name())
 	rng := rand.New(rand.NewPCG(seed, 0x5ce7a210))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*stepTimeout)
@@ -125,7 +135,7 @@ func runScenario(t *testing.T, c *zktest.Cluster, kind string, takeover bool) {
 	w := &world{
 		dc1:       filepath.Join(root, "dc1", "nas"),
 		dc2:       filepath.Join(root, "dc2", "nas"),
-		clusterID: clusterPrefix + kind,
+		clusterID: fmt.Sprintf("%s%s-%d", clusterPrefix, kind, seed),
 		hashes:    map[string][sha256.Size]byte{},
 	}
 	for _, d := range []string{w.dc1, w.dc2} {
@@ -194,6 +204,7 @@ func runScenario(t *testing.T, c *zktest.Cluster, kind string, takeover bool) {
 
 	// Lose DC1: replication stops where it is, the JobManager's session
 	// ends, DC1's ZooKeeper servers go.
+	lostAt := time.Now()
 	repl.Stop()
 	if err := <-replDone; err != nil {
 		t.Fatalf("replication: %v", err)
@@ -223,10 +234,13 @@ func runScenario(t *testing.T, c *zktest.Cluster, kind string, takeover bool) {
 		t.Logf("  pointer %d on DC2: %v", id, loss.verdicts[id].Verdict)
 	}
 
+	out.Ahead = len(loss.ids) > 0 && loss.newest() > loss.optimal
+	out.Refused = loss.optimal < 0
+
 	// Without ckptfs: restore from ZooKeeper as it is.
 	w.checkBaseline(t, zc.Conn, loss)
 	if !takeover {
-		return
+		return out
 	}
 
 	// 4. Takeover for DC2, through the survivors only.
@@ -236,9 +250,11 @@ func runScenario(t *testing.T, c *zktest.Cluster, kind string, takeover bool) {
 
 	// 5 and 6. Check the invariants.
 	w.checkAfterTakeover(ctx, t, zc.Conn, verifier, loss, rep)
+	out.LossToRestore = time.Since(lostAt)
 	if diff := diffTrees(filesBefore, treeHashes(t, w.dc2)); diff != "" {
 		t.Errorf("invariant 3: the takeover changed DC2's files: %s", diff)
 	}
+	return out
 }
 
 // newReplicator makes the simulator of one replication family copying

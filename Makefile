@@ -68,9 +68,9 @@ fuzz:
 RUNS ?= 200
 SEED ?=
 chaos: deps build
-	CKPTFS_REQUIRE_ZK=1 CKPTFS_CHAOS_RUNS=$(RUNS) CKPTFS_CHAOS_SEED=$(SEED) \
+	@bash -o pipefail -c "CKPTFS_REQUIRE_ZK=1 CKPTFS_CHAOS_RUNS=$(RUNS) CKPTFS_CHAOS_SEED=$(SEED) \
 		$(GO) test -count=1 -run '^TestChaos$$' -v -timeout 85m ./integration/scenario/ \
-		| grep -v -e '^ *logging.go' -e '^=== RUN'
+		| grep -v -e '^ *logging.go' -e '^=== RUN'"
 
 # What ckptfs decides about a replica that holds one checkpoint completely
 # and the next one only partly (the two-site scenario replaces this).

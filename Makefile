@@ -72,10 +72,12 @@ chaos: deps build
 		$(GO) test -count=1 -run '^TestChaos$$' -v -timeout 85m ./integration/scenario/ \
 		| grep -v -e '^ *logging.go' -e '^=== RUN'"
 
-# What ckptfs decides about a replica that holds one checkpoint completely
-# and the next one only partly (the two-site scenario replaces this).
-demo: build
-	@bash integration/demo.sh $(BIN)/ckptfs
+# One narrated run of the two-site scenario (five ZooKeeper servers, two
+# ckptfs mounts, the Flink emulator), then Flink without ckptfs on the same
+# replica. Needs root and /dev/fuse.
+demo: deps
+	$(GO) test -c -o $(BIN)/scenario.test ./integration/scenario/
+	@CKPTFS_DEMO=1 CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FUSE=1 $(BIN)/scenario.test -test.run '^TestDemo$$' -test.timeout 5m
 
 clean:
 	rm -rf $(BIN)

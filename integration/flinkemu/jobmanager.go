@@ -19,7 +19,6 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/ckptfs/ckptfs/manifest/flinkha"
-	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
 // Config describes one emulated JobManager.
@@ -48,6 +47,15 @@ type Config struct {
 	// KeepSubsumedData leaves a subsumed checkpoint's files in place (its
 	// znode and HA file still go), as a lagging replica may.
 	KeepSubsumedData bool
+	// MetadataInProgress writes _metadata as Flink's recoverable writers
+	// do on local file systems and HDFS (1.15+): into
+	// ._metadata.inprogress.<uuid>, renamed to _metadata on commit.
+	// Without it _metadata is created and streamed in place (1.5-1.14).
+	MetadataInProgress bool
+	// BeforeStep, if set, is called before each step of writing a
+	// checkpoint; an error stops the checkpoint there, as if the
+	// JobManager died (CompleteCheckpoint returns it).
+	BeforeStep func(Step) error
 	// Logger, if set, receives the ZooKeeper client's messages.
 	Logger *slog.Logger
 }
@@ -110,6 +118,9 @@ type JobManager struct {
 	mu sync.Mutex
 	// jobs: GUARDED_BY(mu). Retained checkpoints per job, ascending.
 	jobs map[string][]*Checkpoint
+	// shared: GUARDED_BY(mu). Per job, the shared/ files that retained
+	// checkpoints reference (Flink's SharedStateRegistry).
+	shared map[string]map[string]*sharedFile
 	// latches: GUARDED_BY(mu). Latch paths that have our child.
 	latches []string
 	// closed: GUARDED_BY(mu).
@@ -134,6 +145,17 @@ type Checkpoint struct {
 	Data  []byte
 	// Timestamp is the trigger time stored in the HA file.
 	Timestamp time.Time
+	// SharedFiles are the local shared/ files the checkpoint references
+	// (new and reused ones); NewSharedFiles those it wrote.
+	SharedFiles    []string
+	NewSharedFiles []string
+}
+
+// Files returns every local file the checkpoint needs: _metadata, its
+// exclusive state files and the shared files it references (not the HA
+// file).
+func (cp *Checkpoint) Files() []string {
+	return slices.Concat([]string{cp.Metadata}, cp.StateFiles, cp.SharedFiles)
 }
 
 // Start connects, waits for a session and creates the JobManager's
@@ -145,6 +167,7 @@ func Start(ctx context.Context, cfg Config) (*JobManager, error) {
 	jm := &JobManager{
 		cfg: cfg, p: paths{l: cfg.Layout, ns: cfg.Namespace()},
 		lockID: newUUID(), acl: zk.WorldACL(zk.PermAll), jobs: map[string][]*Checkpoint{},
+		shared: map[string]map[string]*sharedFile{},
 	}
 	hasSession := make(chan struct{}, 1)
 	onEvent := func(ev zk.Event) {
@@ -323,110 +346,9 @@ func (jm *JobManager) SubmitJob(jobID string) error {
 	}
 	jm.mu.Lock()
 	jm.jobs[jobID] = nil
+	jm.shared[jobID] = map[string]*sharedFile{}
 	jm.mu.Unlock()
 	return nil
-}
-
-// CheckpointSpec shapes one checkpoint.
-type CheckpointSpec struct {
-	// StateSizes are the sizes of the state files in chk-N, one subtask
-	// each (default 1000 and 2000 bytes).
-	StateSizes []int
-	// Timestamp is the trigger time (default now).
-	Timestamp time.Time
-}
-
-// CompleteCheckpoint does what Flink does when a checkpoint completes:
-// takes the next id from the counter, writes chk-N (state files, then
-// _metadata), the HA file, then the pointer with its lock in one multi,
-// and subsumes checkpoints beyond Retained.
-func (jm *JobManager) CompleteCheckpoint(jobID string, spec CheckpointSpec) (*Checkpoint, error) {
-	if err := jm.usable(); err != nil {
-		return nil, err
-	}
-	jm.mu.Lock()
-	_, known := jm.jobs[jobID]
-	jm.mu.Unlock()
-	if !known {
-		return nil, fmt.Errorf("flinkemu: job %s was not submitted", jobID)
-	}
-	if len(spec.StateSizes) == 0 {
-		spec.StateSizes = []int{1000, 2000}
-	}
-	if spec.Timestamp.IsZero() {
-		spec.Timestamp = time.Now()
-	}
-	id, err := jm.nextCheckpointID(jobID)
-	if err != nil {
-		return nil, err
-	}
-	cp := &Checkpoint{JobID: jobID, ID: id, Timestamp: spec.Timestamp.Truncate(time.Millisecond)}
-	cp.Dir = filepath.Join(jm.cfg.Storage, "checkpoints", jobID, fmt.Sprintf("chk-%d", id))
-	cp.FlinkDir = jm.flinkPath("checkpoints", jobID, fmt.Sprintf("chk-%d", id))
-	if err := os.MkdirAll(cp.Dir, 0o755); err != nil {
-		return nil, err
-	}
-	op := metadata.Operator{IDLower: 0x1111, IDUpper: 0x2222, Parallelism: int32(len(spec.StateSizes)), MaxParallelism: 128}
-	for i, n := range spec.StateSizes {
-		name := newUUID()
-		file := filepath.Join(cp.Dir, name)
-		data := make([]byte, n)
-		_, _ = rand.Read(data)
-		if err := os.WriteFile(file, data, 0o644); err != nil {
-			return nil, err
-		}
-		cp.StateFiles = append(cp.StateFiles, file)
-		op.Subtasks = append(op.Subtasks, metadata.Subtask{Index: int32(i), ManagedKeyed: &metadata.KeyedHandle{
-			Tag: metadata.TagKeyGroupsV2, KeyGroupStart: int32(i), KeyGroupCount: 1, Offsets: []int64{0},
-			Delegate:      &metadata.StreamHandle{Tag: metadata.TagRelativeStream, Path: name, Size: int64(n)},
-			StateHandleID: newUUID(),
-		}})
-	}
-	m := &metadata.Metadata{Version: 3, CheckpointID: id, Operators: []metadata.Operator{op}, ChannelLayout: metadata.ChannelLayout112}
-	var meta bytes.Buffer
-	if err := metadata.Encode(&meta, m); err != nil {
-		return nil, err
-	}
-	cp.Metadata = filepath.Join(cp.Dir, "_metadata")
-	if err := os.WriteFile(cp.Metadata, meta.Bytes(), 0o644); err != nil {
-		return nil, err
-	}
-	ha, err := flinkha.EncodeCompletedCheckpoint(flinkha.CheckpointSpec{
-		FieldSet: jm.cfg.Layout.FieldSet(), JobID: jobID, CheckpointID: id,
-		Timestamp: cp.Timestamp.UnixMilli(), CompletionTimestamp: cp.Timestamp.UnixMilli() + 150,
-		ExternalPointer: cp.FlinkDir, MetadataSize: int64(meta.Len()), Metadata: m,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if cp.HAFile, cp.HAFlinkPath, err = jm.writeHAFile("completedCheckpoint", ha); err != nil {
-		return nil, err
-	}
-	st, err := jm.stateHandle(cp.HAFlinkPath, int64(len(ha)))
-	if err != nil {
-		return nil, err
-	}
-	cp.Znode = jm.p.pointer(jobID, id)
-	if cp.Data, err = flinkha.EncodeStateHandle(st); err != nil {
-		return nil, err
-	}
-	if err := jm.addAndLock(cp.Znode, st); err != nil {
-		return nil, err
-	}
-	jm.mu.Lock()
-	jm.jobs[jobID] = append(jm.jobs[jobID], cp)
-	var subsumed []*Checkpoint
-	for len(jm.jobs[jobID]) > jm.cfg.Retained {
-		subsumed = append(subsumed, jm.jobs[jobID][0])
-		jm.jobs[jobID] = jm.jobs[jobID][1:]
-	}
-	jm.mu.Unlock()
-	for _, old := range subsumed {
-		if err := jm.subsume(old); err != nil {
-			return nil, err
-		}
-	}
-	return cp, nil
 }
 
 // Checkpoints returns the retained checkpoints of a job, ascending.
@@ -512,34 +434,6 @@ func (jm *JobManager) addAndLock(path string, st flinkha.StateHandle) error {
 		return fmt.Errorf("flinkemu: add %s: %w", path, err)
 	}
 	return nil
-}
-
-// subsume removes a checkpoint as Flink's releaseAndTryRemove does:
-// release the lock, delete locks (1.15+), delete the HA file, delete the
-// node; then the checkpoint's files go (Flink's CheckpointsCleaner).
-func (jm *JobManager) subsume(cp *Checkpoint) error {
-	lockParent := cp.Znode
-	if jm.cfg.Layout.LocksChild() {
-		lockParent += "/locks"
-	}
-	if err := jm.deleteIfExists(lockParent + "/" + jm.lockID); err != nil {
-		return fmt.Errorf("flinkemu: release %s: %w", cp.Znode, err)
-	}
-	if jm.cfg.Layout.LocksChild() {
-		if err := jm.deleteIfExists(lockParent); err != nil {
-			return fmt.Errorf("flinkemu: delete %s: %w", lockParent, err)
-		}
-	}
-	if err := os.Remove(cp.HAFile); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	if err := jm.deleteIfExists(cp.Znode); err != nil {
-		return fmt.Errorf("flinkemu: delete %s: %w", cp.Znode, err)
-	}
-	if jm.cfg.KeepSubsumedData {
-		return nil
-	}
-	return os.RemoveAll(cp.Dir)
 }
 
 // writeHAFile writes <Storage>/ha/<cluster>/<prefix><12 hex> with NO_OVERWRITE.

@@ -170,3 +170,9 @@ func (p paths) rpcScheme() string {
 	}
 	return "akka.tcp"
 }
+
+// PointerDir is the znode under which the layout keeps a job's
+// checkpoint pointers.
+func (c *Config) PointerDir(job string) string {
+	return paths{l: c.Layout, ns: c.Namespace()}.pointerDir(job)
+}

@@ -22,7 +22,8 @@ const (
 // violations, baseline failures (runs where ZooKeeper was ahead of DC2, so
 // Flink without ckptfs would loop on a missing file) and the median time
 // from DC1's loss to the verified restore. A failing run names its seed;
-// CKPTFS_SCENARIO_SEED replays it in TestIntegration_Failover.
+// CKPTFS_SCENARIO_SEED replays it in
+// TestIntegration_Failover/<kind>.
 func TestChaos(t *testing.T) {
 	runs, err := strconv.Atoi(os.Getenv(chaosRunsEnv))
 	if err != nil || runs <= 0 {
@@ -50,7 +51,7 @@ func TestChaos(t *testing.T) {
 		r := table[kind]
 		var out outcome
 		ok := t.Run(fmt.Sprintf("%s/seed-%d", kind, seed), func(t *testing.T) {
-			out = runScenario(t, c, kind, true, seed)
+			out = runScenario(t, c, newRun(kind, seed))
 		})
 		r.runs++
 		if !ok {
@@ -80,7 +81,7 @@ func TestChaos(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "%-10s %6d %11d %18d %8d %22v\n", kind, r.runs, r.violations, r.aheads, r.refused, median.Round(time.Millisecond))
 		if len(r.failed) > 0 {
-			fmt.Fprintf(&b, "  failing seeds: %v\n", r.failed)
+			fmt.Fprintf(&b, "  failing seeds: %v (replay one: %s=<seed> go test -run 'TestIntegration_Failover/%s' ./integration/scenario/)\n", r.failed, seedEnvVar, kind)
 		}
 	}
 	t.Log(b.String())

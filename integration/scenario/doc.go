@@ -1,60 +1,55 @@
-// Package scenario holds the end-to-end disaster-recovery scenario of
-// design §1: Flink runs in DC1 with ZooKeeper HA over an ensemble
-// stretched across three sites, its checkpoint storage is replicated to
-// DC2 asynchronously, and DC1 is lost at an arbitrary instant.
+// Package scenario is the proof that ckptfs solves the user's problem
+// (seed-problem.md): the end-to-end disaster-recovery scenario of design
+// §1, run through real mounts, real ZooKeeper servers and the built
+// ckptfs binary, with a checker for the invariants of design §6.
 //
-// One run (TestIntegration_Failover/<kind>, one per replication family of
-// package replication: snapshot, filelevel, perobject):
+// One run (runScenario):
 //
-//  1. Five real ZooKeeper servers: 0 and 1 stand for DC1, 2 and 3 for DC2,
-//     4 for DC3. DC1 and DC2 each have a backing directory (their NAS).
-//     The flinkemu JobManager (Flink 1.20 layout, num-retained 3) writes
-//     its checkpoints, HA files and pointer znodes with DC1's backing
-//     directory as Flink's file system (no FUSE mount on DC1: the
-//     emulator writes the backing directory directly).
-//  2. The JobManager completes checkpoints while a replication simulator
-//     copies DC1's backing directory to DC2's. At a seeded random moment
-//     DC1 is lost: the replication is stopped wherever it is, the
-//     JobManager's ZooKeeper session is closed (its ephemeral locks
-//     vanish) and ZooKeeper servers 0 and 1 are stopped (3 of 5 remain).
-//  3. At that instant the test records, with a manifest.Verifier over
-//     DC2's backing directory, which pointers are L2-complete on DC2; the
-//     newest of them is the optimal recovery point.
-//  4. zkbridge.Takeover runs for site dc2 against the surviving servers,
-//     with the path mapping Flink path -> DC2 backing directory.
-//  5. A Flink-like restore follows the pointers that remain: every
-//     retained pointer's HA file must be readable (Flink 1.12.5+), and
-//     the newest one's _metadata and state files are read in full from
-//     DC2's backing directory and compared, byte for byte (SHA-256),
-//     with what the emulator wrote in DC1.
+//  1. Five ZooKeeper servers: 0 and 1 stand for DC1, 2 and 3 for DC2, 4
+//     for DC3 (the tie-breaker). Each data center has a NAS (a backing
+//     directory) and a `ckptfs mount` daemon over it at the path Flink
+//     uses: DC1's is primary (it seals a manifest for every checkpoint
+//     written through it), DC2's a replica. Both publish site markers and
+//     follow /ckptfs/<cluster>/active-site.
+//  2. The flinkemu JobManager in DC1 (a Flink layout from 1.4-1.13 to 2.x)
+//     writes its checkpoints through DC1's mount in Flink's order, with
+//     RocksDB-style shared/ files reused across checkpoints and subsumed
+//     ones deleted, while a replication simulator (snapshot, file-level or
+//     per-object) copies DC1's NAS to DC2's.
+//  3. At a moment drawn from the run's seed, between two checkpoints or
+//     in the middle of one, DC1 is lost: the replication stops wherever it
+//     is, DC1's mount daemon is killed, the JobManager's ZooKeeper session
+//     closes or expires (cut off behind proxies), DC1's servers stop.
+//  4. The checker records which pointers are L2-complete on DC2 at that
+//     instant: the newest is the best recovery point DC2 allows.
+//  5. The baseline: Flink restoring from ZooKeeper as it is, from DC2's
+//     plain directory, without ckptfs. Whenever ZooKeeper is ahead of
+//     DC2 it must fail on a missing or torn file on every attempt (the
+//     user's restore loop); otherwise it must restore the newest.
+//  6. `ckptfs takeover` runs on DC2 against the surviving servers.
+//  7. A JobManager on DC2 restores through DC2's mount, reading every
+//     file of the newest remaining checkpoint and checking every byte,
+//     then, once the takeover's active-site has promoted DC2's mount,
+//     completes new checkpoints through it, which DC2 seals and marks.
 //
-// The checker asserts the invariants of design §6 that apply:
+// The invariants checked on every run:
 //
-//   - (1) the restore after takeover succeeds: no file is missing or
-//     short, every byte matches;
-//   - (2) the newest remaining pointer is L2-complete on DC2 and is the
-//     optimal one recorded at the instant of loss;
-//   - (3) a job that had an L2-complete pointer still has one, every
-//     retracted pointer has a backup under /ckptfs/<cluster>/pruned
-//     holding its original bytes, no pointer at or below the optimal one
-//     is touched, and not one file of DC2's backing directory changed;
-//     when DC2 held no L2-complete pointer the takeover refuses and
-//     changes no pointer.
+//   - (1) the restore after takeover succeeds, every byte as DC1 wrote it,
+//     and Flink on DC2 never reaches for a checkpoint the mount hides;
+//   - (2) the newest pointer after takeover is L2-complete on DC2 and is
+//     the one recorded at the instant of loss (the RPO is optimal);
+//   - (3) exactly the pointers above it or with an unreadable HA file are
+//     retracted, each backed up with its original bytes; no file of DC2
+//     changes; with nothing restorable the takeover refuses (exit 4) and
+//     changes nothing;
+//   - (4) every marker either site publishes names a checkpoint complete
+//     on that site at the marker's level (checked as each one appears).
 //
-// Invariant (4) (markers never ahead) needs a publishing mount, which this
-// scenario does not run yet.
-//
-// TestIntegration_Baseline/<kind> is the same run without ckptfs: the
-// restore starts from ZooKeeper's pointers as they are. It proves the
-// problem of seed-problem.md: whenever ZooKeeper's newest pointer is ahead
-// of DC2's newest L2-complete checkpoint, the restore fails on a missing
-// or short file, and whenever it is not, the newest checkpoint restores
-// byte for byte (the whole recovery can then still fail only on an older
-// retained pointer whose HA file is unreadable on DC2, which is asserted
-// to be the only other cause).
-//
-// Every subtest draws its moments from a seed derived from its name,
-// logged at its start; CKPTFS_SCENARIO_SEED=<n> replays a run with seed n.
-// The tests need ZooKeeper and Java (zktest); with CKPTFS_REQUIRE_ZK=1
-// they fail instead of skipping when those are missing.
+// TestIntegration_Failover (make test) runs each replication family once,
+// each with another Flink layout. TestChaos (make chaos) runs many
+// randomized runs and prints a table. TestDemo (make demo) narrates one
+// run. Every run logs its seed; CKPTFS_SCENARIO_SEED=<n> replays it.
+// The tests need ZooKeeper, Java and FUSE; with CKPTFS_REQUIRE_ZK=1 and
+// CKPTFS_REQUIRE_FUSE=1 they fail instead of skipping when those are
+// missing.
 package scenario

@@ -324,7 +324,7 @@ func runScenario(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 		}
 		prev = cp
 		if i < r.lossAfter {
-			time.Sleep(time.Duration(20+r.rng.IntN(60)) * time.Millisecond)
+			time.Sleep(time.Duration(50+r.rng.IntN(200)) * time.Millisecond)
 		}
 	}
 	if r.midCheckpoint {

@@ -43,6 +43,9 @@ type fileSystem struct {
 	modeNow atomic.Int32
 
 	stats counters
+	// latency and incompleteByDir are read by metrics (observe.go).
+	latency         latencies
+	incompleteByDir dirCounter
 
 	incompleteLog logLimiter
 }
@@ -155,6 +158,7 @@ func (fsys *fileSystem) visible(dir, name string) syscall.Errno {
 	}
 	if m := checkpointDir.FindStringSubmatch(name); m != nil && errors.Is(err, manifest.ErrIncomplete) {
 		fsys.stats.incompleteLookups.Add(1)
+		fsys.incompleteByDir.add(dir)
 		rel := joinRel(dir, name)
 		if fsys.incompleteLog.allow(rel, fsys.now()) {
 			id, _ := strconv.ParseInt(m[1], 10, 64)

@@ -3,6 +3,7 @@ package fusefs
 import (
 	"errors"
 	"log/slog"
+	"path"
 	"regexp"
 	"strconv"
 	"sync"
@@ -162,7 +163,7 @@ func (fsys *fileSystem) visible(dir, name string) syscall.Errno {
 		rel := joinRel(dir, name)
 		if fsys.incompleteLog.allow(rel, fsys.now()) {
 			id, _ := strconv.ParseInt(m[1], 10, 64)
-			fsys.log.Warn("Flink asked for incomplete chk-N", "path", rel, "checkpoint", id)
+			fsys.log.Warn("Flink asked for incomplete chk-N", "job", path.Base(dir), "checkpoint", id, "dir", rel)
 		}
 	} else {
 		fsys.stats.hiddenLookups.Add(1)

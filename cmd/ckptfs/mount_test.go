@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,6 +32,16 @@ type daemon struct {
 	cmd  *exec.Cmd
 	logs chan string
 	mnt  string
+
+	mu    sync.Mutex
+	lines []string // GUARDED_BY(mu): every log line
+}
+
+// allLines returns every line the daemon logged so far.
+func (d *daemon) allLines() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.lines...)
 }
 
 // startMount runs the built binary in the foreground and waits until the
@@ -50,6 +61,9 @@ func startMount(t *testing.T, args ...string) *daemon {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			t.Log("ckptfs:", sc.Text())
+			d.mu.Lock()
+			d.lines = append(d.lines, sc.Text())
+			d.mu.Unlock()
 			select {
 			case d.logs <- sc.Text():
 			default:

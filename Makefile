@@ -13,7 +13,7 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode ./manifest/javaser:FuzzDecode \
 	./manifest/flinkha:FuzzDecodeLeaderInfo ./manifest/flinkha:FuzzPathToURI
 FUZZTIME ?= 10m
 
-.PHONY: all build deps test vet bench fuzz chaos demo clean
+.PHONY: all build deps test vet bench fuzz chaos demo check-alerts clean
 
 all: build
 
@@ -76,6 +76,12 @@ chaos: deps build
 # and the next one only partly (the two-site scenario replaces this).
 demo: build
 	@bash integration/demo.sh $(BIN)/ckptfs
+
+# The example alert rules, checked and unit-tested by Prometheus's own
+# promtool (Debian package prometheus). make test checks without it that
+# the rules and the dashboard use only metrics ckptfs exports.
+check-alerts:
+	cd deploy/prometheus && promtool check rules ckptfs-alerts.yml && promtool test rules ckptfs-alerts_test.yml
 
 clean:
 	rm -rf $(BIN)

@@ -198,7 +198,7 @@ or the mount failed, 3 for usage errors.`,
 	f.StringVar(&flagCfg.ClusterID, "cluster-id", "", "Flink's high-availability.cluster-id")
 	f.StringVar(&flagCfg.PathRoot, "path-root", flagCfg.PathRoot, "Flink's high-availability.zookeeper.path.root")
 	f.BoolVar(&flagCfg.Lease, "lease", false, "turn read-only when the ZooKeeper session is lost")
-	f.StringVar(&flagCfg.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz at `HOST:PORT` (for example 127.0.0.1:9464; default: not served)")
+	f.StringVar(&flagCfg.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz at `HOST:PORT` (for example 127.0.0.1:9477; default: not served)")
 	f.DurationVar(&flagCfg.LagInterval, "lag-interval", flagCfg.LagInterval, "how often the lag behind Flink's ZooKeeper pointers is computed for /metrics (with --zk)")
 	return cmd
 }

@@ -49,9 +49,14 @@ type Thresholds struct {
 // NoThresholds checks no lag.
 var NoThresholds = Thresholds{MaxLag: -1, MaxLagSeconds: -1}
 
-// catalogStall is how many poll intervals without a finished pass make
-// the verification count as stalled (a hung NFS server, for example).
-const catalogStall = 5
+// A verification counts as stalled (a hung NFS server, for example)
+// when no pass has finished for stallFactor poll intervals, or
+// stallFactor times the last pass's duration (a large replica takes
+// long), and at least minStall.
+const (
+	stallFactor = 5
+	minStall    = time.Minute
+)
 
 // CheckHealth evaluates src now.
 func CheckHealth(src Sources, th Thresholds, now time.Time) Health {
@@ -65,7 +70,7 @@ func CheckHealth(src Sources, th Thresholds, now time.Time) Health {
 		if st.Passes > 0 {
 			h.LastPass = &st.LastPass
 		}
-		if limit := catalogStall * max(src.Poll, time.Second); st.Passes > 0 && now.Sub(st.LastPass) > limit {
+		if limit := max(stallFactor*src.Poll, stallFactor*st.LastPassDuration, minStall); st.Passes > 0 && now.Sub(st.LastPass) > limit {
 			h.Problems = append(h.Problems, fmt.Sprintf("verification stalled: the last pass ended %s ago", now.Sub(st.LastPass).Round(time.Second)))
 		}
 	}

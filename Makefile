@@ -13,7 +13,7 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode ./manifest/javaser:FuzzDecode \
 	./manifest/flinkha:FuzzDecodeLeaderInfo ./manifest/flinkha:FuzzPathToURI
 FUZZTIME ?= 10m
 
-.PHONY: all build deps test vet bench fuzz chaos demo clean
+.PHONY: all build deps test vet bench fuzz chaos demo check-alerts clean
 
 all: build
 
@@ -78,6 +78,12 @@ chaos: deps build
 demo: deps
 	$(GO) test -c -o $(BIN)/scenario.test ./integration/scenario/
 	@CKPTFS_DEMO=1 CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FUSE=1 $(BIN)/scenario.test -test.run '^TestDemo$$' -test.timeout 5m
+
+# The example alert rules, checked and unit-tested by Prometheus's own
+# promtool (Debian package prometheus). make test checks without it that
+# the rules and the dashboard use only metrics ckptfs exports.
+check-alerts:
+	cd deploy/prometheus && promtool check rules ckptfs-alerts.yml && promtool test rules ckptfs-alerts_test.yml
 
 clean:
 	rm -rf $(BIN)

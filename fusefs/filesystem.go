@@ -3,6 +3,7 @@ package fusefs
 import (
 	"errors"
 	"log/slog"
+	"path"
 	"regexp"
 	"strconv"
 	"sync"
@@ -43,6 +44,9 @@ type fileSystem struct {
 	modeNow atomic.Int32
 
 	stats counters
+	// latency and incompleteByDir are read by metrics (observe.go).
+	latency         latencies
+	incompleteByDir dirCounter
 
 	incompleteLog logLimiter
 }
@@ -155,10 +159,11 @@ func (fsys *fileSystem) visible(dir, name string) syscall.Errno {
 	}
 	if m := checkpointDir.FindStringSubmatch(name); m != nil && errors.Is(err, manifest.ErrIncomplete) {
 		fsys.stats.incompleteLookups.Add(1)
+		fsys.incompleteByDir.add(dir)
 		rel := joinRel(dir, name)
 		if fsys.incompleteLog.allow(rel, fsys.now()) {
 			id, _ := strconv.ParseInt(m[1], 10, 64)
-			fsys.log.Warn("Flink asked for incomplete chk-N", "path", rel, "checkpoint", id)
+			fsys.log.Warn("Flink asked for incomplete chk-N", "job", path.Base(dir), "checkpoint", id, "dir", rel)
 		}
 	} else {
 		fsys.stats.hiddenLookups.Add(1)

@@ -81,8 +81,8 @@ func TestIntegration_ReplicaHidesNames(t *testing.T) {
 	if len(logs) == 0 {
 		t.Fatal("no log line for the incomplete checkpoint")
 	}
-	if logs[0]["path"] != "job/chk-2" || logs[0]["checkpoint"] != "2" {
-		t.Errorf("log attrs %v, want path=job/chk-2 checkpoint=2", logs[0])
+	if logs[0]["job"] != "job" || logs[0]["checkpoint"] != "2" || logs[0]["dir"] != "job/chk-2" {
+		t.Errorf("log attrs %v, want job=job checkpoint=2 dir=job/chk-2", logs[0])
 	}
 	if n := len(rec.find("Flink asked for incomplete chk-N")); n != 1 {
 		t.Errorf("%d log lines for repeated lookups, want 1 (rate limited)", n)

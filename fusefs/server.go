@@ -100,7 +100,8 @@ func Mount(cfg Config) (*Server, error) {
 		NegativeTimeout: &negative,
 		Logger:          fuseLog,
 	}
-	srv, err := fuse.NewServer(fs.NewNodeFS(root, opts), mountPoint, &opts.MountOptions)
+	raw := &timedFS{RawFileSystem: fs.NewNodeFS(root, opts), lat: &fsys.latency}
+	srv, err := fuse.NewServer(raw, mountPoint, &opts.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", mountPoint, err)
 	}

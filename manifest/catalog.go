@@ -111,8 +111,22 @@ type Catalog struct {
 	jobs map[string]map[string]*Verdict
 	// listeners: GUARDED_BY(mu).
 	listeners []func(Change)
-	// passes: GUARDED_BY(mu). Completed full passes.
-	passes uint64
+	// stats: GUARDED_BY(mu). Counters of completed full passes.
+	stats CatalogStats
+}
+
+// CatalogStats counts what a catalog's passes did.
+type CatalogStats struct {
+	// Passes counts completed full passes; LastPass is when the last one
+	// ended and LastPassDuration how long it took.
+	Passes           uint64
+	LastPass         time.Time
+	LastPassDuration time.Duration
+	// Complete, Incomplete and Unknown count the checkpoint verifications
+	// of completed passes by result (every pass verifies every
+	// checkpoint directory, incrementally). Unknown ones (an I/O error)
+	// are not counted as Incomplete.
+	Complete, Incomplete, Unknown uint64
 }
 
 var _ Visibility = (*Catalog)(nil)
@@ -207,7 +221,14 @@ func (c *Catalog) Poke() {
 func (c *Catalog) Passes() uint64 {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.passes
+	return c.stats.Passes
+}
+
+// Stats returns the counters of the passes so far.
+func (c *Catalog) Stats() CatalogStats {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.stats
 }
 
 // Jobs returns what the last pass found, by job directory.
@@ -246,6 +267,7 @@ func (c *Catalog) Run(ctx context.Context) error {
 // every checkpoint directory in it (incrementally), then publishes the new
 // state and the changes.
 func (c *Catalog) Refresh(ctx context.Context) {
+	start := time.Now()
 	found := map[string]map[string]*Verdict{}
 	for _, job := range c.findJobDirs() {
 		chks, err := ListCheckpoints(filepath.Join(c.cfg.Backing, job))
@@ -272,7 +294,21 @@ func (c *Catalog) Refresh(ctx context.Context) {
 	c.mu.Lock()
 	old := c.jobs
 	c.jobs = found
-	c.passes++
+	c.stats.Passes++
+	c.stats.LastPass = time.Now()
+	c.stats.LastPassDuration = c.stats.LastPass.Sub(start)
+	for _, chks := range found {
+		for _, v := range chks {
+			switch {
+			case v.Complete:
+				c.stats.Complete++
+			case v.Unknown:
+				c.stats.Unknown++
+			default:
+				c.stats.Incomplete++
+			}
+		}
+	}
 	listeners := slices.Clone(c.listeners)
 	c.mu.Unlock()
 

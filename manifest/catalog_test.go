@@ -96,6 +96,9 @@ func TestCatalogVisibility(t *testing.T) {
 	if len(jobs) != 1 || jobs[0].Dir != jobRel || jobs[0].NewestComplete() == nil || jobs[0].NewestComplete().Dir != good {
 		t.Fatalf("jobs %+v", jobs)
 	}
+	if st := c.Stats(); st.Passes != 1 || st.Complete != 1 || st.Incomplete != 1 || st.Unknown != 0 || st.LastPass.IsZero() || st.LastPassDuration <= 0 {
+		t.Errorf("stats after one pass: %+v, want 1 pass, 1 complete, 1 incomplete", st)
+	}
 
 	// A file of the good checkpoint disappears: it is hidden on the next
 	// pass.
@@ -113,6 +116,9 @@ func TestCatalogVisibility(t *testing.T) {
 	}
 	if len(changes) != 1 || changes[0].Visible {
 		t.Fatalf("changes %v", changes)
+	}
+	if st := c.Stats(); st.Passes != 2 || st.Complete != 1 || st.Incomplete != 3 {
+		t.Errorf("stats after two passes: %+v, want 2 passes, 1 complete, 3 incomplete", st)
 	}
 }
 

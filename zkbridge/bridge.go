@@ -30,15 +30,16 @@ func New(ctx context.Context, cfg Config, verifier Verifier) (*Bridge, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	log := cfg.Logger.With("component", "zkbridge")
+	// Every line of the Bridge, its client and its publishers names the
+	// site once; each adds its own component to this logger.
 	if cfg.Site != "" {
-		log = log.With("site", cfg.Site)
+		cfg.Logger = cfg.Logger.With("site", cfg.Site)
 	}
 	c, err := dial(ctx, &cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Bridge{cfg: cfg, log: log, verifier: verifier, zk: c}, nil
+	return &Bridge{cfg: cfg, log: cfg.Logger.With("component", "zkbridge"), verifier: verifier, zk: c}, nil
 }
 
 // Close closes the connection; ephemeral nodes of this session (a

@@ -294,3 +294,45 @@ type zkLogger struct{ log *slog.Logger }
 func (l zkLogger) Printf(format string, args ...any) {
 	l.log.Info(fmt.Sprintf(format, args...))
 }
+
+// SessionState is where a Bridge's ZooKeeper connection stands.
+type SessionState string
+
+const (
+	// SessionConnected: connected to a server, with a session.
+	SessionConnected SessionState = "connected"
+	// SessionConnecting: trying a server, or connected and waiting for
+	// a session. A session lost by a disconnect may still be valid.
+	SessionConnecting SessionState = "connecting"
+	// SessionDisconnected: no connection (every server down or
+	// unreachable, the session expired, authentication failed).
+	SessionDisconnected SessionState = "disconnected"
+	// SessionClosed: the Bridge was closed.
+	SessionClosed SessionState = "closed"
+)
+
+// Session is a snapshot of a Bridge's ZooKeeper session.
+type Session struct {
+	State SessionState
+	// ID is the current session id, 0 while there is none.
+	ID int64
+	// Expirations counts the sessions the servers expired so far.
+	Expirations uint64
+}
+
+// Session returns the connection's state now. It never blocks.
+func (b *Bridge) Session() Session {
+	id, expiries, _ := b.zk.sessionState()
+	s := Session{ID: id, Expirations: expiries}
+	switch st := b.zk.conn.State(); {
+	case b.zk.closed.Load():
+		s.State = SessionClosed
+	case st == zk.StateHasSession:
+		s.State = SessionConnected
+	case st == zk.StateConnecting, st == zk.StateConnected:
+		s.State = SessionConnecting
+	default:
+		s.State = SessionDisconnected
+	}
+	return s
+}

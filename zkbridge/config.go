@@ -91,8 +91,8 @@ type Config struct {
 	// "open" is zk.WorldACL(zk.PermAll)).
 	ACL []zk.ACL
 
-	// Logger receives structured logs with the keys site, job,
-	// checkpoint, znode and version.
+	// Logger receives structured logs with the keys site (added from
+	// Site: do not add it), job, checkpoint, znode and version.
 	Logger *slog.Logger
 }
 

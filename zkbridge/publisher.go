@@ -79,7 +79,7 @@ func (b *Bridge) NewPublisher(src MarkerSource) (*Publisher, error) {
 		return nil, errors.New("zkbridge: NewPublisher: nil MarkerSource")
 	}
 	return &Publisher{
-		b: b, src: src, log: b.log.With("component", "publisher"),
+		b: b, src: src, log: b.cfg.Logger.With("component", "publisher"),
 		trigger: make(chan struct{}, 1), known: map[string]knownMarker{},
 	}, nil
 }
@@ -336,7 +336,7 @@ func (p *Publisher) write(ctx context.Context, path string, cur knownMarker, m M
 		p.known[m.JobID] = knownMarker{exists: true, marker: m, valid: true, version: version}
 		p.stats.Writes++
 		p.mu.Unlock()
-		log.Info("marker written", "level", m.Level.String(), "version", version)
+		log.Info("marker written", "completeness", m.Level.String(), "version", version)
 		if p.testWrote != nil {
 			p.testWrote(m)
 		}

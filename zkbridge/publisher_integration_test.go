@@ -144,7 +144,14 @@ func TestIntegration_PublisherResyncAfterExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	full := pub.Stats().FullPasses
+	if s := b.Session(); s.State != SessionConnected || s.ID == 0 || s.Expirations != 0 {
+		t.Errorf("session before the expiry: %+v", s)
+	}
 	zktest.ExpireConnSession(t, b.Conn(), proxies)
+	waitFor(t, 15*time.Second, "a new session", func() (bool, error) {
+		s := b.Session()
+		return s.State == SessionConnected && s.Expirations == 1, nil
+	})
 	// The new session makes a full resync: the marker is back, with the
 	// new truth, long before the hourly full pass.
 	waitFor(t, 15*time.Second, "the marker after the session expired", func() (bool, error) {

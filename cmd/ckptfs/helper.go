@@ -22,7 +22,8 @@ var helperOptions = map[string]string{
 	"root": "--root", "zk": "--zk", "cluster-id": "--cluster-id", "path-root": "--path-root",
 	"config": "--config", "log-format": "--log-format", "log-level": "--log-level",
 	"lease": "--lease", "passthrough": "--passthrough", "allow_other": "--allow-other",
-	"seal-read-unwritten": "--seal-read-unwritten",
+	"seal-read-unwritten": "--seal-read-unwritten", "metrics-addr": "--metrics-addr",
+	"lag-interval": "--lag-interval",
 }
 
 // mountHelperArgs turns `SOURCE MOUNTPOINT [-o opt[=value],...]...` into

@@ -86,7 +86,7 @@ keeps ZooKeeper from pointing ahead of what the new active site holds.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newInspectCmd(), newVerifyCmd(), newMountCmd(), newVersionCmd())
-	root.AddCommand(newStatusCmd(), newTakeoverCmd(), newRestorePrunedCmd())
+	root.AddCommand(newStatusCmd(), newTakeoverCmd(), newRestorePrunedCmd(), newHealthCmd())
 	return root
 }
 

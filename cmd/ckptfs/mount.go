@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ckptfs/ckptfs/fusefs"
+	"github.com/ckptfs/ckptfs/internal/metrics"
 	"github.com/ckptfs/ckptfs/manifest"
 )
 
@@ -49,12 +51,17 @@ type mountConfig struct {
 	PathRoot  string `yaml:"path-root"`
 	// Lease turns a primary read-only when its ZooKeeper session is lost.
 	Lease bool `yaml:"lease"`
+	// MetricsAddr is where /metrics and /healthz are served (HOST:PORT;
+	// empty: not served). LagInterval is how often the lag behind
+	// Flink's pointers is computed for them (with ZK).
+	MetricsAddr string        `yaml:"metrics-addr"`
+	LagInterval time.Duration `yaml:"lag-interval"`
 }
 
 func defaultMountConfig() mountConfig {
 	return mountConfig{
 		Mode: "replica", Poll: 2 * time.Second, AllowOther: true, Passthrough: true,
-		LogFormat: "text", LogLevel: "info", PathRoot: "/flink",
+		LogFormat: "text", LogLevel: "info", PathRoot: "/flink", LagInterval: 10 * time.Second,
 	}
 }
 
@@ -79,6 +86,14 @@ func (c *mountConfig) validate() error {
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		errs = append(errs, fmt.Errorf("log-level %q: %w", c.LogLevel, err))
 	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			errs = append(errs, fmt.Errorf("metrics-addr %q: want HOST:PORT: %w", c.MetricsAddr, err))
+		}
+	}
+	if c.LagInterval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("lag-interval %v is too short", c.LagInterval))
+	}
 	if c.ZK == "" && c.Lease {
 		errs = append(errs, errors.New("lease needs --zk"))
 	}
@@ -102,6 +117,8 @@ func loadConfigFile(path string, c *mountConfig) error {
 	return nil
 }
 
+// logger is the daemon's logger without attributes; each part adds the
+// site (zkbridge adds it itself) and its component once.
 func (c *mountConfig) logger(w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	lvl.UnmarshalText([]byte(c.LogLevel))
@@ -110,7 +127,7 @@ func (c *mountConfig) logger(w io.Writer) *slog.Logger {
 	if c.LogFormat == "json" {
 		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(h).With("site", c.Site)
+	return slog.New(h)
 }
 
 func newMountCmd() *cobra.Command {
@@ -181,6 +198,8 @@ or the mount failed, 3 for usage errors.`,
 	f.StringVar(&flagCfg.ClusterID, "cluster-id", "", "Flink's high-availability.cluster-id")
 	f.StringVar(&flagCfg.PathRoot, "path-root", flagCfg.PathRoot, "Flink's high-availability.zookeeper.path.root")
 	f.BoolVar(&flagCfg.Lease, "lease", false, "turn read-only when the ZooKeeper session is lost")
+	f.StringVar(&flagCfg.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz at `HOST:PORT` (for example 127.0.0.1:9477; default: not served)")
+	f.DurationVar(&flagCfg.LagInterval, "lag-interval", flagCfg.LagInterval, "how often the lag behind Flink's ZooKeeper pointers is computed for /metrics (with --zk)")
 	return cmd
 }
 
@@ -198,6 +217,8 @@ func applyChangedFlags(fs *pflag.FlagSet, cfg, flags *mountConfig) {
 		"debug":               func() { cfg.Debug = flags.Debug },
 		"zk":                  func() { cfg.ZK = flags.ZK }, "cluster-id": func() { cfg.ClusterID = flags.ClusterID },
 		"path-root": func() { cfg.PathRoot = flags.PathRoot }, "lease": func() { cfg.Lease = flags.Lease },
+		"metrics-addr": func() { cfg.MetricsAddr = flags.MetricsAddr },
+		"lag-interval": func() { cfg.LagInterval = flags.LagInterval },
 	}
 	fs.Visit(func(f *pflag.Flag) {
 		if apply, ok := set[f.Name]; ok {
@@ -208,7 +229,9 @@ func applyChangedFlags(fs *pflag.FlagSet, cfg, flags *mountConfig) {
 
 // runMount mounts, serves until a signal, and unmounts.
 func runMount(ctx context.Context, cfg *mountConfig, logw io.Writer, readyFD string) error {
-	log := cfg.logger(logw).With("component", "mount")
+	base := cfg.logger(logw)
+	siteLog := base.With("site", cfg.Site)
+	log := siteLog.With("component", "mount")
 	roots := append([]string{cfg.Backing}, cfg.Roots...)
 	var paths pathFlags
 	paths.maps = cfg.Maps
@@ -236,14 +259,23 @@ func runMount(ctx context.Context, cfg *mountConfig, logw io.Writer, readyFD str
 		Backing: cfg.Backing, Resolver: res, ReadUnwritten: cfg.ReadUnwritten,
 		OnSealed: func(chk, path string, err error) {
 			if err != nil {
-				log.Error("sealing failed", "checkpoint", chk, "err", err)
+				log.Error("sealing failed", append(checkpointAttrs(chk), "err", err)...)
 				return
 			}
-			log.Info("sealed", "checkpoint", chk, "manifest", path)
+			log.Info("sealed", append(checkpointAttrs(chk), "manifest", path)...)
 		},
 	})
 	if err != nil {
 		return fail("%v", err)
+	}
+
+	// Listen before mounting, so that a taken port fails the start.
+	var metricsLn net.Listener
+	if cfg.MetricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return fail("metrics-addr: %v", err)
+		}
+		defer metricsLn.Close()
 	}
 
 	ctx, cancel := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
@@ -255,7 +287,7 @@ func runMount(ctx context.Context, cfg *mountConfig, logw io.Writer, readyFD str
 	mode, _ := fusefs.ParseMode(cfg.Mode)
 	fcfg := fusefs.DefaultConfig()
 	fcfg.Backing, fcfg.MountPoint, fcfg.Mode = cfg.Backing, cfg.MountPoint, mode
-	fcfg.Visibility, fcfg.Sealer, fcfg.Logger = catalog, recorder, cfg.logger(logw)
+	fcfg.Visibility, fcfg.Sealer, fcfg.Logger = catalog, recorder, siteLog
 	fcfg.AllowOther, fcfg.Passthrough, fcfg.Debug = cfg.AllowOther, cfg.Passthrough, cfg.Debug
 	srv, err := fusefs.Mount(fcfg)
 	if err != nil {
@@ -263,15 +295,35 @@ func runMount(ctx context.Context, cfg *mountConfig, logw io.Writer, readyFD str
 	}
 	log.Info("mounted", "backing", cfg.Backing, "mountpoint", cfg.MountPoint, "mode", mode.String(), "passthrough", srv.Passthrough())
 	catalog.OnChange(func(ch manifest.Change) {
+		attrs := checkpointAttrs(filepath.Join(ch.Dir, ch.Name))
 		if ch.Visible {
-			log.Info("checkpoint complete", "job", ch.Dir, "checkpoint", ch.Name)
+			log.Info("checkpoint complete", attrs...)
 		} else {
-			log.Warn("checkpoint no longer complete", "job", ch.Dir, "checkpoint", ch.Name)
+			log.Warn("checkpoint no longer complete", attrs...)
 		}
 		if err := srv.Invalidate(ch.Dir, ch.Name); err != nil {
-			log.Warn("invalidating kernel cache", "job", ch.Dir, "checkpoint", ch.Name, "err", err)
+			log.Warn("invalidating kernel cache", append(attrs, "err", err)...)
 		}
 	})
+
+	var zkm *metrics.ZooKeeper
+	if cfg.ZK != "" {
+		zkm = &metrics.ZooKeeper{}
+	}
+	if metricsLn != nil {
+		if zkm != nil {
+			zkm.Lag = metrics.NewLagTracker(zkm.Status, cfg.LagInterval)
+		}
+		src := metrics.Sources{Site: cfg.Site, Version: version, Catalog: catalog, Poll: cfg.Poll, Mount: srv, ZooKeeper: zkm}
+		hs := &http.Server{
+			Handler:           metrics.Handler(metrics.NewRegistry(src), src),
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+		go hs.Serve(metricsLn)
+		defer hs.Close()
+		log.Info("serving metrics", "addr", metricsLn.Addr().String())
+	}
 
 	done := make(chan struct{})
 	go func() { defer close(done); catalog.Run(ctx) }()
@@ -282,7 +334,7 @@ func runMount(ctx context.Context, cfg *mountConfig, logw io.Writer, readyFD str
 	go func() {
 		defer close(zkDone)
 		if cfg.ZK != "" {
-			runZooKeeper(ctx, cfg, verifier, catalog, srv, log.With("component", "zkbridge"))
+			runZooKeeper(ctx, cfg, verifier, catalog, srv, zkm, base)
 		}
 	}()
 
@@ -300,6 +352,17 @@ func runMount(ctx context.Context, cfg *mountConfig, logw io.Writer, readyFD str
 	<-sealDone
 	<-zkDone
 	return unmount(srv, cfg.MountPoint, log)
+}
+
+// checkpointAttrs are the log attributes of a checkpoint directory
+// (relative to the backing directory, <job dir>/chk-N): its job id,
+// checkpoint id and directory.
+func checkpointAttrs(dir string) []any {
+	attrs := []any{"job", filepath.Base(filepath.Dir(dir))}
+	if id, ok := manifest.CheckpointIDFromDirName(filepath.Base(dir)); ok {
+		attrs = append(attrs, "checkpoint", id)
+	}
+	return append(attrs, "dir", dir)
 }
 
 // unmount tries a clean unmount for a while (open files make it fail with

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,6 +33,16 @@ type daemon struct {
 	cmd  *exec.Cmd
 	logs chan string
 	mnt  string
+
+	mu    sync.Mutex
+	lines []string // GUARDED_BY(mu): every log line
+}
+
+// allLines returns every line the daemon logged so far.
+func (d *daemon) allLines() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.lines...)
 }
 
 // startMount runs the built binary in the foreground and waits until the
@@ -50,6 +62,9 @@ func startMount(t *testing.T, args ...string) *daemon {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			t.Log("ckptfs:", sc.Text())
+			d.mu.Lock()
+			d.lines = append(d.lines, sc.Text())
+			d.mu.Unlock()
 			select {
 			case d.logs <- sc.Text():
 			default:
@@ -612,5 +627,48 @@ func TestMountSealsAndReplicaChecksL3(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(bad, "job", "chk-2")); !errors.Is(err, syscall.ENOENT) {
 		t.Errorf("corrupt replica shows chk-2 (same size, wrong bytes): %v", err)
+	}
+}
+
+// TestMountMetricsSettings: metrics-addr and lag-interval come from the
+// file, the flags and the mount options like every setting, and a port
+// that is taken fails the start before anything is mounted.
+func TestMountMetricsSettings(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "m.yaml")
+	os.WriteFile(file, []byte("backing: /nas\nmountpoint: /flink\nmetrics-addr: 127.0.0.1:9477\nlag-interval: 30s\n"), 0o644)
+	cfg := defaultMountConfig()
+	if err := loadConfigFile(file, &cfg); err != nil || cfg.MetricsAddr != "127.0.0.1:9477" || cfg.LagInterval != 30*time.Second {
+		t.Fatalf("%+v %v", cfg, err)
+	}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []func(*mountConfig){
+		func(c *mountConfig) { c.MetricsAddr = "9477" },
+		func(c *mountConfig) { c.LagInterval = time.Millisecond },
+	} {
+		c := cfg
+		bad(&c)
+		if err := c.validate(); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+	got, err := mountHelperArgs([]string{"/nas", "/flink", "-o", "metrics-addr=127.0.0.1:9477,lag-interval=5s"})
+	if want := "mount --metrics-addr=127.0.0.1:9477 --lag-interval=5s /nas /flink"; err != nil || strings.Join(got, " ") != want {
+		t.Errorf("helper: %q, %v; want %q", strings.Join(got, " "), err, want)
+	}
+
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	backing, mnt := filepath.Join(dir, "backing"), filepath.Join(dir, "mnt")
+	os.MkdirAll(backing, 0o755)
+	os.MkdirAll(mnt, 0o755)
+	_, stderr, code := ckptfs(t, "mount", "--metrics-addr", taken.Addr().String(), backing, mnt)
+	if code != 3 || !strings.Contains(stderr, "metrics-addr") || isFUSEMount(t, mnt) {
+		t.Errorf("a taken metrics port: exit %d, %s", code, stderr)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/fusefs"
+	"github.com/ckptfs/ckptfs/internal/metrics"
 	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/zkbridge"
 )
@@ -67,10 +68,14 @@ func (c *mountConfig) zkConfig(log *slog.Logger) (zkbridge.Config, error) {
 // runZooKeeper publishes this site's markers and follows active-site:
 // a replica mount of the active site becomes primary (promotion); a
 // primary mount of another site becomes read-only (fencing), as does a
-// primary whose ZooKeeper session is lost in lease mode. It returns when
-// ctx ends.
-func runZooKeeper(ctx context.Context, cfg *mountConfig, verifier *manifest.Verifier, catalog *manifest.Catalog, srv *fusefs.Server, log *slog.Logger) {
-	zcfg, err := cfg.zkConfig(log)
+// primary whose ZooKeeper session is lost in lease mode. It tells zkm
+// what it connected and read, and runs zkm's lag tracker if it has one.
+// It returns when ctx ends.
+//
+// base is the daemon's logger without attributes: zkbridge adds the site.
+func runZooKeeper(ctx context.Context, cfg *mountConfig, verifier *manifest.Verifier, catalog *manifest.Catalog, srv *fusefs.Server, zkm *metrics.ZooKeeper, base *slog.Logger) {
+	log := base.With("site", cfg.Site, "component", "mount")
+	zcfg, err := cfg.zkConfig(base)
 	if err != nil {
 		log.Error("ZooKeeper settings", "err", err)
 		return
@@ -90,18 +95,24 @@ func runZooKeeper(ctx context.Context, cfg *mountConfig, verifier *manifest.Veri
 		}
 	}
 	defer bridge.Close()
+	zkm.SetBridge(bridge)
 	if cfg.Site != "" {
 		if pub, err := bridge.NewPublisher(catalogMarkers{catalog: catalog, mountPoint: cfg.MountPoint}); err != nil {
 			log.Error("marker publisher", "err", err)
 		} else {
+			zkm.SetPublisher(pub)
 			catalog.OnChange(func(manifest.Change) { pub.Trigger() })
 			go pub.Run(ctx)
 		}
 	}
+	if zkm.Lag != nil {
+		catalog.OnChange(func(manifest.Change) { zkm.Lag.Trigger() })
+		go zkm.Lag.Run(ctx)
+	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		followActiveSite(ctx, bridge, cfg, srv, log)
+		followActiveSite(ctx, bridge, cfg, srv, zkm, log)
 		select {
 		case <-ctx.Done():
 			return
@@ -111,7 +122,7 @@ func runZooKeeper(ctx context.Context, cfg *mountConfig, verifier *manifest.Veri
 }
 
 // followActiveSite makes one level-triggered pass of promotion and fencing.
-func followActiveSite(ctx context.Context, bridge *zkbridge.Bridge, cfg *mountConfig, srv *fusefs.Server, log *slog.Logger) {
+func followActiveSite(ctx context.Context, bridge *zkbridge.Bridge, cfg *mountConfig, srv *fusefs.Server, zkm *metrics.ZooKeeper, log *slog.Logger) {
 	active, epoch, err := bridge.ActiveSite(ctx)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
@@ -123,6 +134,7 @@ func followActiveSite(ctx context.Context, bridge *zkbridge.Bridge, cfg *mountCo
 		}
 		return
 	}
+	zkm.SetActiveSite(active, epoch)
 	mode := srv.Mode()
 	switch {
 	case active == "":

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ckptfs/ckptfs/internal/metrics"
 	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/zkbridge"
 )
@@ -31,6 +32,8 @@ type zkFlags struct {
 	checkpointsDirs []string
 	flinkSession    time.Duration
 	verbose         bool
+	logFormat       string
+	textfile        string
 	paths           pathFlags
 }
 
@@ -44,7 +47,31 @@ func (f *zkFlags) add(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.checkpointsDirs, "checkpoints-dir", nil, "Flink's state.checkpoints.dir as a `URI` Flink writes, to find checkpoints no pointer names (repeatable)")
 	fl.DurationVar(&f.flinkSession, "flink-session-timeout", 60*time.Second, "Flink's high-availability.zookeeper.client.session-timeout: how long a dead JobManager's nodes may stay")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log what is done on stderr")
+	fl.StringVar(&f.logFormat, "log-format", "text", "format of the log on stderr: text or json")
 	f.paths.add(cmd)
+}
+
+// addTextfile adds --metrics-textfile, for the commands that change
+// ZooKeeper.
+func (f *zkFlags) addTextfile(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.textfile, "metrics-textfile", "", "add what this run did to the counters in `FILE` (*.prom in node_exporter's --collector.textfile.directory)")
+}
+
+// record adds a run's actions to --metrics-textfile. A failure to write
+// it is reported but does not change the exit status: the run's effect
+// on ZooKeeper is what the status reports.
+func (f *zkFlags) record(cmd *cobra.Command, actions map[string]uint64, result error) {
+	if f.textfile == "" {
+		return
+	}
+	code := exitOK
+	var ee *exitError
+	if errors.As(result, &ee) {
+		code = ee.code
+	}
+	if err := metrics.RecordTakeover(f.textfile, f.site, actions, code, time.Now()); err != nil {
+		fmt.Fprintln(cmd.ErrOrStderr(), "ckptfs: metrics textfile:", err)
+	}
 }
 
 // open validates the flags and connects. Verification trusts nothing from
@@ -55,6 +82,9 @@ func (f *zkFlags) open(ctx context.Context, cmd *cobra.Command, needSite bool) (
 	}
 	if needSite && f.site == "" {
 		return nil, errors.New("--site is required")
+	}
+	if f.logFormat != "text" && f.logFormat != "json" {
+		return nil, fmt.Errorf("--log-format %q: want text or json", f.logFormat)
 	}
 	gen, err := zkbridge.ParseGeneration(f.flinkVersion)
 	if err != nil {
@@ -86,7 +116,12 @@ func (f *zkFlags) open(ctx context.Context, cmd *cobra.Command, needSite bool) (
 	cfg.FlinkVersion = gen
 	cfg.CheckpointsDirs = f.checkpointsDirs
 	cfg.FlinkSessionTimeout = f.flinkSession
-	cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), opts)
+	if f.logFormat == "json" {
+		h = slog.NewJSONHandler(cmd.ErrOrStderr(), opts)
+	}
+	cfg.Logger = slog.New(h)
 	return zkbridge.New(ctx, cfg, zkbridge.NewSiteVerifier(v))
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ckptfs/ckptfs/internal/metrics"
 	"github.com/ckptfs/ckptfs/zkbridge"
 )
 
@@ -62,7 +63,11 @@ Exit status:
 			defer cancel()
 			b, err := zf.open(ctx, cmd, true)
 			if err != nil {
-				return fail("%v", err)
+				result := fail("%v", err)
+				if !dryRun {
+					zf.record(cmd, takeoverActions(nil, err), result)
+				}
+				return result
 			}
 			defer b.Close()
 			opts := b.DefaultTakeoverOptions()
@@ -80,19 +85,24 @@ Exit status:
 					writeTakeoverText(cmd.OutOrStdout(), rep)
 				}
 			}
+			var result error
 			switch {
 			case errors.Is(err, zkbridge.ErrJobManagerAlive):
-				return &exitError{code: exitAlive, err: err}
+				result = &exitError{code: exitAlive, err: err}
 			case err != nil:
-				return fail("%v", err)
+				result = fail("%v", err)
 			case rep.Refused():
-				return exitWith(exitRefused)
+				result = exitWith(exitRefused)
 			}
-			return nil
+			if !dryRun {
+				zf.record(cmd, takeoverActions(rep, err), result)
+			}
+			return result
 		},
 	}
 	addOutputFlag(cmd, &out)
 	zf.add(cmd)
+	zf.addTextfile(cmd)
 	cmd.Flags().DurationVar(&wait, "wait", 0, "how long to wait for Flink's JobManagers to vanish from ZooKeeper (default --flink-session-timeout + 15s; 0 does not wait)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and write nothing")
 	cmd.Flags().BoolVar(&activateAnyway, "activate-anyway", false, "make this site active even when a job was refused")
@@ -179,7 +189,11 @@ Exit status:
 			defer cancel()
 			b, err := zf.open(ctx, cmd, true)
 			if err != nil {
-				return fail("%v", err)
+				result := fail("%v", err)
+				if !dryRun {
+					zf.record(cmd, restoreActions(nil, err), result)
+				}
+				return result
 			}
 			defer b.Close()
 			rep, err := b.RestorePruned(ctx, zkbridge.RestoreOptions{Jobs: jobs, Unverified: unverified, DryRun: dryRun})
@@ -192,17 +206,22 @@ Exit status:
 					writeRestoreText(cmd.OutOrStdout(), rep)
 				}
 			}
+			var result error
 			switch {
 			case errors.Is(err, zkbridge.ErrJobManagerAlive):
-				return &exitError{code: exitAlive, err: err}
+				result = &exitError{code: exitAlive, err: err}
 			case err != nil:
-				return fail("%v", err)
+				result = fail("%v", err)
 			}
-			return nil
+			if !dryRun {
+				zf.record(cmd, restoreActions(rep, err), result)
+			}
+			return result
 		},
 	}
 	addOutputFlag(cmd, &out)
 	zf.add(cmd)
+	zf.addTextfile(cmd)
 	cmd.Flags().StringArrayVar(&jobs, "job", nil, "restore only this job `ID` (repeatable)")
 	cmd.Flags().BoolVar(&unverified, "unverified", false, "put pointers back even when their checkpoint is not complete here")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be put back and write nothing")
@@ -223,4 +242,45 @@ func writeRestoreText(w io.Writer, rep *zkbridge.RestoreReport) {
 			fmt.Fprintf(w, "  left %d: %s\n", s.ID, s.Reason)
 		}
 	}
+}
+
+// takeoverActions counts what a takeover did, for the textfile.
+func takeoverActions(rep *zkbridge.TakeoverReport, err error) map[string]uint64 {
+	a := map[string]uint64{metrics.ActionRun: 1}
+	switch {
+	case errors.Is(err, zkbridge.ErrJobManagerAlive):
+		a[metrics.ActionRefuseAlive]++
+	case err != nil:
+		a[metrics.ActionError]++
+	}
+	if rep == nil {
+		return a
+	}
+	for _, j := range rep.Jobs {
+		a[metrics.ActionRetract] += uint64(len(j.Retracted))
+		if j.Status == zkbridge.StatusRefused {
+			a[metrics.ActionRefuseJob]++
+		}
+	}
+	if rep.Activated {
+		a[metrics.ActionActivate]++
+	}
+	return a
+}
+
+// restoreActions counts what restore-pruned did, for the textfile.
+func restoreActions(rep *zkbridge.RestoreReport, err error) map[string]uint64 {
+	a := map[string]uint64{metrics.ActionRun: 1}
+	switch {
+	case errors.Is(err, zkbridge.ErrJobManagerAlive):
+		a[metrics.ActionRefuseAlive]++
+	case err != nil:
+		a[metrics.ActionError]++
+	}
+	if rep != nil && err == nil {
+		for _, j := range rep.Jobs {
+			a[metrics.ActionRestore] += uint64(len(j.Restored))
+		}
+	}
+	return a
 }

@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/ckptfs/ckptfs/integration/flinkemu"
 	"github.com/ckptfs/ckptfs/integration/zktest"
@@ -67,8 +71,10 @@ func TestIntegration_TakeoverCLI(t *testing.T) {
 		}
 	}
 	common := []string{"--zk", c.ConnectString(), "--site", "dc2", "--map", cfg.Mapping()}
+	textfile := filepath.Join(t.TempDir(), "ckptfs.prom")
+	recorded := append([]string{"--metrics-textfile", textfile}, common...)
 
-	out, stderr, code := ckptfs(t, append([]string{"takeover", "--wait", "300ms"}, common...)...)
+	out, stderr, code := ckptfs(t, append([]string{"takeover", "--wait", "300ms"}, recorded...)...)
 	if code != 5 || !strings.Contains(stderr, "JobManager") {
 		t.Fatalf("takeover with a live JobManager: exit %d\n%s%s", code, out, stderr)
 	}
@@ -104,7 +110,7 @@ func TestIntegration_TakeoverCLI(t *testing.T) {
 		t.Errorf("status: %s", out)
 	}
 
-	out, stderr, code = ckptfs(t, append([]string{"takeover", "-o", "json"}, common...)...)
+	out, stderr, code = ckptfs(t, append([]string{"takeover", "-o", "json"}, recorded...)...)
 	if code != 4 {
 		t.Fatalf("takeover: exit %d, want 4\n%s%s", code, out, stderr)
 	}
@@ -172,7 +178,7 @@ func TestIntegration_TakeoverCLI(t *testing.T) {
 
 	// Dry run: the same decision, exit 4, nothing written.
 	ownBefore := own
-	out, _, code = ckptfs(t, append([]string{"takeover", "--dry-run", "-o", "json"}, common...)...)
+	out, _, code = ckptfs(t, append([]string{"takeover", "--dry-run", "-o", "json"}, recorded...)...)
 	if code != 4 || !strings.Contains(out, `"dry_run": true`) {
 		t.Errorf("dry run: exit %d\n%s", code, out)
 	}
@@ -182,8 +188,38 @@ func TestIntegration_TakeoverCLI(t *testing.T) {
 	}
 
 	// Restore-pruned has nothing to do.
-	out, stderr, code = ckptfs(t, append([]string{"restore-pruned"}, common...)...)
+	out, stderr, code = ckptfs(t, append([]string{"restore-pruned"}, recorded...)...)
 	if code != 0 {
 		t.Errorf("restore-pruned: exit %d\n%s%s", code, out, stderr)
+	}
+
+	// What node_exporter would read: the runs that wrote (not the dry
+	// run), and the last one's exit status.
+	f, err := os.Open(textfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, m := range fams["ckptfs_takeover_actions_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "action" {
+				got[l.GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	want := map[string]float64{"run": 3, "refuse_alive": 1, "refuse_job": 1, "retract": 0, "restore": 0}
+	for a, n := range want {
+		if got[a] != n {
+			t.Errorf("textfile: %s = %v, want %v (all: %v)", a, got[a], n, got)
+		}
+	}
+	if code := fams["ckptfs_takeover_last_exit_code"].GetMetric(); len(code) != 1 || code[0].GetGauge().GetValue() != 0 {
+		t.Errorf("last exit code: %v", code)
 	}
 }

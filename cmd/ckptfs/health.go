@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ckptfs/ckptfs/fusefs"
+	"github.com/ckptfs/ckptfs/internal/metrics"
+)
+
+// exitUnhealthy is health's answer when a check failed.
+const exitUnhealthy = 1
+
+// maxHealthBody bounds what health reads from the daemon.
+const maxHealthBody = 1 << 20
+
+func newHealthCmd() *cobra.Command {
+	var (
+		mountPoint string
+		metricsURL string
+		timeout    time.Duration
+		maxLag     int64
+		maxLagTime time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "health [--mountpoint P] [--metrics-url URL] [--timeout D] [--max-lag N] [--max-lag-time D]",
+		Short: "Check that a mount daemon serves, holds its ZooKeeper session and keeps up",
+		Long: `Health checks one ckptfs mount daemon and prints one line per failed check:
+
+  - the mount point is a ckptfs mount and answers (statfs, which always
+    reaches the daemon) within --timeout: a daemon that died leaves a
+    mount that answers ENOTCONN; a hung one never answers, and health
+    gives up after --timeout;
+  - with --metrics-url (the daemon's --metrics-addr): the daemon answers
+    /healthz, its verification passes keep finishing, its ZooKeeper
+    session is up (with --zk), and the lag behind Flink's newest pointer
+    is at most --max-lag checkpoints and --max-lag-time.
+
+Without --mountpoint, the mount point the daemon reports is checked.
+
+Exit status:
+  0  every check passed
+  1  some check failed (one line each on stdout)
+  3  usage error`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if mountPoint == "" && metricsURL == "" {
+				return fail("give --mountpoint, --metrics-url or both")
+			}
+			if timeout <= 0 {
+				return fail("--timeout must be positive")
+			}
+			th := metrics.NoThresholds
+			if cmd.Flags().Changed("max-lag") {
+				if maxLag < 0 {
+					return fail("--max-lag must not be negative")
+				}
+				th.MaxLag = maxLag
+			}
+			if cmd.Flags().Changed("max-lag-time") {
+				if maxLagTime < 0 {
+					return fail("--max-lag-time must not be negative")
+				}
+				th.MaxLagSeconds = maxLagTime.Seconds()
+			}
+			if th != metrics.NoThresholds && metricsURL == "" {
+				return fail("--max-lag and --max-lag-time need --metrics-url: the daemon knows the lag")
+			}
+			var problems, passed []string
+			if metricsURL != "" {
+				h, err := fetchHealth(cmd.Context(), metricsURL, th, timeout)
+				switch {
+				case err != nil:
+					problems = append(problems, "daemon: "+err.Error())
+				default:
+					problems = append(problems, h.Problems...)
+					if len(h.Problems) == 0 {
+						passed = append(passed, "daemon healthy")
+					}
+					if mountPoint == "" {
+						mountPoint = h.MountPoint
+					}
+				}
+			}
+			if mountPoint != "" {
+				if err := checkMount(mountPoint, timeout); err != nil {
+					problems = append(problems, err.Error())
+				} else {
+					passed = append(passed, "mount "+mountPoint+" answers")
+				}
+			}
+			w := cmd.OutOrStdout()
+			for _, p := range problems {
+				fmt.Fprintln(w, p)
+			}
+			if len(problems) > 0 {
+				return exitWith(exitUnhealthy)
+			}
+			fmt.Fprintln(w, "ok:", strings.Join(passed, "; "))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&mountPoint, "mountpoint", "", "the mount `PATH` to stat (default: the one the daemon reports)")
+	f.StringVar(&metricsURL, "metrics-url", "", "the daemon's metrics endpoint, `URL` http://HOST:PORT of its --metrics-addr")
+	f.DurationVar(&timeout, "timeout", 5*time.Second, "how long the mount and the daemon may take to answer")
+	f.Int64Var(&maxLag, "max-lag", 0, "most checkpoints ZooKeeper's newest pointer may be ahead of this site (default: not checked)")
+	f.DurationVar(&maxLagTime, "max-lag-time", 0, "most `TIME` the newest checkpoint complete here may be behind ZooKeeper's newest (default: not checked)")
+	return cmd
+}
+
+// fetchHealth asks the daemon's /healthz. A 503 carries the daemon's
+// problems and is no error.
+func fetchHealth(ctx context.Context, base string, th metrics.Thresholds, timeout time.Duration) (*metrics.Health, error) {
+	u, err := url.Parse(strings.TrimSuffix(base, "/") + "/healthz")
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--metrics-url %q: want http://HOST:PORT", base)
+	}
+	q := url.Values{}
+	if th.MaxLag >= 0 {
+		q.Set("max_lag", strconv.FormatInt(th.MaxLag, 10))
+	}
+	if th.MaxLagSeconds >= 0 {
+		q.Set("max_lag_seconds", strconv.FormatFloat(th.MaxLagSeconds, 'f', -1, 64))
+	}
+	u.RawQuery = q.Encode()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("%s did not answer within %v", u.Redacted(), timeout)
+		}
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHealthBody))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", u.Redacted(), err)
+	}
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable {
+		return nil, fmt.Errorf("%s: %s: %s", u.Redacted(), resp.Status, strings.TrimSpace(string(body)))
+	}
+	var h metrics.Health
+	if err := json.Unmarshal(body, &h); err != nil {
+		return nil, fmt.Errorf("%s: not a ckptfs health answer: %w", u.Redacted(), err)
+	}
+	if !h.OK && len(h.Problems) == 0 {
+		h.Problems = []string{"the daemon reports a problem without saying which"}
+	}
+	return &h, nil
+}
+
+// checkMount checks that dir is a ckptfs mount and that its daemon
+// answers within timeout. It asks with statfs, which the kernel always
+// passes to the daemon (a stat may be answered from the attribute
+// cache). The call runs in a goroutine: a hung FUSE daemon blocks it in
+// the kernel, and the command exits without it (the process's exit ends
+// the blocked thread).
+func checkMount(dir string, timeout time.Duration) error {
+	dir = filepath.Clean(dir)
+	mounted, err := isMountOf(dir, "fuse."+fusefs.Name)
+	if err != nil {
+		return fmt.Errorf("mount %s: %v", dir, err)
+	}
+	if !mounted {
+		return fmt.Errorf("mount %s: not mounted (no fuse.%s mount there)", dir, fusefs.Name)
+	}
+	done := make(chan error, 1)
+	go func() {
+		var st syscall.Statfs_t
+		done <- syscall.Statfs(dir, &st)
+	}()
+	select {
+	case err := <-done:
+		switch {
+		case errors.Is(err, syscall.ENOTCONN):
+			return fmt.Errorf("mount %s: the daemon is gone (ENOTCONN)", dir)
+		case err != nil:
+			return fmt.Errorf("mount %s: statfs: %v", dir, err)
+		}
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("mount %s: statfs did not answer within %v (daemon hung?)", dir, timeout)
+	}
+}
+
+// isMountOf reports whether dir is a mount point of file system type
+// fstype, from /proc/self/mountinfo (reading it never touches the
+// mount).
+func isMountOf(dir, fstype string) (bool, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		// id parent major:minor root mountpoint options [optional...] - fstype source super
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 1 {
+			continue
+		}
+		if unescapeMountinfo(f[4]) == dir && g[0] == fstype {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for a space) of
+// mountinfo paths.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,53 @@
+package logkeys
+
+// The stable keys of the concepts every part of ckptfs logs.
+const (
+	Site       = "site"       // the site name (dc1, dc2)
+	Job        = "job"        // Flink's job id (32 hex digits)
+	Checkpoint = "checkpoint" // a checkpoint id (a number)
+	Znode      = "znode"      // a ZooKeeper path
+	Version    = "version"    // a znode's data version
+)
+
+// Reserved are the keys slog writes itself; an attribute with one of
+// them would make a JSON line carry the key twice.
+var Reserved = []string{"time", "level", "msg", "source"}
+
+// Keys are every key a log attribute may have, with its meaning.
+var Keys = map[string]string{
+	Site:       "the site name",
+	Job:        "Flink's job id",
+	Checkpoint: "a checkpoint id",
+	Znode:      "a ZooKeeper path",
+	Version:    "a znode's data version",
+
+	"err":          "the error",
+	"component":    "the part of ckptfs that logs (mount, fusefs, go-fuse, zkbridge, zk-client, publisher)",
+	"mountpoint":   "where the mount is",
+	"backing":      "the directory the mount serves",
+	"dir":          "a directory relative to the mount's backing directory (a job or checkpoint directory)",
+	"mode":         "a mount mode (replica, primary, fenced)",
+	"from":         "the mode before a change",
+	"to":           "the mode after a change",
+	"passthrough":  "whether FUSE passthrough is in use",
+	"manifest":     "a sealed manifest file",
+	"name":         "a name in a directory",
+	"reason":       "why something was done or refused",
+	"epoch":        "the takeover epoch",
+	"completeness": "a completeness level (L1, L2, L3); not level, which is the log level",
+	"session":      "a ZooKeeper session id",
+	"server":       "a ZooKeeper server address",
+	"sessions":     "ZooKeeper session ids (of Flink's JobManagers)",
+	"addresses":    "addresses (of Flink's JobManagers)",
+	"namespace":    "Flink's ZooKeeper namespace",
+	"holder":       "the holder of the takeover lock",
+	"remaining":    "time left of a wait",
+	"retry":        "time until a retry",
+	"backup":       "the znode of a pointer's backup",
+	"restored":     "the znode of a restored pointer",
+	"locks":        "whether a pointer had a locks child",
+	"pointers":     "checkpoint ids of pointers",
+	"configured":   "a configured value",
+	"detected":     "a detected value",
+	"addr":         "a listening address",
+}

@@ -1,0 +1,203 @@
+package metrics
+
+import (
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ckptfs/ckptfs/fusefs"
+	"github.com/ckptfs/ckptfs/manifest"
+	"github.com/ckptfs/ckptfs/zkbridge"
+)
+
+// Sources are what one mount daemon knows. Every field but Version may
+// be zero: the metrics of an absent source are not exported.
+type Sources struct {
+	// Site labels every series (omitted when empty).
+	Site    string
+	Version string
+	// Catalog is the verification catalog of the backing directory; Poll
+	// its pass interval (health reports a catalog that stopped passing).
+	Catalog *manifest.Catalog
+	Poll    time.Duration
+	// Mount is the FUSE mount.
+	Mount *fusefs.Server
+	// ZooKeeper is the daemon's ZooKeeper side (nil without --zk).
+	ZooKeeper *ZooKeeper
+}
+
+// NewRegistry returns a registry with ckptfs's collector, Go's runtime
+// metrics and the process's (memory, file descriptors, CPU).
+func NewRegistry(src Sources) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	var r prometheus.Registerer = reg
+	if src.Site != "" {
+		r = prometheus.WrapRegistererWith(prometheus.Labels{labelSite: src.Site}, reg)
+	}
+	r.MustRegister(&collector{src: src})
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// collector reads every source when scraped.
+type collector struct {
+	src Sources
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, f := range Families {
+		if !f.Textfile {
+			ch <- desc(f.Name)
+		}
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(name string, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc(name), prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(name string, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc(name), prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(BuildInfo, 1, c.src.Version, runtime.Version())
+	if cat := c.src.Catalog; cat != nil {
+		collectCatalog(cat, gauge, counter)
+	}
+	if srv := c.src.Mount; srv != nil {
+		collectMount(ch, srv, gauge, counter)
+	}
+	if z := c.src.ZooKeeper; z != nil {
+		collectZooKeeper(z, c.src.Site, gauge, counter)
+	}
+}
+
+type (
+	gaugeFunc   func(name string, v float64, labels ...string)
+	counterFunc func(name string, v uint64, labels ...string)
+)
+
+// jobID is the label of a job directory: its last element, Flink's job
+// id (the directory layout is <state.checkpoints.dir>/<job id>/chk-N).
+func jobID(dir string) string { return filepath.Base(dir) }
+
+func collectCatalog(cat *manifest.Catalog, gauge gaugeFunc, counter counterFunc) {
+	st := cat.Stats()
+	counter(Verifications, st.Complete, "complete")
+	counter(Verifications, st.Incomplete, "incomplete")
+	counter(Verifications, st.Unknown, "unknown")
+	counter(CatalogPasses, st.Passes)
+	if st.Passes > 0 {
+		gauge(CatalogLastPass, unixSeconds(st.LastPass))
+		gauge(CatalogLastPassDuration, st.LastPassDuration.Seconds())
+	}
+	// Two job directories with one name (the same job under two roots)
+	// are one series: the newest ids are the highest, counts add up.
+	type jobStats struct{ newest, complete, incomplete int64 }
+	byJob := map[string]*jobStats{}
+	for _, j := range cat.Jobs() {
+		id := jobID(j.Dir)
+		s := byJob[id]
+		if s == nil {
+			s = &jobStats{newest: -1, complete: -1}
+			byJob[id] = s
+		}
+		for _, v := range j.Checkpoints {
+			s.newest = max(s.newest, v.CheckpointID)
+			if v.Complete {
+				s.complete = max(s.complete, v.CheckpointID)
+			} else {
+				s.incomplete++
+			}
+		}
+	}
+	for id, s := range byJob {
+		gauge(SiteNewestCheckpoint, float64(s.newest), id)
+		gauge(SiteNewestComplete, float64(s.complete), id)
+		gauge(IncompleteCheckpoints, float64(s.incomplete), id)
+	}
+}
+
+func collectMount(ch chan<- prometheus.Metric, srv *fusefs.Server, gauge gaugeFunc, counter counterFunc) {
+	mode := srv.Mode()
+	for _, m := range []fusefs.Mode{fusefs.ModeReplica, fusefs.ModePrimary, fusefs.ModeFenced} {
+		gauge(MountMode, boolValue(m == mode), m.String())
+	}
+	st := srv.Stats()
+	counter(FUSEReadOnlyRefusals, st.ReadOnlyRefusals)
+	counter(FUSEOpens, st.PassthroughOpens, "passthrough")
+	counter(FUSEOpens, st.DaemonOpens, "daemon")
+	byJob := map[string]uint64{}
+	for dir, n := range srv.IncompleteLookups() {
+		byJob[jobID(dir)] += n
+	}
+	for id, n := range byJob {
+		counter(HiddenCheckpointAccesses, n, id)
+	}
+	bounds := fusefs.LatencyBuckets()
+	for _, l := range srv.Latencies() {
+		buckets := make(map[float64]uint64, len(bounds))
+		for i, b := range bounds {
+			buckets[b.Seconds()] = l.Cumulative[i]
+		}
+		ch <- prometheus.MustNewConstHistogram(desc(FUSERequestDuration), l.Count, l.Sum.Seconds(), buckets, l.Op)
+	}
+}
+
+func collectZooKeeper(z *ZooKeeper, site string, gauge gaugeFunc, counter counterFunc) {
+	s := z.Session()
+	for _, st := range []zkbridge.SessionState{zkbridge.SessionConnected, zkbridge.SessionConnecting, zkbridge.SessionDisconnected, zkbridge.SessionClosed} {
+		gauge(ZooKeeperSessionState, boolValue(s.State == st), string(st))
+	}
+	counter(ZooKeeperExpirations, s.Expirations)
+	if a, ok := z.ActiveSite(); ok {
+		gauge(ActiveSiteEpoch, float64(a.Epoch))
+		gauge(SiteActive, boolValue(site != "" && a.Site == site))
+	}
+	if p := z.publisher.Load(); p != nil {
+		st := p.Stats()
+		counter(ReconcilePasses, st.FullPasses, "full")
+		counter(ReconcilePasses, st.FastPasses, "fast")
+		counter(ReconcileActions, st.Writes, "write")
+		counter(ReconcileActions, st.Conflicts, "conflict")
+		counter(ReconcileActions, st.Refused, "refused")
+		counter(ReconcileActions, st.Failures, "failure")
+	}
+	if z.Lag == nil {
+		return
+	}
+	lag := z.Lag.Snapshot()
+	counter(LagUpdateFailures, lag.Failures)
+	if lag.Updated.IsZero() {
+		return
+	}
+	gauge(LagLastUpdate, unixSeconds(lag.Updated))
+	for _, j := range lag.Jobs {
+		if j.Pointer == nil {
+			continue
+		}
+		gauge(FlinkPointer, float64(*j.Pointer), j.JobID)
+		complete := int64(-1)
+		if j.CompletePointer != nil {
+			complete = *j.CompletePointer
+		}
+		gauge(FlinkCompletePointer, float64(complete), j.JobID)
+		if j.LagCheckpoints != nil {
+			gauge(LagCheckpoints, float64(*j.LagCheckpoints), j.JobID)
+		}
+		if j.LagSeconds != nil {
+			gauge(LagSeconds, *j.LagSeconds, j.JobID)
+		}
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

@@ -1,0 +1,194 @@
+package metrics
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// deployDir is deploy/ at the top of the repository.
+const deployDir = "../../deploy"
+
+// seriesRef matches a ckptfs metric name in PromQL, with its label
+// matchers if any.
+var seriesRef = regexp.MustCompile(`\b(ckptfs_[a-zA-Z0-9_]+)\b(\{[^}]*\})?`)
+
+// matcherLabel matches the label names of matchers inside {...}.
+var matcherLabel = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)`)
+
+// checkExpr checks that every ckptfs metric an expression names is one
+// this package exports, and that its label matchers name its labels.
+func checkExpr(t *testing.T, where, expr string) int {
+	t.Helper()
+	refs := seriesRef.FindAllStringSubmatch(expr, -1)
+	for _, m := range refs {
+		name, matchers := m[1], m[2]
+		fam, suffixLabels := familyOf(name)
+		if fam == nil {
+			t.Errorf("%s: %s is not a metric ckptfs exports: %s", where, name, expr)
+			continue
+		}
+		allowed := append(append([]string{labelSite}, fam.Labels...), suffixLabels...)
+		for _, lm := range matcherLabel.FindAllStringSubmatch(matchers, -1) {
+			if !slices.Contains(allowed, lm[1]) {
+				t.Errorf("%s: %s has no label %q (it has %v): %s", where, name, lm[1], allowed, expr)
+			}
+		}
+	}
+	return len(refs)
+}
+
+// familyOf finds the family of a series name; a histogram's series carry
+// a suffix (and le on buckets).
+func familyOf(name string) (*Family, []string) {
+	for i := range Families {
+		f := &Families[i]
+		if f.Name == name {
+			return f, nil
+		}
+		if f.Type != "histogram" {
+			continue
+		}
+		switch name {
+		case f.Name + "_bucket":
+			return f, []string{"le"}
+		case f.Name + "_sum", f.Name + "_count":
+			return f, nil
+		}
+	}
+	return nil, nil
+}
+
+// TestAlertRulesUseExportedMetrics parses the example alert rules and
+// checks every metric they use; a renamed metric breaks this test, not a
+// production alert.
+func TestAlertRulesUseExportedMetrics(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(deployDir, "prometheus", "ckptfs-alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Groups []struct {
+			Name  string
+			Rules []struct {
+				Alert       string
+				Expr        string
+				For         string
+				Labels      map[string]string
+				Annotations map[string]string
+			}
+		}
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&file); err != nil {
+		t.Fatalf("alert rules: %v", err)
+	}
+	alerts := map[string]bool{}
+	refs := 0
+	for _, g := range file.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" || alerts[r.Alert] {
+				t.Errorf("group %s: rule without a name or a name twice: %q", g.Name, r.Alert)
+			}
+			alerts[r.Alert] = true
+			if r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
+				t.Errorf("%s: needs a severity, a summary and a description", r.Alert)
+			}
+			if n := checkExpr(t, r.Alert, r.Expr); n == 0 {
+				t.Errorf("%s: uses no ckptfs metric: %s", r.Alert, r.Expr)
+			} else {
+				refs += n
+			}
+		}
+	}
+	// What the rules must cover.
+	for _, want := range []string{"CkptfsLagHigh", "CkptfsNoCompleteCheckpoint", "CkptfsZooKeeperSessionDown", "CkptfsHiddenCheckpointAccess", "CkptfsTakeoverRefused"} {
+		if !alerts[want] {
+			t.Errorf("no alert %s", want)
+		}
+	}
+}
+
+// TestDashboardUsesExportedMetrics parses the Grafana dashboard and
+// checks every metric its queries and variables use.
+func TestDashboardUsesExportedMetrics(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(deployDir, "grafana", "ckptfs-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		UID    string `json:"uid"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Type    string `json:"type"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("dashboard: %v", err)
+	}
+	used := map[string]bool{}
+	for _, p := range dash.Panels {
+		if p.Type == "row" {
+			continue
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, q := range p.Targets {
+			if checkExpr(t, "panel "+p.Title, q.Expr) == 0 {
+				t.Errorf("panel %q: query uses no ckptfs metric: %s", p.Title, q.Expr)
+			}
+			for _, m := range seriesRef.FindAllStringSubmatch(q.Expr, -1) {
+				if f, _ := familyOf(m[1]); f != nil {
+					used[f.Name] = true
+				}
+			}
+		}
+	}
+	for _, v := range dash.Templating.List {
+		checkExpr(t, "variable "+v.Name, v.Definition)
+	}
+	// The panels the dashboard exists for.
+	for _, want := range []string{LagCheckpoints, LagSeconds, FlinkPointer, SiteNewestComplete, IncompleteCheckpoints,
+		HiddenCheckpointAccesses, FUSERequestDuration, ZooKeeperSessionState, TakeoverActions, ReconcileActions} {
+		if !used[want] {
+			t.Errorf("no panel shows %s", want)
+		}
+	}
+}
+
+// TestMetricsReferenceIsComplete: docs/metrics.md documents every
+// family, and names none that does not exist.
+func TestMetricsReferenceIsComplete(t *testing.T) {
+	data, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	for _, f := range Families {
+		if !strings.Contains(doc, "| `"+f.Name+"` | "+f.Type+" |") {
+			t.Errorf("docs/metrics.md has no table row for %s (%s)", f.Name, f.Type)
+		}
+	}
+	for _, m := range seriesRef.FindAllStringSubmatch(doc, -1) {
+		if f, _ := familyOf(m[1]); f == nil {
+			t.Errorf("docs/metrics.md names %s, which ckptfs does not export", m[1])
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package metrics
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ckptfs/ckptfs/zkbridge"
+)
+
+// Health is the daemon's answer at /healthz. The HTTP status is 200 when
+// OK, 503 otherwise; Problems has one line per failed check.
+type Health struct {
+	OK       bool     `json:"ok"`
+	Problems []string `json:"problems"`
+	Site     string   `json:"site,omitempty"`
+	// MountPoint lets `ckptfs health` stat the mount without being told
+	// where it is.
+	MountPoint string `json:"mountpoint,omitempty"`
+	Mode       string `json:"mode,omitempty"`
+	// LastPass is when the verification catalog last finished a pass.
+	LastPass *time.Time `json:"last_pass,omitempty"`
+	// ZooKeeper is nil when the daemon runs without ZooKeeper.
+	ZooKeeper *ZooKeeperHealth `json:"zookeeper,omitempty"`
+}
+
+// ZooKeeperHealth is the ZooKeeper part of Health.
+type ZooKeeperHealth struct {
+	Session     zkbridge.SessionState `json:"session"`
+	Expirations uint64                `json:"expirations"`
+	Lag         *LagSnapshot          `json:"lag,omitempty"`
+}
+
+// Thresholds are the limits a health check applies; negative values do
+// not check.
+type Thresholds struct {
+	// MaxLag is the most checkpoints ZooKeeper's newest pointer may be
+	// ahead of the newest one complete here.
+	MaxLag int64
+	// MaxLagSeconds bounds the lag in seconds the same way.
+	MaxLagSeconds float64
+}
+
+// NoThresholds checks no lag.
+var NoThresholds = Thresholds{MaxLag: -1, MaxLagSeconds: -1}
+
+// A verification counts as stalled (a hung NFS server, for example)
+// when no pass has finished for stallFactor poll intervals, or
+// stallFactor times the last pass's duration (a large replica takes
+// long), and at least minStall.
+const (
+	stallFactor = 5
+	minStall    = time.Minute
+)
+
+// CheckHealth evaluates src now.
+func CheckHealth(src Sources, th Thresholds, now time.Time) Health {
+	h := Health{Site: src.Site, Problems: []string{}}
+	if src.Mount != nil {
+		h.MountPoint = src.Mount.MountPoint()
+		h.Mode = src.Mount.Mode().String()
+	}
+	if cat := src.Catalog; cat != nil {
+		st := cat.Stats()
+		if st.Passes > 0 {
+			h.LastPass = &st.LastPass
+		}
+		if limit := max(stallFactor*src.Poll, stallFactor*st.LastPassDuration, minStall); st.Passes > 0 && now.Sub(st.LastPass) > limit {
+			h.Problems = append(h.Problems, fmt.Sprintf("verification stalled: the last pass ended %s ago", now.Sub(st.LastPass).Round(time.Second)))
+		}
+	}
+	if z := src.ZooKeeper; z != nil {
+		s := z.Session()
+		h.ZooKeeper = &ZooKeeperHealth{Session: s.State, Expirations: s.Expirations}
+		if s.State != zkbridge.SessionConnected {
+			h.Problems = append(h.Problems, fmt.Sprintf("ZooKeeper session %s", s.State))
+		}
+		if z.Lag != nil {
+			lag := z.Lag.Snapshot()
+			h.ZooKeeper.Lag = &lag
+			h.Problems = append(h.Problems, lagProblems(lag, z.Lag.Interval(), th, now)...)
+		}
+	} else if th.MaxLag >= 0 || th.MaxLagSeconds >= 0 {
+		h.Problems = append(h.Problems, "lag unknown: the daemon runs without ZooKeeper (--zk)")
+	}
+	h.OK = len(h.Problems) == 0
+	return h
+}
+
+// lagProblems checks the lag of every job against th.
+func lagProblems(lag LagSnapshot, interval time.Duration, th Thresholds, now time.Time) []string {
+	if th.MaxLag < 0 && th.MaxLagSeconds < 0 {
+		return nil
+	}
+	if lag.Updated.IsZero() || now.Sub(lag.Updated) > 3*interval+10*time.Second {
+		why := "never computed"
+		if !lag.Updated.IsZero() {
+			why = "last computed " + now.Sub(lag.Updated).Round(time.Second).String() + " ago"
+		}
+		if lag.LastError != "" {
+			why += ": " + lag.LastError
+		}
+		return []string{"lag unknown: " + why}
+	}
+	var out []string
+	for _, j := range lag.Jobs {
+		switch {
+		case j.Pointer == nil:
+			// No pointer: Flink has nothing to restore, nothing to lag.
+		case j.LagCheckpoints == nil:
+			out = append(out, fmt.Sprintf("job %s: ZooKeeper points at checkpoint %d and none of its pointers is complete on this site", j.JobID, *j.Pointer))
+		default:
+			if th.MaxLag >= 0 && *j.LagCheckpoints > th.MaxLag {
+				out = append(out, fmt.Sprintf("job %s: ZooKeeper is %d checkpoints ahead of this site (max %d)", j.JobID, *j.LagCheckpoints, th.MaxLag))
+			}
+			if th.MaxLagSeconds >= 0 && j.LagSeconds != nil && *j.LagSeconds > th.MaxLagSeconds {
+				out = append(out, fmt.Sprintf("job %s: ZooKeeper is %.0f seconds ahead of this site (max %.0f)", j.JobID, *j.LagSeconds, th.MaxLagSeconds))
+			}
+		}
+	}
+	return out
+}
+
+// Handler serves /metrics from reg and /healthz from src. /healthz takes
+// the thresholds as query parameters max_lag (checkpoints) and
+// max_lag_seconds.
+func Handler(reg *prometheus.Registry, src Sources) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		th, err := parseThresholds(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		h := CheckHealth(src, th, time.Now())
+		w.Header().Set("Content-Type", "application/json")
+		if !h.OK {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(h)
+	})
+	return mux
+}
+
+func parseThresholds(r *http.Request) (Thresholds, error) {
+	th := NoThresholds
+	q := r.URL.Query()
+	if s := q.Get("max_lag"); s != "" {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v < 0 {
+			return th, fmt.Errorf("max_lag %q: want a number of checkpoints", s)
+		}
+		th.MaxLag = v
+	}
+	if s := q.Get("max_lag_seconds"); s != "" {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || v < 0 || v != v {
+			return th, fmt.Errorf("max_lag_seconds %q: want a number of seconds", s)
+		}
+		th.MaxLagSeconds = v
+	}
+	return th, nil
+}

@@ -1,0 +1,142 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Family describes one exported metric family.
+type Family struct {
+	Name string
+	// Type is "gauge", "counter" or "histogram".
+	Type   string
+	Labels []string
+	Help   string
+	// Textfile: written by takeover and restore-pruned for node_exporter's
+	// textfile collector, not served by the daemon.
+	Textfile bool
+}
+
+// Metric names.
+const (
+	BuildInfo                = "ckptfs_build_info"
+	MountMode                = "ckptfs_mount_mode"
+	SiteNewestCheckpoint     = "ckptfs_site_newest_checkpoint_id"
+	SiteNewestComplete       = "ckptfs_site_newest_complete_checkpoint_id"
+	IncompleteCheckpoints    = "ckptfs_incomplete_checkpoints"
+	Verifications            = "ckptfs_verifications_total"
+	CatalogPasses            = "ckptfs_catalog_passes_total"
+	CatalogLastPass          = "ckptfs_catalog_last_pass_timestamp_seconds"
+	CatalogLastPassDuration  = "ckptfs_catalog_last_pass_duration_seconds"
+	HiddenCheckpointAccesses = "ckptfs_hidden_checkpoint_accesses_total"
+	FUSERequestDuration      = "ckptfs_fuse_request_duration_seconds"
+	FUSEReadOnlyRefusals     = "ckptfs_fuse_readonly_refusals_total"
+	FUSEOpens                = "ckptfs_fuse_opens_total"
+	ZooKeeperSessionState    = "ckptfs_zookeeper_session_state"
+	ZooKeeperExpirations     = "ckptfs_zookeeper_session_expirations_total"
+	ActiveSiteEpoch          = "ckptfs_active_site_epoch"
+	SiteActive               = "ckptfs_site_active"
+	FlinkPointer             = "ckptfs_flink_pointer_checkpoint_id"
+	FlinkCompletePointer     = "ckptfs_flink_complete_pointer_checkpoint_id"
+	LagCheckpoints           = "ckptfs_checkpoint_lag_checkpoints"
+	LagSeconds               = "ckptfs_checkpoint_lag_seconds"
+	LagLastUpdate            = "ckptfs_lag_last_update_timestamp_seconds"
+	LagUpdateFailures        = "ckptfs_lag_update_failures_total"
+	ReconcilePasses          = "ckptfs_reconcile_passes_total"
+	ReconcileActions         = "ckptfs_reconcile_actions_total"
+	TakeoverActions          = "ckptfs_takeover_actions_total"
+	TakeoverLastRun          = "ckptfs_takeover_last_run_timestamp_seconds"
+	TakeoverLastExitCode     = "ckptfs_takeover_last_exit_code"
+)
+
+// Label names.
+const (
+	labelJob     = "job_id"
+	labelSite    = "site"
+	labelResult  = "result"
+	labelAction  = "action"
+	labelState   = "state"
+	labelOp      = "op"
+	labelMode    = "mode"
+	labelKind    = "kind"
+	labelVersion = "version"
+	labelGo      = "goversion"
+	labelPath    = "path"
+)
+
+// Families are every metric family ckptfs exports. Every daemon series
+// also carries the label site when the daemon has a site name; so do the
+// textfile series.
+var Families = []Family{
+	{Name: BuildInfo, Type: "gauge", Labels: []string{labelVersion, labelGo},
+		Help: "Always 1; the labels say which ckptfs runs, built with which Go."},
+	{Name: MountMode, Type: "gauge", Labels: []string{labelMode},
+		Help: "1 for the mount's current mode (replica, primary or fenced), 0 for the others."},
+	{Name: SiteNewestCheckpoint, Type: "gauge", Labels: []string{labelJob},
+		Help: "The highest chk-N directory of the job on this site, complete or not."},
+	{Name: SiteNewestComplete, Type: "gauge", Labels: []string{labelJob},
+		Help: "The newest checkpoint of the job complete on this site (L1 or better), -1 when none is."},
+	{Name: IncompleteCheckpoints, Type: "gauge", Labels: []string{labelJob},
+		Help: "chk-N directories of the job that are not complete on this site (being written, being copied, or torn)."},
+	{Name: Verifications, Type: "counter", Labels: []string{labelResult},
+		Help: "Checkpoint verifications by result: complete, incomplete, or unknown (an I/O error). Every pass verifies every checkpoint, incrementally."},
+	{Name: CatalogPasses, Type: "counter",
+		Help: "Completed verification passes over the backing directory."},
+	{Name: CatalogLastPass, Type: "gauge",
+		Help: "When the last verification pass ended (Unix time)."},
+	{Name: CatalogLastPassDuration, Type: "gauge",
+		Help: "How long the last verification pass took."},
+	{Name: HiddenCheckpointAccesses, Type: "counter", Labels: []string{labelJob},
+		Help: "Lookups of chk-N directories refused because the checkpoint is not complete on this site: Flink asked for a checkpoint this site does not hold."},
+	{Name: FUSERequestDuration, Type: "histogram", Labels: []string{labelOp},
+		Help: "Time the daemon took to answer FUSE requests, by operation (reads served by FUSE passthrough never reach the daemon)."},
+	{Name: FUSEReadOnlyRefusals, Type: "counter",
+		Help: "Changes refused with EROFS (replica or fenced mount)."},
+	{Name: FUSEOpens, Type: "counter", Labels: []string{labelPath},
+		Help: "File opens by data path: passthrough (the kernel reads the backing file) or daemon."},
+	{Name: ZooKeeperSessionState, Type: "gauge", Labels: []string{labelState},
+		Help: "1 for the current state of the daemon's ZooKeeper session (connected, connecting, disconnected, closed), 0 for the others."},
+	{Name: ZooKeeperExpirations, Type: "counter",
+		Help: "ZooKeeper sessions of the daemon that the servers expired."},
+	{Name: ActiveSiteEpoch, Type: "gauge",
+		Help: "The epoch in ZooKeeper: how many takeovers activated a site."},
+	{Name: SiteActive, Type: "gauge",
+		Help: "1 when ZooKeeper names this site the active one, 0 otherwise."},
+	{Name: FlinkPointer, Type: "gauge", Labels: []string{labelJob},
+		Help: "The newest checkpoint pointer of the job in ZooKeeper: the checkpoint Flink would restore."},
+	{Name: FlinkCompletePointer, Type: "gauge", Labels: []string{labelJob},
+		Help: "The newest checkpoint pointer of the job that is complete on this site at L2 (restorable by failover), -1 when none is."},
+	{Name: LagCheckpoints, Type: "gauge", Labels: []string{labelJob},
+		Help: "How many checkpoints ZooKeeper's newest pointer is ahead of the newest pointer complete on this site. Absent while no pointer is complete here."},
+	{Name: LagSeconds, Type: "gauge", Labels: []string{labelJob},
+		Help: "How much older the newest pointer complete on this site is than ZooKeeper's newest pointer, from Flink's checkpoint timestamps: what a failover now would lose. Absent while no pointer is complete here."},
+	{Name: LagLastUpdate, Type: "gauge",
+		Help: "When the lag was last computed from ZooKeeper (Unix time)."},
+	{Name: LagUpdateFailures, Type: "counter",
+		Help: "Lag computations that failed (ZooKeeper or I/O errors)."},
+	{Name: ReconcilePasses, Type: "counter", Labels: []string{labelKind},
+		Help: "Passes of the marker publisher: full (re-reads ZooKeeper) or fast (after a verdict changed)."},
+	{Name: ReconcileActions, Type: "counter", Labels: []string{labelAction},
+		Help: "What the marker publisher did: write (a marker changed), conflict (another publisher wrote first), refused (the invariant check failed), failure (a pass failed)."},
+	{Name: TakeoverActions, Type: "counter", Labels: []string{labelAction}, Textfile: true,
+		Help: "What ckptfs takeover and restore-pruned did on this machine: run, retract (pointers), refuse_job, refuse_alive, activate, error, restore (pointers)."},
+	{Name: TakeoverLastRun, Type: "gauge", Textfile: true,
+		Help: "When the last takeover or restore-pruned on this machine ended (Unix time)."},
+	{Name: TakeoverLastExitCode, Type: "gauge", Textfile: true,
+		Help: "The exit status of the last takeover or restore-pruned on this machine."},
+}
+
+// descs are the descriptors of Families, by name.
+var descs = func() map[string]*prometheus.Desc {
+	m := make(map[string]*prometheus.Desc, len(Families))
+	for _, f := range Families {
+		m[f.Name] = prometheus.NewDesc(f.Name, f.Help, f.Labels, nil)
+	}
+	return m
+}()
+
+// desc returns the descriptor of a family.
+func desc(name string) *prometheus.Desc {
+	d, ok := descs[name]
+	if !ok {
+		panic("metrics: no family " + name)
+	}
+	return d
+}

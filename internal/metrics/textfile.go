@@ -1,0 +1,110 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Takeover actions, the values of the action label of
+// ckptfs_takeover_actions_total.
+const (
+	ActionRun         = "run"          // a takeover or restore-pruned ran (dry runs are not recorded)
+	ActionRetract     = "retract"      // pointers retracted
+	ActionRefuseJob   = "refuse_job"   // jobs refused: no pointer complete here
+	ActionRefuseAlive = "refuse_alive" // takeovers refused: a JobManager was alive
+	ActionActivate    = "activate"     // takeovers that made this site active
+	ActionError       = "error"        // runs that ended with a ZooKeeper or I/O error
+	ActionRestore     = "restore"      // pointers put back by restore-pruned
+)
+
+// maxTextfileSize bounds what RecordTakeover reads back.
+const maxTextfileSize = 1 << 20
+
+// RecordTakeover adds actions to the counters in path, a file for
+// node_exporter's textfile collector, and sets the last run's time and
+// exit code. The counters accumulate across runs (a counter that a run
+// reset would hide a second identical run from increase()); the file is
+// replaced atomically, so the collector never reads half of it.
+func RecordTakeover(path, site string, actions map[string]uint64, exitCode int, now time.Time) error {
+	totals, err := readActions(path)
+	if err != nil {
+		return err
+	}
+	for a, n := range actions {
+		totals[a] += n
+	}
+	reg := prometheus.NewRegistry()
+	var r prometheus.Registerer = reg
+	if site != "" {
+		r = prometheus.WrapRegistererWith(prometheus.Labels{labelSite: site}, reg)
+	}
+	var ms []prometheus.Metric
+	for _, a := range slices.Sorted(maps.Keys(totals)) {
+		ms = append(ms, prometheus.MustNewConstMetric(desc(TakeoverActions), prometheus.CounterValue, float64(totals[a]), a))
+	}
+	ms = append(ms,
+		prometheus.MustNewConstMetric(desc(TakeoverLastRun), prometheus.GaugeValue, unixSeconds(now)),
+		prometheus.MustNewConstMetric(desc(TakeoverLastExitCode), prometheus.GaugeValue, float64(exitCode)))
+	if err := r.Register(constCollector(ms)); err != nil {
+		return err
+	}
+	return prometheus.WriteToTextfile(path, reg)
+}
+
+// readActions returns the action counters a file holds (none when it
+// does not exist).
+func readActions(path string) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return nil, err
+	} else if st.Size() > maxTextfileSize {
+		return nil, fmt.Errorf("%s: %d bytes is too large for a metrics textfile", path, st.Size())
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if fam := fams[TakeoverActions]; fam != nil {
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == labelAction && m.GetCounter() != nil {
+					out[l.GetValue()] += uint64(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// constCollector collects a fixed set of metrics.
+type constCollector []prometheus.Metric
+
+func (c constCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range c {
+		ch <- m.Desc()
+	}
+}
+
+func (c constCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c {
+		ch <- m
+	}
+}

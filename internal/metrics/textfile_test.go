@@ -1,0 +1,76 @@
+package metrics
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+func readTextfile(t *testing.T, path string) scraped {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(f)
+	if err != nil {
+		t.Fatalf("node_exporter could not read %s: %v", path, err)
+	}
+	return scraped(fams)
+}
+
+// TestRecordTakeoverAccumulates: counters add up across runs, so that a
+// second identical run is seen by increase(); the last run's time and
+// exit code are replaced.
+func TestRecordTakeoverAccumulates(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ckptfs.prom")
+	t1 := time.Unix(1700000000, 0)
+	if err := RecordTakeover(path, "dc2", map[string]uint64{ActionRun: 1, ActionRetract: 2, ActionRefuseJob: 1}, 4, t1); err != nil {
+		t.Fatal(err)
+	}
+	if err := RecordTakeover(path, "dc2", map[string]uint64{ActionRun: 1, ActionRetract: 2, ActionActivate: 1}, 0, t1.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	s := readTextfile(t, path)
+	for action, want := range map[string]float64{ActionRun: 2, ActionRetract: 4, ActionRefuseJob: 1, ActionActivate: 1} {
+		if got := s.value(t, TakeoverActions, "site=dc2,action="+action); got != want {
+			t.Errorf("%s = %v, want %v", action, got, want)
+		}
+	}
+	if got := s.value(t, TakeoverLastExitCode, "site=dc2"); got != 0 {
+		t.Errorf("last exit code = %v, want 0", got)
+	}
+	if got := s.value(t, TakeoverLastRun, "site=dc2"); got != float64(t1.Add(time.Minute).Unix()) {
+		t.Errorf("last run = %v", got)
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*"))
+	if len(leftovers) != 1 {
+		t.Errorf("files beside the textfile: %v", leftovers)
+	}
+}
+
+// TestRecordTakeoverRefusesGarbage: a file that is not in the text
+// format is an error, and is left alone.
+func TestRecordTakeoverRefusesGarbage(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.prom")
+	os.WriteFile(garbage, []byte("this is { not metrics\n"), 0o644)
+	if err := RecordTakeover(garbage, "dc2", map[string]uint64{ActionRun: 1}, 0, time.Now()); err == nil {
+		t.Error("a garbage textfile was accepted")
+	}
+	if data, _ := os.ReadFile(garbage); !strings.HasPrefix(string(data), "this is") {
+		t.Errorf("the garbage file was replaced: %q", data)
+	}
+	huge := filepath.Join(dir, "huge.prom")
+	os.WriteFile(huge, make([]byte, maxTextfileSize+1), 0o644)
+	if err := RecordTakeover(huge, "dc2", map[string]uint64{ActionRun: 1}, 0, time.Now()); err == nil || !strings.Contains(err.Error(), "too large") {
+		t.Errorf("a huge textfile: %v", err)
+	}
+}

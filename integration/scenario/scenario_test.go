@@ -25,6 +25,7 @@ import (
 	"github.com/ckptfs/ckptfs/integration/flinkemu"
 	"github.com/ckptfs/ckptfs/integration/replication"
 	"github.com/ckptfs/ckptfs/integration/zktest"
+	"github.com/ckptfs/ckptfs/internal/metrics"
 	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/manifest/flinkha"
 )
@@ -230,7 +231,8 @@ func runScenario(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	// Both sites mount their NAS where Flink expects its storage.
 	common := []string{"--zk", c.ConnectString(), "--cluster-id", w.clusterID, "--poll", poll.String()}
 	w.dc1 = startSite(t, "dc1", root, "primary", common...)
-	w.dc2 = startSite(t, "dc2", root, "replica", common...)
+	w.dc2 = startSite(t, "dc2", root, "replica", append(common, "--metrics-addr", "127.0.0.1:0", "--lag-interval", "200ms")...)
+	metricsAddr := w.dc2.metricsAddr(t)
 	r.say(t, "DC1: ckptfs mount (primary, sealing) of its NAS at Flink's path; DC2: ckptfs mount (replica) of the replicated NAS")
 
 	// 1. The JobManager in DC1 writes through DC1's mount.
@@ -291,6 +293,7 @@ func runScenario(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 		})
 	}
 	markers := watchMarkers(ctx, t, c, w)
+	peakLag := sampleLag(ctx, metricsAddr, w.job)
 
 	checkpoint := func(jm *flinkemu.JobManager, where string) (*flinkemu.Checkpoint, error) {
 		spec := flinkemu.CheckpointSpec{
@@ -358,6 +361,7 @@ func runScenario(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 		t.Fatalf("no leader among the survivors: %v", err)
 	}
 	r.say(t, "DC1 LOST: replication stopped mid-pass (%+v), DC1's mount and ZooKeeper servers gone", repl.Stats())
+	r.say(t, "  while DC1 wrote, DC2's %s peaked at %v checkpoints", metrics.LagCheckpoints, peakLag())
 
 	zc := zktest.Connect(t, c.Servers(survivors...))
 	w.emu.Servers = c.Servers(survivors...)
@@ -376,6 +380,12 @@ func runScenario(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	// Without ckptfs: Flink restores from ZooKeeper as it is, from the
 	// plain replicated directory.
 	w.checkBaseline(t, r, zc.Conn, loss)
+
+	// What the operator sees on DC2's dashboard: the lag behind Flink.
+	if out.Ahead && !out.Refused {
+		v := w.waitLag(t, metricsAddr, "a lag behind ZooKeeper", func(v float64) bool { return v > 0 })
+		r.say(t, "DC2's metrics: %s %v checkpoints behind Flink's newest pointer", metrics.LagCheckpoints, v)
+	}
 
 	// 4. ckptfs takeover on DC2, through the surviving servers.
 	filesBefore := treeHashes(t, w.dc2.backing)
@@ -434,6 +444,8 @@ func runScenario(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	sealed := manifest.SealedPath(w.dc2.backing, filepath.Join("checkpoints", w.job, "chk-"+strconv.FormatInt(last.ID, 10)))
 	waitFor(t, "DC2 to seal checkpoint "+strconv.FormatInt(last.ID, 10), func() bool { _, err := os.Stat(sealed); return err == nil })
 	markers.waitFor(t, "dc2", last.ID)
+	w.waitLag(t, metricsAddr, "the lag to fall to zero", func(v float64) bool { return v == 0 })
+	r.say(t, "DC2's metrics: %s 0 after the takeover", metrics.LagCheckpoints)
 	r.say(t, "DC2: the promoted mount sealed checkpoint %d, and DC2's marker names it", last.ID)
 	markers.check(t)
 	return out

@@ -73,7 +73,7 @@ func startSite(t *testing.T, name, root, mode string, args ...string) *site {
 		t.Fatal(err)
 	}
 	defer ready.Close()
-	argv := append([]string{"mount", "--mode", mode, "--site", name, "--log-level", "debug",
+	argv := append([]string{"mount", "--mode", mode, "--site", name, "--log-level", "debug", "--log-format", "json",
 		"--map", flinkStorage + "=" + s.backing}, args...)
 	s.cmd = exec.Command(binary, append(argv, s.backing, s.mnt)...)
 	s.cmd.ExtraFiles = []*os.File{readyW}

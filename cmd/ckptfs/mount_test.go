@@ -251,20 +251,17 @@ func TestMountConfigFile(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	os.WriteFile(good, []byte("backing: /nas\nmountpoint: /flink\nmode: primary\nsite: dc1\npoll: 5s\nmap: [\"hdfs://nn/flink=/nas\"]\nzk: z1:2181\n"), 0o644)
-	cfg := defaultMountConfig()
-	if err := loadConfigFile(good, &cfg); err != nil || cfg.Mode != "primary" || cfg.Poll != 5*time.Second || cfg.Maps[0] != "hdfs://nn/flink=/nas" || cfg.ZK != "z1:2181" || cfg.PathRoot != "/flink" {
-		t.Fatalf("%+v %v", cfg, err)
-	}
-	if err := cfg.validate(); err != nil {
-		t.Fatal(err)
+	cfg, stderr, code := mountSettings(t, "--config", good)
+	if code != 0 || cfg.Backing != "/nas" || cfg.MountPoint != "/flink" || cfg.Mode != "primary" || cfg.Poll != 5*time.Second || cfg.Maps[0] != "hdfs://nn/flink=/nas" || cfg.ZK != "z1:2181" || cfg.PathRoot != "/flink" {
+		t.Fatalf("exit %d %s: %+v", code, stderr, cfg)
 	}
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("backing: /nas\nmountpiont: /flink\n"), 0o644)
-	if err := loadConfigFile(bad, &cfg); err == nil || !strings.Contains(err.Error(), "mountpiont") {
-		t.Fatalf("unknown key: %v", err)
+	if _, stderr, code := mountSettings(t, "--config", bad); code != 3 || !strings.Contains(stderr, "bad.yaml:2: unknown key \"mountpiont\"") {
+		t.Fatalf("unknown key: exit %d: %s", code, stderr)
 	}
 	// Flags win over the file.
-	_, stderr, code := ckptfs(t, "mount", "--config", good, "--mode", "bogus")
+	_, stderr, code = ckptfs(t, "mount", "--config", good, "--mode", "bogus")
 	if code != 3 || !strings.Contains(stderr, "bogus") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

@@ -45,6 +45,7 @@ func (f *zkFlags) add(cmd *cobra.Command) {
 	fl.DurationVar(&f.flinkSession, "flink-session-timeout", 60*time.Second, "Flink's high-availability.zookeeper.client.session-timeout: how long a dead JobManager's nodes may stay")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log what is done on stderr")
 	f.paths.add(cmd)
+	useSettings(cmd, "zk", "site", "cluster-id", "path-root", "flink-version", "checkpoints-dir", "flink-session-timeout")
 }
 
 // open validates the flags and connects. Verification trusts nothing from

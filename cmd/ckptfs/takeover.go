@@ -96,6 +96,7 @@ Exit status:
 	cmd.Flags().DurationVar(&wait, "wait", 0, "how long to wait for Flink's JobManagers to vanish from ZooKeeper (default --flink-session-timeout + 15s; 0 does not wait)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and write nothing")
 	cmd.Flags().BoolVar(&activateAnyway, "activate-anyway", false, "make this site active even when a job was refused")
+	useSettings(cmd, "wait")
 	return cmd
 }
 

@@ -27,6 +27,7 @@ type pathFlags struct {
 func (p *pathFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&p.maps, "map", nil, "`URI_PREFIX=LOCAL_DIR`: Flink paths starting with URI_PREFIX are under LOCAL_DIR (repeatable)")
 	cmd.Flags().StringArrayVar(&p.roots, "root", nil, "extra local `DIR` that referenced files may lie in (repeatable)")
+	useSettings(cmd, "map", "root")
 }
 
 // resolver builds the path resolver; extraRoots are roots implied by the

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -173,16 +174,7 @@ func TestSettingsAgreeAcrossCommands(t *testing.T) {
 	root := newRoot(nil)
 	types := map[string]string{}
 	envs := map[string]string{}
-	var walk func(*cobra.Command)
-	var commands []*cobra.Command
-	walk = func(c *cobra.Command) {
-		commands = append(commands, c)
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
-	}
-	walk(root)
-	for _, c := range commands {
+	for _, c := range settingCommands(root) {
 		for _, f := range commandSettings(c) {
 			if typ, ok := types[f.Name]; ok && typ != f.Value.Type() {
 				t.Errorf("%s: --%s is %s, elsewhere %s", c.Name(), f.Name, f.Value.Type(), typ)
@@ -207,5 +199,24 @@ func TestSettingsAgreeAcrossCommands(t *testing.T) {
 		if name, ok := envs[env]; ok {
 			t.Errorf("%s is the variable of setting %s", env, name)
 		}
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	dir := t.TempDir()
+	good := writeFile(t, dir, "good.yaml", "zk: zk1:2181\nsite: dc2\nwait: 2m\nmap: [/flink=/nas]\n")
+	out, stderr, code := ckptfs(t, "config", "check", "--config", good)
+	if code != 0 || !strings.Contains(out, "4 keys, valid") || !strings.Contains(out, "wait") || !regexp.MustCompile(`map +line 4 +used by mount, restore-pruned, status, takeover, verify`).MatchString(out) {
+		t.Errorf("exit %d %s\n%s", code, stderr, out)
+	}
+	bad := writeFile(t, dir, "bad.yaml", "zk: zk1:2181\nwait: later\n")
+	if _, stderr, code := ckptfs(t, "config", "check", "--config", bad); code != 3 || !strings.Contains(stderr, `bad.yaml:2: wait: invalid value "later"`) {
+		t.Errorf("exit %d %s", code, stderr)
+	}
+	if _, stderr, code := ckptfs(t, "config", "check"); code != 3 || !strings.Contains(stderr, "no configuration file") {
+		t.Errorf("exit %d %s", code, stderr)
+	}
+	if _, stderr, code := ckptfs(t, "config", "chekc"); code != 3 || !strings.Contains(stderr, `unknown command "chekc"`) {
+		t.Errorf("exit %d %s", code, stderr)
 	}
 }

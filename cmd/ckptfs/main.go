@@ -100,7 +100,7 @@ $CKPTFS_CONFIG (keys named like the long flags), then defaults.`,
 		},
 	}
 	root.AddCommand(newInspectCmd(), newVerifyCmd(), newMountCmd(serve), newVersionCmd())
-	root.AddCommand(newStatusCmd(), newTakeoverCmd(), newRestorePrunedCmd())
+	root.AddCommand(newStatusCmd(), newTakeoverCmd(), newRestorePrunedCmd(), newConfigCmd())
 	return root
 }
 

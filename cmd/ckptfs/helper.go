@@ -34,12 +34,13 @@ var genericMountOptions = map[string]bool{
 
 // mountHelperArgs turns `SOURCE MOUNTPOINT [-o opt[=value],...]...` into
 // the arguments of `ckptfs mount`. Every setting of mount is an option
-// (with "_" for "-" as FUSE spells allow_other), and so is config.
-func mountHelperArgs(args []string) ([]string, error) {
+// (with "_" for "-" as FUSE spells allow_other), and so is config. fake
+// reports mount(8)'s -f: check everything, mount nothing.
+func mountHelperArgs(args []string) (margs []string, fake bool, err error) {
 	options := map[string]*pflag.Flag{}
 	mount, _, err := newRoot(nil).Find([]string{"mount"})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	mount.Flags().VisitAll(func(f *pflag.Flag) {
 		if isSetting(f) || f.Name == configFlag {
@@ -54,14 +55,14 @@ func mountHelperArgs(args []string) ([]string, error) {
 			list := strings.TrimPrefix(a, "-o")
 			if list == "" {
 				if i+1 == len(args) {
-					return nil, fmt.Errorf("-o needs options")
+					return nil, false, fmt.Errorf("-o needs options")
 				}
 				i++
 				list = args[i]
 			}
 			opts, err := splitMountOptions(list)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			for _, opt := range opts {
 				key, val, hasVal := strings.Cut(opt, "=")
@@ -71,28 +72,30 @@ func mountHelperArgs(args []string) ([]string, error) {
 				f, ok := options[strings.ReplaceAll(key, "_", "-")]
 				switch {
 				case !ok:
-					return nil, fmt.Errorf("unknown mount option %q (ckptfs takes %s)", key, strings.Join(sortedFlagNames(options), ", "))
+					return nil, false, fmt.Errorf("unknown mount option %q (ckptfs takes %s)", key, strings.Join(sortedFlagNames(options), ", "))
 				case hasVal:
 					out = append(out, "--"+f.Name+"="+val)
 				case f.NoOptDefVal != "":
 					out = append(out, "--"+f.Name)
 				default:
-					return nil, fmt.Errorf("mount option %s needs a value (%s=...)", key, key)
+					return nil, false, fmt.Errorf("mount option %s needs a value (%s=...)", key, key)
 				}
 			}
 		case a == "-t" || a == "-N":
 			// mount(8) passes the type (fuse.ckptfs) or a namespace.
 			i++
 		case strings.HasPrefix(a, "-"):
-			// -n (no mtab), -s (sloppy), -f (fake), -v (verbose): mount(8)'s own.
+			// -n (no mtab), -s (sloppy), -v (verbose): mount(8)'s own;
+			// -f (fake) mounts nothing.
+			fake = fake || strings.Contains(a[1:], "f")
 		default:
 			pos = append(pos, a)
 		}
 	}
 	if len(pos) != 2 {
-		return nil, fmt.Errorf("usage: %s SOURCE MOUNTPOINT [-o options]", helperName)
+		return nil, false, fmt.Errorf("usage: %s SOURCE MOUNTPOINT [-f] [-o options]", helperName)
 	}
-	return append(append([]string{"mount"}, out...), pos...), nil
+	return append(append([]string{"mount"}, out...), pos...), fake, nil
 }
 
 // splitMountOptions splits at commas outside double quotes and removes
@@ -130,7 +133,7 @@ func sortedFlagNames(m map[string]*pflag.Flag) []string {
 // runMountHelper starts the daemon in the background, as mount(8) expects
 // of a helper, and returns once the mount serves or the daemon failed.
 func runMountHelper(args []string, stderr io.Writer) int {
-	margs, err := mountHelperArgs(args)
+	margs, fake, err := mountHelperArgs(args)
 	if err != nil {
 		fmt.Fprintln(stderr, helperName+":", err)
 		return exitUsage
@@ -138,7 +141,7 @@ func runMountHelper(args []string, stderr io.Writer) int {
 	// Check the settings here, where mount(8) and systemd show the error,
 	// rather than in the daemon.
 	check := newRoot(func(*cobra.Command, *mountConfig) error { return nil })
-	if code := run(check, margs, io.Discard, stderr); code != exitOK {
+	if code := run(check, margs, io.Discard, stderr); code != exitOK || fake {
 		return code
 	}
 	self, err := os.Executable()

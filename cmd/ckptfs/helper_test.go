@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -14,28 +15,32 @@ func TestMountHelperOptions(t *testing.T) {
 	cases := []struct {
 		args []string
 		want string
+		fake bool
 	}{
 		{[]string{"/nas", "/flink", "-o", "rw,_netdev,nofail,noauto,x-systemd.requires=nas.mount,x-systemd.automount,x-mount.mkdir,defaults,allow_other,site=dc2,config=/etc/ckptfs/ckptfs.yaml,dev,suid,exec,noatime,relatime,comment=systemd.automount,user,auto"},
-			"mount --allow-other --site=dc2 --config=/etc/ckptfs/ckptfs.yaml /nas /flink"},
+			"mount --allow-other --site=dc2 --config=/etc/ckptfs/ckptfs.yaml /nas /flink", false},
 		// What mount(8) adds: -n, -s, -v, and -t TYPE or -N NAMESPACE with
 		// an argument.
 		{[]string{"-n", "/nas", "-s", "/flink", "-t", "fuse.ckptfs", "-N", "/proc/1/ns/mnt", "-v", "-o", "mode=primary"},
-			"mount --mode=primary /nas /flink"},
-		{[]string{"/nas", "/flink", "-omode=replica,poll=1s"}, "mount --mode=replica --poll=1s /nas /flink"},
+			"mount --mode=primary /nas /flink", false},
+		// -f (fake), also among other short flags.
+		{[]string{"/nas", "/flink", "-f", "-o", "site=dc1"}, "mount --site=dc1 /nas /flink", true},
+		{[]string{"-nfv", "/nas", "/flink"}, "mount /nas /flink", true},
+		{[]string{"/nas", "/flink", "-omode=replica,poll=1s"}, "mount --mode=replica --poll=1s /nas /flink", false},
 		// A quoted value keeps its commas, as libmount quotes them.
 		{[]string{"/nas", "/flink", "-o", `zk="zk1:2181,zk2:2181,zk3:2181",cluster-id=/orders`},
-			"mount --zk=zk1:2181,zk2:2181,zk3:2181 --cluster-id=/orders /nas /flink"},
+			"mount --zk=zk1:2181,zk2:2181,zk3:2181 --cluster-id=/orders /nas /flink", false},
 		// FUSE spells allow_other with "_"; so may every setting.
 		{[]string{"/nas", "/flink", "-o", "allow_other=false,seal_read_unwritten,lease,log_level=debug,path-root=/f"},
-			"mount --allow-other=false --seal-read-unwritten --lease --log-level=debug --path-root=/f /nas /flink"},
+			"mount --allow-other=false --seal-read-unwritten --lease --log-level=debug --path-root=/f /nas /flink", false},
 		{[]string{"/nas", "/flink", "-o", "map=hdfs://nn/flink=/nas,map=/flink=/nas", "-o", "hidden=*.part"},
-			"mount --map=hdfs://nn/flink=/nas --map=/flink=/nas --hidden=*.part /nas /flink"},
-		{[]string{"/nas", "/flink"}, "mount /nas /flink"},
+			"mount --map=hdfs://nn/flink=/nas --map=/flink=/nas --hidden=*.part /nas /flink", false},
+		{[]string{"/nas", "/flink"}, "mount /nas /flink", false},
 	}
 	for _, tc := range cases {
-		got, err := mountHelperArgs(tc.args)
-		if err != nil || strings.Join(got, " ") != tc.want {
-			t.Errorf("%q:\n got %q, %v\nwant %q", tc.args, strings.Join(got, " "), err, tc.want)
+		got, fake, err := mountHelperArgs(tc.args)
+		if err != nil || strings.Join(got, " ") != tc.want || fake != tc.fake {
+			t.Errorf("%q:\n got %q, fake %v, %v\nwant %q, fake %v", tc.args, strings.Join(got, " "), fake, err, tc.want, tc.fake)
 		}
 	}
 
@@ -53,7 +58,7 @@ func TestMountHelperOptions(t *testing.T) {
 		{[]string{"/nas", "/flink", "/extra"}, "usage:"},
 	}
 	for _, tc := range bad {
-		if _, err := mountHelperArgs(tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, _, err := mountHelperArgs(tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v; want %q", tc.args, err, tc.want)
 		}
 	}
@@ -83,5 +88,24 @@ func TestMountHelperRefusesBeforeStarting(t *testing.T) {
 		if !ok || ee.ExitCode() != exitUsage || !strings.Contains(string(out), tc.want) {
 			t.Errorf("-o %s: %v\n%s\nwant exit 3 and %q", tc.opts, err, out, tc.want)
 		}
+	}
+	// -f (mount -f) checks and mounts nothing.
+	good := writeFile(t, dir, "good.yaml", "mode: primary\nsite: dc2\npoll: 1s\n")
+	backing, mnt := filepath.Join(dir, "backing"), filepath.Join(dir, "mnt")
+	for _, d := range []string{backing, mnt} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	if out, err := exec.Command(helper, backing, mnt, "-f", "-o", "rw,_netdev,config="+good).CombinedOutput(); err != nil {
+		t.Errorf("-f: %v\n%s", err, out)
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(mounts), " "+mnt+" ") {
+		t.Errorf("-f mounted %s", mnt)
 	}
 }

@@ -234,19 +234,6 @@ func TestMountHelper(t *testing.T) {
 	}
 }
 
-func TestMountHelperArgs(t *testing.T) {
-	got, err := mountHelperArgs([]string{"/nas", "/flink", "-n", "-o", "rw,site=dc2,zk=a:1,map=hdfs://x/y=/nas/y,nofail,x-systemd.after=z"})
-	want := "mount --site=dc2 --zk=a:1 --map=hdfs://x/y=/nas/y /nas /flink"
-	if err != nil || strings.Join(got, " ") != want {
-		t.Fatalf("got %q, %v; want %q", strings.Join(got, " "), err, want)
-	}
-	for _, bad := range [][]string{{"/nas"}, {"/a", "/b", "-o", "frob"}, {"/a", "/b", "-o"}} {
-		if _, err := mountHelperArgs(bad); err == nil {
-			t.Errorf("%v accepted", bad)
-		}
-	}
-}
-
 func TestMountConfigFile(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")

@@ -10,7 +10,8 @@ LDFLAGS := -X main.version=$(VERSION)
 # for FUZZTIME each.
 FUZZ_TARGETS := ./manifest/metadata:FuzzDecode ./manifest/javaser:FuzzDecode \
 	./manifest/flinkha:FuzzDecodeCompletedCheckpoint ./manifest/flinkha:FuzzDecodeStateHandle \
-	./manifest/flinkha:FuzzDecodeLeaderInfo ./manifest/flinkha:FuzzPathToURI
+	./manifest/flinkha:FuzzDecodeLeaderInfo ./manifest/flinkha:FuzzPathToURI \
+	./flinkconf:FuzzParse
 FUZZTIME ?= 10m
 
 .PHONY: all build deps test vet bench fuzz chaos demo install clean

@@ -70,6 +70,7 @@ type Config struct {
 	Path    string
 	Format  Format
 	entries map[string]Value
+	nodes   int // flattened so far
 	// Warnings name the lines Flink skips and the keys given twice.
 	Warnings []string
 }
@@ -203,8 +204,12 @@ func (c *Config) parseStandard(data []byte) error {
 	return c.flatten(root, "", 0)
 }
 
-// maxDepth bounds the nesting of mappings.
-const maxDepth = 64
+// maxDepth bounds the nesting of mappings; maxNodes the mappings and
+// values flattened, which aliases could otherwise multiply without end.
+const (
+	maxDepth = 64
+	maxNodes = 1 << 16
+)
 
 func (c *Config) flatten(m *yaml.Node, prefix string, depth int) error {
 	if depth > maxDepth {
@@ -213,6 +218,9 @@ func (c *Config) flatten(m *yaml.Node, prefix string, depth int) error {
 	seen := map[string]int{}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], resolveAlias(m.Content[i+1])
+		if c.nodes++; c.nodes > maxNodes {
+			return fmt.Errorf("%s:%d: more than %d keys (aliases expanding?)", c.Path, k.Line, maxNodes)
+		}
 		if k.Kind != yaml.ScalarNode {
 			return fmt.Errorf("%s:%d: a key must be a plain value", c.Path, k.Line)
 		}

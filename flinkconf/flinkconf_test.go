@@ -1,6 +1,7 @@
 package flinkconf
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -230,6 +231,7 @@ func TestBadInput(t *testing.T) {
 		{"relative.yaml", strings.Replace(complete, "file:///flink/checkpoints", "flink/checkpoints", 1), Auto, []string{`"flink/checkpoints" is not an absolute path`}},
 		{"chroot.yaml", strings.Replace(complete, "zk:2181", "zk:2181/chroot", 1), Auto, []string{"chroot"}},
 		{"port.yaml", strings.Replace(complete, "zk:2181", "zk:99999", 1), Auto, []string{`"zk:99999": want HOST[:PORT]`}},
+		{"laughs.yaml", billionLaughs(), Auto, []string{"aliases expanding"}},
 		{"timeout.yaml", complete + "high-availability.zookeeper.client.session-timeout: 10 fortnights\n", Auto, []string{"unknown time unit"}},
 		{"quoted", strings.Replace(complete, "file:///flink/ha", `"file:///flink/ha"`, 1), Legacy, []string{"quotes are part of the value"}},
 	}
@@ -268,6 +270,16 @@ func TestBadInput(t *testing.T) {
 	if _, err := Load(big, Auto); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("big file: %v", err)
 	}
+}
+
+// billionLaughs is a YAML document whose aliases double at every level.
+func billionLaughs() string {
+	var b strings.Builder
+	b.WriteString("l0: &l0 {a: x, b: y}\n")
+	for i := 1; i < 40; i++ {
+		fmt.Fprintf(&b, "l%d: &l%d {a: *l%d, b: *l%d}\n", i, i, i-1, i-1)
+	}
+	return b.String()
 }
 
 func TestParseDuration(t *testing.T) {

@@ -69,14 +69,13 @@ func commandSettings(cmd *cobra.Command) []*pflag.Flag {
 	return out
 }
 
-// knownSettings maps every setting of every command under root to the
-// type of its flag.
-func knownSettings(root *cobra.Command) map[string]string {
-	known := map[string]string{}
+// knownSettings is the set of settings of every command under root.
+func knownSettings(root *cobra.Command) map[string]bool {
+	known := map[string]bool{}
 	var walk func(*cobra.Command)
 	walk = func(c *cobra.Command) {
 		for _, f := range commandSettings(c) {
-			known[f.Name] = f.Value.Type()
+			known[f.Name] = true
 		}
 		for _, sub := range c.Commands() {
 			walk(sub)
@@ -213,7 +212,7 @@ type configEntry struct {
 
 // readConfigFile parses the YAML file at path and refuses keys that are
 // not in known, naming the key and its line.
-func readConfigFile(path string, known map[string]string) (*configFile, error) {
+func readConfigFile(path string, known map[string]bool) (*configFile, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -229,7 +228,7 @@ func readConfigFile(path string, known map[string]string) (*configFile, error) {
 	return parseConfig(path, data, known)
 }
 
-func parseConfig(path string, data []byte, known map[string]string) (*configFile, error) {
+func parseConfig(path string, data []byte, known map[string]bool) (*configFile, error) {
 	cf := &configFile{path: path, entries: map[string]configEntry{}}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -264,7 +263,7 @@ func parseConfig(path string, data []byte, known map[string]string) (*configFile
 		if renamed, ok := renamedKeys[name]; ok {
 			name = renamed
 		}
-		if _, ok := known[name]; !ok {
+		if !known[name] {
 			errs = append(errs, fmt.Errorf("%s:%d: unknown key %q%s", path, k.Line, k.Value, suggestKey(k.Value, known)))
 			continue
 		}
@@ -281,7 +280,7 @@ func parseConfig(path string, data []byte, known map[string]string) (*configFile
 }
 
 // suggestKey names the known key closest to a misspelt one.
-func suggestKey(name string, known map[string]string) string {
+func suggestKey(name string, known map[string]bool) string {
 	best, bestDist := "", 3
 	for k := range known {
 		if d := editDistance(name, k); d < bestDist || (d == bestDist && best != "" && k < best) {

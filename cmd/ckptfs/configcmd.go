@@ -161,6 +161,9 @@ func deriveConfig(ha *flinkconf.ZooKeeperHA, backing, site string) (*derivedConf
 	} else {
 		d.notes = append(d.notes, "Flink writes to "+root.uri+", not to a local directory: no ckptfs mount can sit in front of it; status and takeover verify the copy under backing")
 	}
+	if backing != "" && root.local != "" && (isBelowURI(backing, root.local) || isBelowURI(root.local, backing)) {
+		return nil, fmt.Errorf("--backing %s and the mountpoint %s must not contain each other: the mount would read through itself", backing, root.local)
+	}
 	if backing != "" {
 		d.add("backing", backing, "--backing")
 		d.add("map", []string{root.uri + "=" + backing}, "Flink's paths under "+root.uri+" are under the backing on this site")

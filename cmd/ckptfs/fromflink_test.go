@@ -199,6 +199,7 @@ func TestConfigFromFlinkBadInput(t *testing.T) {
 		{"different file systems", []string{writeFile(t, dir, "mixed.yaml", strings.Replace(complete, "file:///flink/ha", "hdfs://nn:8020/flink/ha", 1))},
 			"share no directory"},
 		{"relative backing", []string{"--backing", "nas", writeFile(t, dir, "ok.yaml", complete)}, `--backing "nas" must be an absolute path`},
+		{"backing in the mountpoint", []string{"--backing", "/flink/nas", filepath.Join(dir, "ok.yaml")}, "must not contain each other"},
 		{"bad output", []string{"-o", "xml", filepath.Join(dir, "ok.yaml")}, `output format "xml"`},
 		{"bad format", []string{"--format", "toml", filepath.Join(dir, "ok.yaml")}, `format "toml"`},
 		{"no argument", nil, "accepts 1 arg"},

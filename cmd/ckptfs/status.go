@@ -52,10 +52,10 @@ func (f *zkFlags) add(cmd *cobra.Command) {
 // earlier runs (MaxAge zero): takeover acts on it.
 func (f *zkFlags) open(ctx context.Context, cmd *cobra.Command, needSite bool) (*zkbridge.Bridge, error) {
 	if f.servers == "" {
-		return nil, errors.New("--zk is required")
+		return nil, errors.New("zk is required: --zk, CKPTFS_ZK or zk in the configuration file")
 	}
 	if needSite && f.site == "" {
-		return nil, errors.New("--site is required")
+		return nil, errors.New("site is required: --site, CKPTFS_SITE or site in the configuration file")
 	}
 	gen, err := zkbridge.ParseGeneration(f.flinkVersion)
 	if err != nil {

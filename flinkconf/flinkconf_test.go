@@ -233,7 +233,8 @@ func TestBadInput(t *testing.T) {
 		{"port.yaml", strings.Replace(complete, "zk:2181", "zk:99999", 1), Auto, []string{`"zk:99999": want HOST[:PORT]`}},
 		{"laughs.yaml", billionLaughs(), Auto, []string{"aliases expanding"}},
 		{"timeout.yaml", complete + "high-availability.zookeeper.client.session-timeout: 10 fortnights\n", Auto, []string{"unknown time unit"}},
-		{"quoted", strings.Replace(complete, "file:///flink/ha", `"file:///flink/ha"`, 1), Legacy, []string{"quotes are part of the value"}},
+		{"quoted", strings.Replace(complete, "file:///flink/ha", `"file:///flink/ha"`, 1), Legacy, []string{`high-availability.storageDir (line 3): "file:///flink/ha": flink-conf.yaml keeps quotes`}},
+		{"flink-conf.yaml", strings.Replace(complete, "zk:2181", `'zk:2181,zk2:2181'`, 1), Auto, []string{"keeps quotes"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

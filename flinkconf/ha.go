@@ -104,6 +104,9 @@ func (c *Config) ZooKeeperHA() (*ZooKeeperHA, error) {
 			return o.Default, true
 		}
 		ha.Sources[o.Key] = Source{Option: o.Key, Key: v.Key, Line: v.Line}
+		if c.Format == Legacy && strings.ContainsAny(v.Value[:1], `"'`) {
+			bad("%s (line %d): %s: flink-conf.yaml keeps quotes as part of the value, and so does Flink: remove them", v.Key, v.Line, v.Value)
+		}
 		return v.Value, true
 	}
 	where := func(o Option) string { return ha.Sources[o.Key].String() }
@@ -198,9 +201,6 @@ func parseQuorum(q string) ([]string, error) {
 // default scheme (fs.default-scheme) when it has none, as Flink's
 // FileSystem does.
 func absoluteURI(s, defaultScheme string) (string, error) {
-	if strings.HasPrefix(s, `"`) || strings.HasPrefix(s, `'`) {
-		return "", fmt.Errorf("%s: quotes are part of the value in flink-conf.yaml; Flink reads them too", s)
-	}
 	u, err := url.Parse(s)
 	if err != nil {
 		return "", err

@@ -14,14 +14,14 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Settings are the long flags a command declares with useSettings. Each
+// Settings are the long flags a command defines with addSettings. Each
 // one can also be given in the environment as CKPTFS_<NAME> (upper case,
 // "-" as "_") and in the YAML configuration file as "<name>: value" (a
 // list for repeatable flags). Precedence: command line, environment,
 // file, the flag's default. The file is shared by every command: a key is
 // refused only when no command knows it, and each command takes the keys
-// it declared. Adding a setting is adding the flag and naming it in
-// useSettings.
+// it defined. Adding a setting is one line: its flag, defined inside the
+// command's addSettings.
 const (
 	settingAnnotation = "ckptfs-setting"
 	configFlag        = "config"
@@ -34,20 +34,20 @@ const (
 // renamedKeys are file keys accepted under an earlier name.
 var renamedKeys = map[string]string{"roots": "root"}
 
-// useSettings declares that the named flags of cmd are settings, and adds
-// --config. A name without a flag is a programming error.
-func useSettings(cmd *cobra.Command, names ...string) {
-	fs := cmd.Flags()
-	if fs.Lookup(configFlag) == nil {
-		fs.String(configFlag, "", "YAML configuration `FILE` (default $"+configEnv+")")
-	}
-	for _, name := range names {
-		if fs.Lookup(name) == nil {
-			panic("useSettings: " + cmd.Name() + " has no flag --" + name)
+// addSettings adds to cmd the flags define defines, as settings, and
+// --config.
+func addSettings(cmd *cobra.Command, define func(f *pflag.FlagSet)) {
+	fs := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
+	define(fs)
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Annotations == nil {
+			f.Annotations = map[string][]string{}
 		}
-		if err := fs.SetAnnotation(name, settingAnnotation, []string{"true"}); err != nil {
-			panic(err)
-		}
+		f.Annotations[settingAnnotation] = []string{"true"}
+	})
+	cmd.Flags().AddFlagSet(fs)
+	if cmd.Flags().Lookup(configFlag) == nil {
+		cmd.Flags().String(configFlag, "", "YAML configuration `FILE` (default $"+configEnv+")")
 	}
 }
 

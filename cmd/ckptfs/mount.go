@@ -16,13 +16,14 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ckptfs/ckptfs/fusefs"
 	"github.com/ckptfs/ckptfs/manifest"
 )
 
 // mountConfig is the daemon's configuration. Every field is a setting
-// (see useSettings): flags, then CKPTFS_<NAME>, then the configuration
+// (see addSettings): flags, then CKPTFS_<NAME>, then the configuration
 // file, then defaultMountConfig.
 type mountConfig struct {
 	Backing    string
@@ -154,28 +155,26 @@ or the mount failed, 3 for usage errors.`,
 			return serve(cmd, &cfg)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&cfg.Backing, "backing", "", "`DIR` to serve (the first argument wins)")
-	f.StringVar(&cfg.MountPoint, "mountpoint", "", "`DIR` to mount at (the second argument wins)")
-	f.StringVar(&cfg.Mode, "mode", cfg.Mode, "replica or primary")
-	f.StringVar(&cfg.Site, "site", "", "this site's `NAME` (for logs and ZooKeeper)")
-	f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "interval of full verification passes")
-	f.StringArrayVar(&cfg.Hidden, "hidden", nil, "extra `PATTERN` of names never shown (repeatable)")
-	f.StringArrayVar(&cfg.Maps, "map", nil, "`URI_PREFIX=LOCAL_DIR` for the absolute paths Flink stored (repeatable)")
-	f.StringArrayVar(&cfg.Roots, "root", nil, "extra local `DIR` referenced files may lie in (repeatable)")
-	f.BoolVar(&cfg.ReadUnwritten, "seal-read-unwritten", false, "when sealing, read and hash files not written through this mount")
-	f.BoolVar(&cfg.AllowOther, "allow-other", cfg.AllowOther, "let other users (flink) use the mount")
-	f.BoolVar(&cfg.Passthrough, "passthrough", cfg.Passthrough, "let the kernel read files directly (FUSE passthrough)")
-	f.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "text or json")
-	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
-	f.BoolVar(&cfg.Debug, "debug", false, "log every FUSE request")
-	f.StringVar(&cfg.ZK, "zk", "", "ZooKeeper `HOST:PORT[,...]` (optional: promotion, fencing, markers)")
-	f.StringVar(&cfg.ClusterID, "cluster-id", "", "Flink's high-availability.cluster-id")
-	f.StringVar(&cfg.PathRoot, "path-root", cfg.PathRoot, "Flink's high-availability.zookeeper.path.root")
-	f.BoolVar(&cfg.Lease, "lease", false, "turn read-only when the ZooKeeper session is lost")
-	useSettings(cmd, "backing", "mountpoint", "mode", "site", "poll", "hidden", "map", "root",
-		"seal-read-unwritten", "allow-other", "passthrough", "log-format", "log-level", "debug",
-		"zk", "cluster-id", "path-root", "lease")
+	addSettings(cmd, func(f *pflag.FlagSet) {
+		f.StringVar(&cfg.Backing, "backing", "", "`DIR` to serve (the first argument wins)")
+		f.StringVar(&cfg.MountPoint, "mountpoint", "", "`DIR` to mount at (the second argument wins)")
+		f.StringVar(&cfg.Mode, "mode", cfg.Mode, "replica or primary")
+		f.StringVar(&cfg.Site, "site", "", "this site's `NAME` (for logs and ZooKeeper)")
+		f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "interval of full verification passes")
+		f.StringArrayVar(&cfg.Hidden, "hidden", nil, "extra `PATTERN` of names never shown (repeatable)")
+		f.StringArrayVar(&cfg.Maps, "map", nil, "`URI_PREFIX=LOCAL_DIR` for the absolute paths Flink stored (repeatable)")
+		f.StringArrayVar(&cfg.Roots, "root", nil, "extra local `DIR` referenced files may lie in (repeatable)")
+		f.BoolVar(&cfg.ReadUnwritten, "seal-read-unwritten", false, "when sealing, read and hash files not written through this mount")
+		f.BoolVar(&cfg.AllowOther, "allow-other", cfg.AllowOther, "let other users (flink) use the mount")
+		f.BoolVar(&cfg.Passthrough, "passthrough", cfg.Passthrough, "let the kernel read files directly (FUSE passthrough)")
+		f.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "text or json")
+		f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+		f.BoolVar(&cfg.Debug, "debug", false, "log every FUSE request")
+		f.StringVar(&cfg.ZK, "zk", "", "ZooKeeper `HOST:PORT[,...]` (optional: promotion, fencing, markers)")
+		f.StringVar(&cfg.ClusterID, "cluster-id", "", "Flink's high-availability.cluster-id")
+		f.StringVar(&cfg.PathRoot, "path-root", cfg.PathRoot, "Flink's high-availability.zookeeper.path.root")
+		f.BoolVar(&cfg.Lease, "lease", false, "turn read-only when the ZooKeeper session is lost")
+	})
 	return cmd
 }
 

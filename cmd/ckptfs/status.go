@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/zkbridge"
@@ -35,17 +36,17 @@ type zkFlags struct {
 }
 
 func (f *zkFlags) add(cmd *cobra.Command) {
-	fl := cmd.Flags()
-	fl.StringVar(&f.servers, "zk", "", "ZooKeeper `HOST:PORT[,...]` (Flink's high-availability.zookeeper.quorum)")
-	fl.StringVar(&f.site, "site", "", "`NAME` of this site (dc1, dc2, ...)")
-	fl.StringVar(&f.clusterID, "cluster-id", "", "Flink's high-availability.cluster-id: `ID` of the Flink cluster (default: the only one under --path-root)")
-	fl.StringVar(&f.pathRoot, "path-root", "/flink", "`PATH` of Flink's high-availability.zookeeper.path.root")
-	fl.StringVar(&f.flinkVersion, "flink-version", "", "Flink `VERSION` (for example 1.14 or 1.17) when ZooKeeper does not tell")
-	fl.StringArrayVar(&f.checkpointsDirs, "checkpoints-dir", nil, "Flink's state.checkpoints.dir as a `URI` Flink writes, to find checkpoints no pointer names (repeatable)")
-	fl.DurationVar(&f.flinkSession, "flink-session-timeout", 60*time.Second, "Flink's high-availability.zookeeper.client.session-timeout: how long a dead JobManager's nodes may stay")
-	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log what is done on stderr")
+	addSettings(cmd, func(fl *pflag.FlagSet) {
+		fl.StringVar(&f.servers, "zk", "", "ZooKeeper `HOST:PORT[,...]` (Flink's high-availability.zookeeper.quorum)")
+		fl.StringVar(&f.site, "site", "", "`NAME` of this site (dc1, dc2, ...)")
+		fl.StringVar(&f.clusterID, "cluster-id", "", "Flink's high-availability.cluster-id: `ID` of the Flink cluster (default: the only one under --path-root)")
+		fl.StringVar(&f.pathRoot, "path-root", "/flink", "`PATH` of Flink's high-availability.zookeeper.path.root")
+		fl.StringVar(&f.flinkVersion, "flink-version", "", "Flink `VERSION` (for example 1.14 or 1.17) when ZooKeeper does not tell")
+		fl.StringArrayVar(&f.checkpointsDirs, "checkpoints-dir", nil, "Flink's state.checkpoints.dir as a `URI` Flink writes, to find checkpoints no pointer names (repeatable)")
+		fl.DurationVar(&f.flinkSession, "flink-session-timeout", 60*time.Second, "Flink's high-availability.zookeeper.client.session-timeout: how long a dead JobManager's nodes may stay")
+	})
+	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log what is done on stderr")
 	f.paths.add(cmd)
-	useSettings(cmd, "zk", "site", "cluster-id", "path-root", "flink-version", "checkpoints-dir", "flink-session-timeout")
 }
 
 // open validates the flags and connects. Verification trusts nothing from

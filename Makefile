@@ -10,22 +10,25 @@ LDFLAGS := -X main.version=$(VERSION)
 # for FUZZTIME each.
 FUZZ_TARGETS := ./manifest/metadata:FuzzDecode ./manifest/javaser:FuzzDecode \
 	./manifest/flinkha:FuzzDecodeCompletedCheckpoint ./manifest/flinkha:FuzzDecodeStateHandle \
-	./manifest/flinkha:FuzzDecodeLeaderInfo ./manifest/flinkha:FuzzPathToURI
+	./manifest/flinkha:FuzzDecodeLeaderInfo ./manifest/flinkha:FuzzPathToURI \
+	./flinkconf:FuzzParse
 FUZZTIME ?= 10m
 
-.PHONY: all build deps test vet bench fuzz chaos demo check-alerts clean
+.PHONY: all build deps test vet bench fuzz chaos demo check-alerts install clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ckptfs ./cmd/ckptfs
 
-# Debian packages the tests use: ZooKeeper 3.8 (with its JRE) and a JDK for
-# the Java serialization proofs.
+# Debian packages the tests use: ZooKeeper 3.8 (with its JRE), a JDK for
+# the Java serialization proofs, and systemd for systemd-analyze verify of
+# the units in deploy/systemd.
 deps:
 	@need=""; \
 	[ -x /usr/share/zookeeper/bin/zkServer.sh ] || need="$$need zookeeper"; \
 	command -v javac >/dev/null 2>&1 || need="$$need openjdk-17-jdk-headless"; \
+	command -v systemd-analyze >/dev/null 2>&1 || need="$$need systemd"; \
 	if [ -n "$$need" ]; then \
 		echo "installing:$$need"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; \
@@ -36,10 +39,11 @@ vet:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-# Everything, including the tests that need ZooKeeper, a JDK and FUSE: here
-# they fail instead of skipping when what they need is missing.
+# Everything, including the tests that need ZooKeeper, a JDK, FUSE and
+# systemd-analyze: here they fail instead of skipping when what they need
+# is missing.
 test: deps vet build
-	CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_JDK=1 CKPTFS_REQUIRE_FUSE=1 \
+	CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_JDK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_REQUIRE_SYSTEMD=1 \
 		$(GO) test -race -count=1 -timeout 18m ./...
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \
@@ -84,6 +88,33 @@ demo: deps
 # the rules and the dashboard use only metrics ckptfs exports.
 check-alerts:
 	cd deploy/prometheus && promtool check rules ckptfs-alerts.yml && promtool test rules ckptfs-alerts_test.yml
+
+# The binary, the mount helper mount.fuse.ckptfs that mount(8) looks for
+# in /sbin, the systemd units, the example configuration (kept when one
+# exists) and the drop-ins for Flink's units (to copy by hand: their names
+# depend on Flink's units). DESTDIR installs into a staging root.
+PREFIX  ?= /usr/local
+SBINDIR ?= /sbin
+UNITDIR ?= /etc/systemd/system
+CONFDIR ?= /etc/ckptfs
+DATADIR ?= $(PREFIX)/share/ckptfs
+UNITS   := deploy/systemd/flink.mount deploy/systemd/ckptfs.service deploy/systemd/ckptfs-takeover.service
+DROPINS := flink-jobmanager.service.d/ckptfs.conf flink-taskmanager.service.d/ckptfs.conf
+install: build
+	install -D -m 0755 $(BIN)/ckptfs $(DESTDIR)$(PREFIX)/bin/ckptfs
+	install -d $(DESTDIR)$(SBINDIR)
+	ln -sfn $(PREFIX)/bin/ckptfs $(DESTDIR)$(SBINDIR)/mount.fuse.ckptfs
+	install -d $(DESTDIR)$(UNITDIR)
+	install -m 0644 $(UNITS) $(DESTDIR)$(UNITDIR)/
+	@for d in $(DROPINS); do \
+		install -D -m 0644 deploy/systemd/$$d $(DESTDIR)$(DATADIR)/systemd/$$d || exit 1; \
+	done
+	@if [ -e $(DESTDIR)$(CONFDIR)/ckptfs.yaml ]; then \
+		echo "kept $(DESTDIR)$(CONFDIR)/ckptfs.yaml"; \
+	else \
+		install -D -m 0644 deploy/ckptfs.yaml $(DESTDIR)$(CONFDIR)/ckptfs.yaml; \
+	fi
+	@[ -n "$(DESTDIR)" ] || echo "now: edit $(CONFDIR)/ckptfs.yaml (ckptfs config from-flink), copy the drop-ins from $(DATADIR)/systemd, systemctl daemon-reload"
 
 clean:
 	rm -rf $(BIN)

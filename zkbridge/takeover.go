@@ -158,7 +158,7 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 		return nil, err
 	}
 	defer b.zk.bind(ctx)()
-	l, err := b.discover(ctx)
+	l, err := b.discoverForTakeover(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +196,7 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 		return rep, fmt.Errorf("%w: %s", ErrJobManagerAlive, live)
 	}
 	// Jobs may have changed while we waited.
-	if l, err = b.discover(ctx); err != nil {
+	if l, err = b.discoverForTakeover(ctx); err != nil {
 		return nil, err
 	}
 	// Refuse an ambiguous layout before writing anything.
@@ -255,6 +255,45 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 		log.Info("site activated", "epoch", rep.Epoch)
 	}
 	return rep, nil
+}
+
+// discoverForTakeover is discover, except that a cluster that has not run
+// yet is not an error: the first start of Flink on the first site passes
+// through the takeover too. The namespace of the configured cluster id
+// must be absent and the path root must hold no other Flink namespace;
+// otherwise the cluster id or path root is more likely wrong, and a
+// takeover that looked in the wrong place would let Flink restore
+// unchecked pointers.
+func (b *Bridge) discoverForTakeover(ctx context.Context) (*Layout, error) {
+	l, err := b.discover(ctx)
+	if !errors.Is(err, ErrNoNamespace) || b.cfg.ClusterID == "" {
+		return l, err
+	}
+	root := b.cfg.PathRoot
+	names, _, lerr := b.zk.children(ctx, root)
+	if lerr != nil && !errors.Is(lerr, zk.ErrNoNode) {
+		return nil, lerr
+	}
+	if looksLikeNamespace(names) {
+		return nil, fmt.Errorf("%w; %s itself holds Flink's znodes (an empty cluster id): check the cluster id", err, root)
+	}
+	var others []string
+	for _, n := range names {
+		kids, _, kerr := b.zk.children(ctx, join(root, n))
+		if kerr != nil && !errors.Is(kerr, zk.ErrNoNode) {
+			return nil, kerr
+		}
+		if looksLikeNamespace(kids) {
+			others = append(others, n)
+		}
+	}
+	if len(others) > 0 {
+		return nil, fmt.Errorf("%w; %s holds Flink cluster(s) %s: check the cluster id and path root", err, root, strings.Join(others, ", "))
+	}
+	ns := namespaceCandidates(root, b.cfg.ClusterID)[0]
+	b.log.Info("Flink's namespace does not exist: a cluster that has not run yet", "namespace", ns)
+	return &Layout{PathRoot: root, ClusterID: b.cfg.ClusterID, Namespace: ns,
+		Evidence: []string{ns + " does not exist: Flink has not run in this cluster yet"}}, nil
 }
 
 // maxJobRounds bounds re-planning of one job whose znodes keep changing.

@@ -47,12 +47,11 @@ func main() {
 	if filepath.Base(os.Args[0]) == helperName {
 		os.Exit(runMountHelper(os.Args[1:], os.Stderr))
 	}
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(newRootCmd(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // run executes the command line and returns the exit code.
-func run(args []string, stdout, stderr io.Writer) int {
-	root := newRootCmd()
+func run(root *cobra.Command, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -72,7 +71,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-func newRootCmd() *cobra.Command {
+func newRootCmd() *cobra.Command { return newRoot(serveMount) }
+
+// newRoot builds the command tree; serve runs the mount daemon (tests
+// replace it to check settings without mounting).
+func newRoot(serve mountServer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "ckptfs",
 		Short: "Show Flink only the checkpoints this site fully holds",
@@ -81,12 +84,23 @@ restoring a checkpoint that the standby site does not fully hold.
 
 It verifies checkpoints from Flink's own _metadata, serves the checkpoint
 directory through a FUSE mount that shows only complete checkpoints, and
-keeps ZooKeeper from pointing ahead of what the new active site holds.`,
+keeps ZooKeeper from pointing ahead of what the new active site holds.
+
+Settings of mount, verify, status, takeover and restore-pruned come from
+flags, then the environment (CKPTFS_<FLAG>, e.g. CKPTFS_ZK,
+CKPTFS_CLUSTER_ID), then the YAML file given by --config or
+$CKPTFS_CONFIG (keys named like the long flags), then defaults.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applySettings(cmd); err != nil {
+				return fail("%v", err)
+			}
+			return nil
+		},
 	}
-	root.AddCommand(newInspectCmd(), newVerifyCmd(), newMountCmd(), newVersionCmd())
-	root.AddCommand(newStatusCmd(), newTakeoverCmd(), newRestorePrunedCmd(), newHealthCmd())
+	root.AddCommand(newInspectCmd(), newVerifyCmd(), newMountCmd(serve), newVersionCmd())
+	root.AddCommand(newStatusCmd(), newTakeoverCmd(), newRestorePrunedCmd(), newConfigCmd(), newHealthCmd())
 	return root
 }
 

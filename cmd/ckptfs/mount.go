@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,43 +18,43 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/ckptfs/ckptfs/fusefs"
 	"github.com/ckptfs/ckptfs/internal/metrics"
 	"github.com/ckptfs/ckptfs/manifest"
 )
 
-// mountConfig is the daemon's configuration: defaults, then the YAML file
-// (--config), then flags. Unknown YAML keys are rejected.
+// mountConfig is the daemon's configuration. Every field is a setting
+// (see addSettings): flags, then CKPTFS_<NAME>, then the configuration
+// file, then defaultMountConfig.
 type mountConfig struct {
-	Backing    string        `yaml:"backing"`
-	MountPoint string        `yaml:"mountpoint"`
-	Mode       string        `yaml:"mode"`
-	Site       string        `yaml:"site"`
-	Poll       time.Duration `yaml:"poll"`
-	Hidden     []string      `yaml:"hidden"`
-	Maps       []string      `yaml:"map"`
-	Roots      []string      `yaml:"roots"`
+	Backing    string
+	MountPoint string
+	Mode       string
+	Site       string
+	Poll       time.Duration
+	Hidden     []string
+	Maps       []string
+	Roots      []string
 	// ReadUnwritten hashes, when sealing, files this mount did not see
 	// written.
-	ReadUnwritten bool   `yaml:"seal-read-unwritten"`
-	AllowOther    bool   `yaml:"allow-other"`
-	Passthrough   bool   `yaml:"passthrough"`
-	LogFormat     string `yaml:"log-format"`
-	LogLevel      string `yaml:"log-level"`
-	Debug         bool   `yaml:"debug"`
+	ReadUnwritten bool
+	AllowOther    bool
+	Passthrough   bool
+	LogFormat     string
+	LogLevel      string
+	Debug         bool
 	// ZK, ClusterID and PathRoot locate Flink's HA data, as for status.
-	ZK        string `yaml:"zk"`
-	ClusterID string `yaml:"cluster-id"`
-	PathRoot  string `yaml:"path-root"`
+	ZK        string
+	ClusterID string
+	PathRoot  string
 	// Lease turns a primary read-only when its ZooKeeper session is lost.
-	Lease bool `yaml:"lease"`
+	Lease bool
 	// MetricsAddr is where /metrics and /healthz are served (HOST:PORT;
 	// empty: not served). LagInterval is how often the lag behind
 	// Flink's pointers is computed for them (with ZK).
-	MetricsAddr string        `yaml:"metrics-addr"`
-	LagInterval time.Duration `yaml:"lag-interval"`
+	MetricsAddr string
+	LagInterval time.Duration
 }
 
 func defaultMountConfig() mountConfig {
@@ -71,7 +70,7 @@ func (c *mountConfig) validate() error {
 		errs = append(errs, fmt.Errorf("backing %q must be an absolute path", c.Backing))
 	}
 	if !filepath.IsAbs(c.MountPoint) {
-		errs = append(errs, fmt.Errorf("mount point %q must be an absolute path", c.MountPoint))
+		errs = append(errs, fmt.Errorf("mountpoint %q must be an absolute path", c.MountPoint))
 	}
 	if _, err := fusefs.ParseMode(c.Mode); err != nil || c.Mode == "fenced" {
 		errs = append(errs, fmt.Errorf("mode %q: want replica or primary", c.Mode))
@@ -95,26 +94,12 @@ func (c *mountConfig) validate() error {
 		errs = append(errs, fmt.Errorf("lag-interval %v is too short", c.LagInterval))
 	}
 	if c.ZK == "" && c.Lease {
-		errs = append(errs, errors.New("lease needs --zk"))
+		errs = append(errs, errors.New("lease needs zk"))
 	}
 	if c.ZK != "" && c.Site == "" {
-		errs = append(errs, errors.New("--zk needs --site: markers and active-site name this site"))
+		errs = append(errs, errors.New("zk needs site: markers and active-site name this site"))
 	}
 	return errors.Join(errs...)
-}
-
-// loadConfigFile reads YAML into c, refusing unknown keys.
-func loadConfigFile(path string, c *mountConfig) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
 }
 
 // logger is the daemon's logger without attributes; each part adds the
@@ -130,9 +115,16 @@ func (c *mountConfig) logger(w io.Writer) *slog.Logger {
 	return slog.New(h)
 }
 
-func newMountCmd() *cobra.Command {
-	var configPath string
-	flagCfg := defaultMountConfig()
+// mountServer runs the daemon with a validated configuration.
+type mountServer func(cmd *cobra.Command, cfg *mountConfig) error
+
+// serveMount is the real daemon.
+func serveMount(cmd *cobra.Command, cfg *mountConfig) error {
+	return runMount(cmd.Context(), cfg, cmd.ErrOrStderr(), os.Getenv("CKPTFS_READY_FD"))
+}
+
+func newMountCmd(serve mountServer) *cobra.Command {
+	cfg := defaultMountConfig()
 	cmd := &cobra.Command{
 		Use:   "mount [flags] BACKING MOUNTPOINT",
 		Short: "Serve a checkpoint directory that shows only complete checkpoints",
@@ -148,20 +140,20 @@ primary: read-write passthrough; when a chk-N/_metadata is committed a
 manifest with the checksums seen while Flink wrote is sealed under
 BACKING/.ckptfs, which a replica uses to verify at level L3.
 
-Settings come from defaults, then --config FILE (YAML, keys as the long
-flags), then flags. Also runs as the mount helper mount.fuse.ckptfs.
+BACKING and MOUNTPOINT may instead be given as the settings backing and
+mountpoint. Settings come from flags, then CKPTFS_<FLAG>, then the YAML
+file of --config (keys as the long flags), then defaults. Also runs as
+the mount helper mount.fuse.ckptfs.
 
 Exit status: 0 after a clean unmount, 1 when the unmount had to be forced
 or the mount failed, 3 for usage errors.`,
-		Args: cobra.RangeArgs(0, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg := defaultMountConfig()
-			if configPath != "" {
-				if err := loadConfigFile(configPath, &cfg); err != nil {
-					return fail("%v", err)
-				}
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 0 && len(args) != 2 {
+				return fmt.Errorf("want BACKING and MOUNTPOINT, or neither (the settings backing and mountpoint); got %d arguments", len(args))
 			}
-			applyChangedFlags(cmd.Flags(), &cfg, &flagCfg)
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 2 {
 				cfg.Backing, cfg.MountPoint = args[0], args[1]
 			}
@@ -177,54 +169,32 @@ or the mount failed, 3 for usage errors.`,
 			if err := cfg.validate(); err != nil {
 				return fail("%v", err)
 			}
-			return runMount(cmd.Context(), &cfg, cmd.ErrOrStderr(), os.Getenv("CKPTFS_READY_FD"))
+			return serve(cmd, &cfg)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&configPath, "config", "", "YAML configuration `FILE`")
-	f.StringVar(&flagCfg.Mode, "mode", flagCfg.Mode, "replica or primary")
-	f.StringVar(&flagCfg.Site, "site", "", "this site's `NAME` (for logs and ZooKeeper)")
-	f.DurationVar(&flagCfg.Poll, "poll", flagCfg.Poll, "interval of full verification passes")
-	f.StringArrayVar(&flagCfg.Hidden, "hidden", nil, "extra `PATTERN` of names never shown (repeatable)")
-	f.StringArrayVar(&flagCfg.Maps, "map", nil, "`URI_PREFIX=LOCAL_DIR` for the absolute paths Flink stored (repeatable)")
-	f.StringArrayVar(&flagCfg.Roots, "root", nil, "extra local `DIR` referenced files may lie in (repeatable)")
-	f.BoolVar(&flagCfg.ReadUnwritten, "seal-read-unwritten", false, "when sealing, read and hash files not written through this mount")
-	f.BoolVar(&flagCfg.AllowOther, "allow-other", flagCfg.AllowOther, "let other users (flink) use the mount")
-	f.BoolVar(&flagCfg.Passthrough, "passthrough", flagCfg.Passthrough, "let the kernel read files directly (FUSE passthrough)")
-	f.StringVar(&flagCfg.LogFormat, "log-format", flagCfg.LogFormat, "text or json")
-	f.StringVar(&flagCfg.LogLevel, "log-level", flagCfg.LogLevel, "debug, info, warn or error")
-	f.BoolVar(&flagCfg.Debug, "debug", false, "log every FUSE request")
-	f.StringVar(&flagCfg.ZK, "zk", "", "ZooKeeper `HOST:PORT[,...]` (optional: promotion, fencing, markers)")
-	f.StringVar(&flagCfg.ClusterID, "cluster-id", "", "Flink's high-availability.cluster-id")
-	f.StringVar(&flagCfg.PathRoot, "path-root", flagCfg.PathRoot, "Flink's high-availability.zookeeper.path.root")
-	f.BoolVar(&flagCfg.Lease, "lease", false, "turn read-only when the ZooKeeper session is lost")
-	f.StringVar(&flagCfg.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz at `HOST:PORT` (for example 127.0.0.1:9477; default: not served)")
-	f.DurationVar(&flagCfg.LagInterval, "lag-interval", flagCfg.LagInterval, "how often the lag behind Flink's ZooKeeper pointers is computed for /metrics (with --zk)")
-	return cmd
-}
-
-// applyChangedFlags copies the flags given on the command line over cfg.
-func applyChangedFlags(fs *pflag.FlagSet, cfg, flags *mountConfig) {
-	set := map[string]func(){
-		"mode": func() { cfg.Mode = flags.Mode }, "site": func() { cfg.Site = flags.Site },
-		"poll": func() { cfg.Poll = flags.Poll }, "hidden": func() { cfg.Hidden = flags.Hidden },
-		"map": func() { cfg.Maps = flags.Maps }, "root": func() { cfg.Roots = flags.Roots },
-		"seal-read-unwritten": func() { cfg.ReadUnwritten = flags.ReadUnwritten },
-		"allow-other":         func() { cfg.AllowOther = flags.AllowOther },
-		"passthrough":         func() { cfg.Passthrough = flags.Passthrough },
-		"log-format":          func() { cfg.LogFormat = flags.LogFormat },
-		"log-level":           func() { cfg.LogLevel = flags.LogLevel },
-		"debug":               func() { cfg.Debug = flags.Debug },
-		"zk":                  func() { cfg.ZK = flags.ZK }, "cluster-id": func() { cfg.ClusterID = flags.ClusterID },
-		"path-root": func() { cfg.PathRoot = flags.PathRoot }, "lease": func() { cfg.Lease = flags.Lease },
-		"metrics-addr": func() { cfg.MetricsAddr = flags.MetricsAddr },
-		"lag-interval": func() { cfg.LagInterval = flags.LagInterval },
-	}
-	fs.Visit(func(f *pflag.Flag) {
-		if apply, ok := set[f.Name]; ok {
-			apply()
-		}
+	addSettings(cmd, func(f *pflag.FlagSet) {
+		f.StringVar(&cfg.Backing, "backing", "", "`DIR` to serve (the first argument wins)")
+		f.StringVar(&cfg.MountPoint, "mountpoint", "", "`DIR` to mount at (the second argument wins)")
+		f.StringVar(&cfg.Mode, "mode", cfg.Mode, "replica or primary")
+		f.StringVar(&cfg.Site, "site", "", "this site's `NAME` (for logs and ZooKeeper)")
+		f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "interval of full verification passes")
+		f.StringArrayVar(&cfg.Hidden, "hidden", nil, "extra `PATTERN` of names never shown (repeatable)")
+		f.StringArrayVar(&cfg.Maps, "map", nil, "`URI_PREFIX=LOCAL_DIR` for the absolute paths Flink stored (repeatable)")
+		f.StringArrayVar(&cfg.Roots, "root", nil, "extra local `DIR` referenced files may lie in (repeatable)")
+		f.BoolVar(&cfg.ReadUnwritten, "seal-read-unwritten", false, "when sealing, read and hash files not written through this mount")
+		f.BoolVar(&cfg.AllowOther, "allow-other", cfg.AllowOther, "let other users (flink) use the mount")
+		f.BoolVar(&cfg.Passthrough, "passthrough", cfg.Passthrough, "let the kernel read files directly (FUSE passthrough)")
+		f.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "text or json")
+		f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+		f.BoolVar(&cfg.Debug, "debug", false, "log every FUSE request")
+		f.StringVar(&cfg.ZK, "zk", "", "ZooKeeper `HOST:PORT[,...]` (optional: promotion, fencing, markers)")
+		f.StringVar(&cfg.ClusterID, "cluster-id", "", "Flink's high-availability.cluster-id")
+		f.StringVar(&cfg.PathRoot, "path-root", cfg.PathRoot, "Flink's high-availability.zookeeper.path.root")
+		f.BoolVar(&cfg.Lease, "lease", false, "turn read-only when the ZooKeeper session is lost")
+		f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz at `HOST:PORT` (for example 127.0.0.1:9477; default: not served)")
+		f.DurationVar(&cfg.LagInterval, "lag-interval", cfg.LagInterval, "how often the lag behind Flink's ZooKeeper pointers is computed for /metrics (with --zk)")
 	})
+	return cmd
 }
 
 // runMount mounts, serves until a signal, and unmounts.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ckptfs/ckptfs/internal/metrics"
 	"github.com/ckptfs/ckptfs/manifest"
@@ -38,23 +39,26 @@ type zkFlags struct {
 }
 
 func (f *zkFlags) add(cmd *cobra.Command) {
-	fl := cmd.Flags()
-	fl.StringVar(&f.servers, "zk", "", "ZooKeeper `HOST:PORT[,...]` (Flink's high-availability.zookeeper.quorum)")
-	fl.StringVar(&f.site, "site", "", "`NAME` of this site (dc1, dc2, ...)")
-	fl.StringVar(&f.clusterID, "cluster-id", "", "Flink's high-availability.cluster-id: `ID` of the Flink cluster (default: the only one under --path-root)")
-	fl.StringVar(&f.pathRoot, "path-root", "/flink", "`PATH` of Flink's high-availability.zookeeper.path.root")
-	fl.StringVar(&f.flinkVersion, "flink-version", "", "Flink `VERSION` (for example 1.14 or 1.17) when ZooKeeper does not tell")
-	fl.StringArrayVar(&f.checkpointsDirs, "checkpoints-dir", nil, "Flink's state.checkpoints.dir as a `URI` Flink writes, to find checkpoints no pointer names (repeatable)")
-	fl.DurationVar(&f.flinkSession, "flink-session-timeout", 60*time.Second, "Flink's high-availability.zookeeper.client.session-timeout: how long a dead JobManager's nodes may stay")
-	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log what is done on stderr")
-	fl.StringVar(&f.logFormat, "log-format", "text", "format of the log on stderr: text or json")
+	addSettings(cmd, func(fl *pflag.FlagSet) {
+		fl.StringVar(&f.servers, "zk", "", "ZooKeeper `HOST:PORT[,...]` (Flink's high-availability.zookeeper.quorum)")
+		fl.StringVar(&f.site, "site", "", "`NAME` of this site (dc1, dc2, ...)")
+		fl.StringVar(&f.clusterID, "cluster-id", "", "Flink's high-availability.cluster-id: `ID` of the Flink cluster (default: the only one under --path-root)")
+		fl.StringVar(&f.pathRoot, "path-root", "/flink", "`PATH` of Flink's high-availability.zookeeper.path.root")
+		fl.StringVar(&f.flinkVersion, "flink-version", "", "Flink `VERSION` (for example 1.14 or 1.17) when ZooKeeper does not tell")
+		fl.StringArrayVar(&f.checkpointsDirs, "checkpoints-dir", nil, "Flink's state.checkpoints.dir as a `URI` Flink writes, to find checkpoints no pointer names (repeatable)")
+		fl.DurationVar(&f.flinkSession, "flink-session-timeout", 60*time.Second, "Flink's high-availability.zookeeper.client.session-timeout: how long a dead JobManager's nodes may stay")
+		fl.StringVar(&f.logFormat, "log-format", "text", "format of the log on stderr: text or json")
+	})
+	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log what is done on stderr")
 	f.paths.add(cmd)
 }
 
 // addTextfile adds --metrics-textfile, for the commands that change
 // ZooKeeper.
 func (f *zkFlags) addTextfile(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.textfile, "metrics-textfile", "", "add what this run did to the counters in `FILE` (*.prom in node_exporter's --collector.textfile.directory)")
+	addSettings(cmd, func(fl *pflag.FlagSet) {
+		fl.StringVar(&f.textfile, "metrics-textfile", "", "add what this run did to the counters in `FILE` (*.prom in node_exporter's --collector.textfile.directory)")
+	})
 }
 
 // record adds a run's actions to --metrics-textfile. A failure to write
@@ -78,10 +82,10 @@ func (f *zkFlags) record(cmd *cobra.Command, actions map[string]uint64, result e
 // earlier runs (MaxAge zero): takeover acts on it.
 func (f *zkFlags) open(ctx context.Context, cmd *cobra.Command, needSite bool) (*zkbridge.Bridge, error) {
 	if f.servers == "" {
-		return nil, errors.New("--zk is required")
+		return nil, errors.New("zk is required: --zk, CKPTFS_ZK or zk in the configuration file")
 	}
 	if needSite && f.site == "" {
-		return nil, errors.New("--site is required")
+		return nil, errors.New("site is required: --site, CKPTFS_SITE or site in the configuration file")
 	}
 	if f.logFormat != "text" && f.logFormat != "json" {
 		return nil, fmt.Errorf("--log-format %q: want text or json", f.logFormat)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ckptfs/ckptfs/internal/metrics"
 	"github.com/ckptfs/ckptfs/zkbridge"
@@ -103,7 +104,9 @@ Exit status:
 	addOutputFlag(cmd, &out)
 	zf.add(cmd)
 	zf.addTextfile(cmd)
-	cmd.Flags().DurationVar(&wait, "wait", 0, "how long to wait for Flink's JobManagers to vanish from ZooKeeper (default --flink-session-timeout + 15s; 0 does not wait)")
+	addSettings(cmd, func(f *pflag.FlagSet) {
+		f.DurationVar(&wait, "wait", 0, "how long to wait for Flink's JobManagers to vanish from ZooKeeper (default --flink-session-timeout + 15s; 0 does not wait)")
+	})
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and write nothing")
 	cmd.Flags().BoolVar(&activateAnyway, "activate-anyway", false, "make this site active even when a job was refused")
 	return cmd

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ckptfs/ckptfs/manifest"
 )
@@ -25,8 +26,10 @@ type pathFlags struct {
 }
 
 func (p *pathFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringArrayVar(&p.maps, "map", nil, "`URI_PREFIX=LOCAL_DIR`: Flink paths starting with URI_PREFIX are under LOCAL_DIR (repeatable)")
-	cmd.Flags().StringArrayVar(&p.roots, "root", nil, "extra local `DIR` that referenced files may lie in (repeatable)")
+	addSettings(cmd, func(f *pflag.FlagSet) {
+		f.StringArrayVar(&p.maps, "map", nil, "`URI_PREFIX=LOCAL_DIR`: Flink paths starting with URI_PREFIX are under LOCAL_DIR (repeatable)")
+		f.StringArrayVar(&p.roots, "root", nil, "extra local `DIR` that referenced files may lie in (repeatable)")
+	})
 }
 
 // resolver builds the path resolver; extraRoots are roots implied by the

@@ -56,4 +56,16 @@ func TestIntegration_TakeoverNewCluster(t *testing.T) {
 	if _, _, err := b.Conn().Get(e.ckptfs + "/ordres/active-site"); !errors.Is(err, zk.ErrNoNode) {
 		t.Errorf("active-site of the misspelt cluster: %v", err)
 	}
+
+	// A misspelt path root: no namespace anywhere under it, but the
+	// markers show that jobs of this cluster ran.
+	wrongRoot := func(c *Config) { c.PathRoot = "/flnk" }
+	markers := e.ckptfs + "/orders/sites/dc1/jobs/" + strings.Repeat("ab", 16)
+	for _, p := range []string{e.ckptfs + "/orders/sites", e.ckptfs + "/orders/sites/dc1", e.ckptfs + "/orders/sites/dc1/jobs", markers} {
+		b.Conn().Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+	}
+	_, err = e.bridge("dc2", cluster("orders"), wrongRoot).Takeover(ctx, TakeoverOptions{})
+	if !errors.Is(err, ErrNoNamespace) || !strings.Contains(err.Error(), "check the path root") {
+		t.Fatalf("misspelt path root: %v", err)
+	}
 }

@@ -260,8 +260,9 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 // discoverForTakeover is discover, except that a cluster that has not run
 // yet is not an error: the first start of Flink on the first site passes
 // through the takeover too. The namespace of the configured cluster id
-// must be absent and the path root must hold no other Flink namespace;
-// otherwise the cluster id or path root is more likely wrong, and a
+// must be absent, the path root must hold no other Flink namespace, and
+// no site may have published markers of jobs of this cluster; otherwise
+// the cluster id or path root is more likely wrong, and a
 // takeover that looked in the wrong place would let Flink restore
 // unchecked pointers.
 func (b *Bridge) discoverForTakeover(ctx context.Context) (*Layout, error) {
@@ -289,6 +290,22 @@ func (b *Bridge) discoverForTakeover(ctx context.Context) (*Layout, error) {
 	}
 	if len(others) > 0 {
 		return nil, fmt.Errorf("%w; %s holds Flink cluster(s) %s: check the cluster id and path root", err, root, strings.Join(others, ", "))
+	}
+	// Markers of jobs mean Flink ran here: then its namespace is missing
+	// because the path root is wrong, not because the cluster is new.
+	ck := newCkptfsPaths(b.cfg.CkptfsRoot, strings.Trim(b.cfg.ClusterID, "/"))
+	sites, _, serr := b.zk.children(ctx, ck.sites())
+	if serr != nil && !errors.Is(serr, zk.ErrNoNode) {
+		return nil, serr
+	}
+	for _, site := range sites {
+		jobs, _, jerr := b.zk.children(ctx, ck.markers(site))
+		if jerr != nil && !errors.Is(jerr, zk.ErrNoNode) {
+			return nil, jerr
+		}
+		if len(jobs) > 0 {
+			return nil, fmt.Errorf("%w; yet site %s published markers for %d job(s) of this cluster, so Flink ran here: check the path root", err, site, len(jobs))
+		}
 	}
 	ns := namespaceCandidates(root, b.cfg.ClusterID)[0]
 	b.log.Info("Flink's namespace does not exist: a cluster that has not run yet", "namespace", ns)

@@ -46,8 +46,10 @@ func (d *daemon) allLines() []string {
 	return append([]string(nil), d.lines...)
 }
 
-// startMount runs the built binary in the foreground and waits until the
-// mount point serves.
+// startMount runs the built binary in the foreground and waits until it
+// says it serves (CKPTFS_READY_FD). A daemon killed before that may still
+// hold a file open on its own mount (go-fuse's poll probe), and a process
+// exiting with such a file open waits forever for its own answer.
 func startMount(t *testing.T, args ...string) *daemon {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"mount", "--log-level", "debug"}, args...)...)
@@ -55,7 +57,16 @@ func startMount(t *testing.T, args ...string) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	ready, readyW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ready.Close()
+	cmd.ExtraFiles = []*os.File{readyW}
+	cmd.Env = append(os.Environ(), "CKPTFS_READY_FD=3")
+	err = cmd.Start()
+	readyW.Close()
+	if err != nil {
 		t.Fatal(err)
 	}
 	d := &daemon{cmd: cmd, logs: make(chan string, 1000), mnt: args[len(args)-1]}
@@ -75,17 +86,25 @@ func startMount(t *testing.T, args ...string) *daemon {
 	}()
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
+			d.stop(t)
 		}
 		syscall.Unmount(d.mnt, syscall.MNT_DETACH)
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for !isFUSEMount(t, d.mnt) {
-		if time.Now().After(deadline) {
-			t.Fatal("mount did not appear")
+	signalled := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(ready).ReadString('\n')
+		signalled <- line
+	}()
+	select {
+	case line := <-signalled:
+		if line != "READY\n" {
+			t.Fatalf("the daemon did not become ready (%q)", line)
 		}
-		time.Sleep(20 * time.Millisecond)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the daemon was not ready after 30s")
+	}
+	if !isFUSEMount(t, d.mnt) {
+		t.Fatal("ready, but no mount at " + d.mnt)
 	}
 	return d
 }

@@ -184,7 +184,9 @@ func BenchmarkSequentialRead(b *testing.B) {
 type nopSealer struct{}
 
 func (nopSealer) FileWritten(string, int64, uint32, time.Time) {}
+func (nopSealer) FileWrittenWithoutChecksum(string, time.Time) {}
 func (nopSealer) FileRemoved(string)                           {}
+func (nopSealer) Renamed(string, string, bool)                 {}
 func (nopSealer) MetadataCommitted(string)                     {}
 
 var _ manifest.Sealer = nopSealer{}

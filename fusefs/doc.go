@@ -73,11 +73,11 @@
 // writes in order from offset 0 and nothing else writes the file. When
 // the handle is flushed (inside close(2), so before Flink can rename the
 // file) or released, the Sealer gets FileWritten with size and checksum,
-// or FileRemoved when the checksum is unknown, so nothing stale stays
-// behind. Closing a written _metadata, or renaming any file to
-// _metadata, calls MetadataCommitted after FileWritten for it. Unlink and
-// rename report FileRemoved for the old name. Sealer calls happen on the
-// FUSE request path and must be quick.
+// or FileWrittenWithoutChecksum. Closing a written _metadata, or renaming
+// any file to _metadata, calls MetadataCommitted after it. Unlink reports
+// FileRemoved, and every rename (of files and directories) Renamed: the
+// Sealer moves what it recorded. Sealer calls happen on the FUSE request
+// path and must be quick.
 //
 // The mount negotiates FUSE_HANDLE_KILLPRIV_V2, so the kernel does not
 // ask for security.capability before every WRITE (it halved the

@@ -87,7 +87,7 @@ type Stats struct {
 	// stayed open for passthrough reading.
 	WriteBusy uint64
 	// FilesSealed counts Sealer.FileWritten calls; FilesUnsealed counts
-	// written files whose checksum was unknown (reported as FileRemoved).
+	// Sealer.FileWrittenWithoutChecksum calls.
 	FilesSealed   uint64
 	FilesUnsealed uint64
 	// MetadataCommits counts Sealer.MetadataCommitted calls.

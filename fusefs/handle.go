@@ -237,13 +237,9 @@ func (h *handle) report(ctx context.Context) {
 		inOrder = false
 	}
 	if inOrder {
-		rec := &sealRecord{size: size, crc: crc, at: fsys.now()}
-		h.node.setSealed(rec)
-		fsys.written(rel, rec)
+		fsys.written(rel, &sealRecord{size: size, crc: crc, at: fsys.now()})
 	} else {
-		h.node.setSealed(nil)
-		fsys.stats.filesUnsealed.Add(1)
-		fsys.forget(rel)
+		fsys.writtenWithoutChecksum(rel)
 	}
 	if isMetadata(rel) {
 		fsys.committed(rel)

@@ -34,11 +34,9 @@ type node struct {
 	// passthroughIdle is closed when passthroughOpens drops to 0; nil
 	// while nobody waits. GUARDED_BY(mu)
 	passthroughIdle chan struct{}
-	// sealed is what this mount last reported to the Sealer for this
-	// file, so a rename can carry it to the new name. GUARDED_BY(mu)
-	sealed *sealRecord
 }
 
+// sealRecord is a checksum to report.
 type sealRecord struct {
 	size int64
 	crc  uint32
@@ -339,18 +337,6 @@ func (n *node) truncated(size int64, by *handle) (reported bool) {
 	return reported
 }
 
-func (n *node) setSealed(r *sealRecord) {
-	n.mu.Lock()
-	n.sealed = r
-	n.mu.Unlock()
-}
-
-func (n *node) sealedRecord() *sealRecord {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.sealed
-}
-
 var _ = (fs.NodeCreater)((*node)(nil))
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
@@ -366,7 +352,6 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	child := ch.Operations().(*node)
 	child.mu.Lock()
 	child.daemonOpens++
-	child.sealed = nil
 	child.checkInvariants()
 	child.mu.Unlock()
 	n.fsys.stats.daemonOpens.Add(1)
@@ -456,12 +441,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if errno := n.LoopbackNode.Unlink(ctx, name); errno != 0 {
 		return errno
 	}
-	if ch := n.GetChild(name); ch != nil {
-		if c, ok := ch.Operations().(*node); ok {
-			c.setSealed(nil)
-		}
-	}
-	n.fsys.forget(joinRel(dir, name))
+	n.fsys.removed(joinRel(dir, name))
 	return 0
 }
 
@@ -492,11 +472,10 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return syscall.EPERM
 	}
 	src := n.GetChild(name)
-	dst := newParent.EmbeddedInode().GetChild(newName)
 	if errno := n.LoopbackNode.Rename(ctx, name, newParent, newName, flags); errno != 0 {
 		return errno
 	}
-	n.fsys.renamed(joinRel(dir, name), src, joinRel(newDir, newName), dst, flags)
+	n.fsys.renamed(joinRel(dir, name), src, joinRel(newDir, newName), flags)
 	return 0
 }
 
@@ -521,11 +500,9 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	n.dropSetIDAfterSetattr(in, h)
 	// The kernel truncates for O_TRUNC by path, without the new handle.
 	if size, ok := in.GetSize(); ok && !n.truncated(int64(size), h) {
-		// Nobody will report this file on close: withdraw what was
-		// reported for its old content.
-		n.setSealed(nil)
+		// Nobody will report this file on close.
 		if rel, ok := n.rel(); ok {
-			n.fsys.forget(rel)
+			n.fsys.writtenWithoutChecksum(rel)
 		}
 	}
 	return 0

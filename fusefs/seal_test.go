@@ -48,6 +48,12 @@ func written(rel string, data []byte) mounttest.SealerCall {
 }
 
 func removed(rel string) mounttest.SealerCall { return mounttest.SealerCall{Op: "removed", Rel: rel} }
+func noChecksum(rel string) mounttest.SealerCall {
+	return mounttest.SealerCall{Op: "nochecksum", Rel: rel}
+}
+func renamed(from, to string) mounttest.SealerCall {
+	return mounttest.SealerCall{Op: "renamed", Rel: from, NewRel: to}
+}
 func committed(rel string) mounttest.SealerCall {
 	return mounttest.SealerCall{Op: "committed", Rel: rel}
 }
@@ -60,7 +66,7 @@ func checkCalls(t *testing.T, s *mounttest.Sealer, want ...mounttest.SealerCall)
 	got := s.Calls()
 	s.Reset()
 	for i := range got {
-		if got[i].At.IsZero() && got[i].Op == "written" {
+		if got[i].At.IsZero() && (got[i].Op == "written" || got[i].Op == "nochecksum") {
 			t.Errorf("call %v has no time", got[i])
 		}
 		got[i].At = time.Time{}
@@ -116,7 +122,7 @@ func TestIntegration_SealUnknownChecksum(t *testing.T) {
 		f.WriteAt(data[5000:], 5000)
 		f.WriteAt(data[:5000], 0)
 		f.Close()
-		checkCalls(t, s, removed(rel))
+		checkCalls(t, s, noChecksum(rel))
 	})
 	t.Run("overwrite start of longer file", func(t *testing.T) {
 		m.WriteOrig(rel, data)
@@ -126,7 +132,7 @@ func TestIntegration_SealUnknownChecksum(t *testing.T) {
 		}
 		f.Write(data[:100])
 		f.Close()
-		checkCalls(t, s, removed(rel))
+		checkCalls(t, s, noChecksum(rel))
 	})
 	t.Run("O_TRUNC then in order", func(t *testing.T) {
 		m.WriteOrig(rel, data)
@@ -157,7 +163,7 @@ func TestIntegration_SealUnknownChecksum(t *testing.T) {
 		f.Write(data)
 		f.Truncate(10)
 		f.Close()
-		checkCalls(t, s, removed(rel))
+		checkCalls(t, s, noChecksum(rel))
 	})
 	t.Run("fallocate", func(t *testing.T) {
 		f, err := os.Create(p)
@@ -169,7 +175,7 @@ func TestIntegration_SealUnknownChecksum(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.Close()
-		checkCalls(t, s, removed(rel))
+		checkCalls(t, s, noChecksum(rel))
 	})
 	t.Run("copy_file_range", func(t *testing.T) {
 		writeChunks(t, m.Path("job/chk-1/src"), data, 4096)
@@ -188,7 +194,7 @@ func TestIntegration_SealUnknownChecksum(t *testing.T) {
 			t.Fatalf("copy_file_range: %d, %v", n, err)
 		}
 		dst.Close()
-		checkCalls(t, s, removed(rel))
+		checkCalls(t, s, noChecksum(rel))
 		if got, _ := os.ReadFile(m.OrigPath(rel)); !bytes.Equal(got, data) {
 			t.Error("copy_file_range copied wrong data")
 		}
@@ -235,7 +241,7 @@ func TestIntegration_SealMetadataCommit(t *testing.T) {
 		if err := os.Rename(m.Path(tmp), m.Path("job/chk-2/_metadata")); err != nil {
 			t.Fatal(err)
 		}
-		checkCalls(t, s, removed(tmp), written("job/chk-2/_metadata", meta), committed("job/chk-2/_metadata"))
+		checkCalls(t, s, renamed(tmp, "job/chk-2/_metadata"), committed("job/chk-2/_metadata"))
 	})
 	t.Run("rename over an existing file", func(t *testing.T) {
 		other := randomBytes(77)
@@ -245,8 +251,7 @@ func TestIntegration_SealMetadataCommit(t *testing.T) {
 		if err := os.Rename(m.Path("job/chk-1/b"), m.Path("job/chk-1/a")); err != nil {
 			t.Fatal(err)
 		}
-		// b's content is unknown to this mount, so a's old record goes.
-		checkCalls(t, s, removed("job/chk-1/b"), removed("job/chk-1/a"))
+		checkCalls(t, s, renamed("job/chk-1/b", "job/chk-1/a"))
 	})
 	t.Run("unlink", func(t *testing.T) {
 		if err := os.Remove(m.Path("job/chk-1/_metadata")); err != nil {
@@ -254,7 +259,19 @@ func TestIntegration_SealMetadataCommit(t *testing.T) {
 		}
 		checkCalls(t, s, removed("job/chk-1/_metadata"))
 	})
-	if st := m.Server.Stats(); st.MetadataCommits != 2 || st.FilesSealed < 3 {
+	t.Run("directory", func(t *testing.T) {
+		if err := os.Rename(m.Path("job/chk-2"), m.Path("job/chk-3")); err != nil {
+			t.Fatal(err)
+		}
+		checkCalls(t, s, renamed("job/chk-2", "job/chk-3"))
+	})
+	t.Run("exchange", func(t *testing.T) {
+		if err := unix.Renameat2(unix.AT_FDCWD, m.Path("job/chk-1"), unix.AT_FDCWD, m.Path("job/chk-3"), unix.RENAME_EXCHANGE); err != nil {
+			t.Fatal(err)
+		}
+		checkCalls(t, s, mounttest.SealerCall{Op: "renamed", Rel: "job/chk-1", NewRel: "job/chk-3", Exchange: true})
+	})
+	if st := m.Server.Stats(); st.MetadataCommits != 2 || st.FilesSealed < 2 {
 		t.Errorf("counters %+v", st)
 	}
 }

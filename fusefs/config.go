@@ -112,6 +112,11 @@ type Config struct {
 	// FenceTimeout bounds how long SetMode waits for writers opened
 	// before fencing to be closed.
 	FenceTimeout time.Duration
+	// ProbeTimeout is how long Mount waits for a FUSE mount already at
+	// MountPoint to answer statfs. A ckptfs mount that does not is taken
+	// for a hung daemon (stopped, deadlocked): its connection is aborted
+	// and the mount detached. Any mount that answers is left alone.
+	ProbeTimeout time.Duration
 	// MaxWrite is the largest READ/WRITE request, at most 1 MiB.
 	MaxWrite int
 	// FsName is the first column of df; it defaults to Backing. The type
@@ -145,6 +150,7 @@ func DefaultConfig() Config {
 		Passthrough:        true,
 		PassthroughWrites:  true,
 		FenceTimeout:       10 * time.Second,
+		ProbeTimeout:       10 * time.Second,
 		MaxWrite:           maxWriteLimit,
 	}
 }
@@ -183,6 +189,9 @@ func (c *Config) Validate() error {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("negative %s timeout %v", d.name, d.v))
 		}
+	}
+	if c.ProbeTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("probe timeout %v is not positive", c.ProbeTimeout))
 	}
 	if c.MaxWrite < 4096 || c.MaxWrite > maxWriteLimit {
 		errs = append(errs, fmt.Errorf("MaxWrite %d outside [4096, %d]", c.MaxWrite, maxWriteLimit))

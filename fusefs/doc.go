@@ -127,6 +127,13 @@
 // # Stale mount points
 //
 // A daemon killed with SIGKILL leaves a mount that answers ENOTCONN.
-// Mount detects that and detaches it (MNT_DETACH) before mounting again;
-// a live FUSE mount at the same place is an error (ErrAlreadyMounted).
+// Mount detects that and detaches it (MNT_DETACH) before mounting again.
+// A daemon that is alive but does not answer (SIGSTOP, a deadlock) leaves
+// a mount on which every request waits: Mount gives a statfs of the mount
+// point ProbeTimeout to return, and if it does not and the mount is a
+// ckptfs one, aborts its FUSE connection (fusectl's abort file, mounting
+// fusectl if needed), which makes it a dead mount to detach. A mount that
+// answers, however late within ProbeTimeout, is never aborted: a live
+// FUSE mount at the same place is an error (ErrAlreadyMounted), and so is
+// a hung one of another file system.
 package fusefs

@@ -43,7 +43,7 @@ func Mount(cfg Config) (*Server, error) {
 	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		return nil, fmt.Errorf("backing %s is not a directory", backing)
 	}
-	if err := recoverMountPoint(mountPoint, log); err != nil {
+	if err := recoverMountPoint(mountPoint, cfg.ProbeTimeout, log); err != nil {
 		return nil, err
 	}
 

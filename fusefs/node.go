@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -76,12 +77,20 @@ var _ = (fs.NodeLookuper)((*node)(nil))
 
 // Lookup hides what the policy hides; READDIRPLUS comes through here too.
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	dir, ok := n.rel()
-	if !ok {
+	if n.IsRoot() && name == ReservedName {
+		n.fsys.stats.hiddenLookups.Add(1)
 		return nil, syscall.ENOENT
 	}
-	if errno := n.fsys.visible(dir, name); errno != 0 {
-		return nil, errno
+	// Outside replica mode nothing else is hidden, and the path (a walk
+	// up the tree) is not needed.
+	if n.fsys.currentMode().filtered() {
+		dir, ok := n.rel()
+		if !ok {
+			return nil, syscall.ENOENT
+		}
+		if errno := n.fsys.visible(dir, name); errno != 0 {
+			return nil, errno
+		}
 	}
 	return n.LoopbackNode.Lookup(ctx, name, out)
 }
@@ -98,13 +107,8 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if dir != "" && !n.fsys.currentMode().filtered() {
 		return n.LoopbackNode.OpendirHandle(ctx, flags)
 	}
-	src, _, errno := n.LoopbackNode.OpendirHandle(ctx, flags)
+	l, errno := openListing(ctx, n.fsys, dir, filepath.Join(n.RootData.Path, dir))
 	if errno != 0 {
-		return nil, 0, errno
-	}
-	l := &listing{fsys: n.fsys, dir: dir, src: src.(fs.DirStream)}
-	if errno := l.load(ctx); errno != 0 {
-		l.src.Close()
 		return nil, 0, errno
 	}
 	return l, 0, 0

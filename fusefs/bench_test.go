@@ -288,7 +288,9 @@ func bestOf(b *testing.B, prepare, op func()) time.Duration {
 // a 10,000-entry directory (through a filtering replica mount) with and
 // without an lstat of each entry, each against the same done directly.
 // A listing is cold (the first through a fresh mount: the kernel knows
-// no entry yet) or warm (the mount listed the directory just before).
+// no entry yet) or warm (the mount listed the directory just before, so
+// entries looked up then are still cached if that was within
+// EntryTimeout, 1 s).
 // One op is the whole batch; ratios compare the best runs.
 func BenchmarkSmallFiles(b *testing.B) {
 	mounttest.RequireFUSE(b)

@@ -3,6 +3,7 @@ package fusefs_test
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -78,21 +79,23 @@ func (t *throughputs) get(name string) float64 {
 }
 
 // timed runs one timed operation of size bytes per b.N, with prepare run
-// untimed before each, and records the throughput.
+// untimed before each, and records the best throughput: the machine may
+// be shared, and the fastest of a few runs is the least disturbed one
+// (make bench runs 3). Ratios are taken between best runs.
 func timed(b *testing.B, tp *throughputs, key string, size int64, prepare func(), op func()) {
 	b.SetBytes(size)
-	var total time.Duration
+	best := time.Duration(math.MaxInt64)
 	for b.Loop() {
 		b.StopTimer()
 		prepare()
 		b.StartTimer()
 		start := time.Now()
 		op()
-		total += time.Since(start)
+		best = min(best, time.Since(start))
 	}
-	mbps := float64(size) * float64(b.N) / total.Seconds() / 1e6
+	mbps := float64(size) / best.Seconds() / 1e6
 	tp.set(key, mbps)
-	b.ReportMetric(mbps, "MB/s")
+	b.ReportMetric(mbps, "best-MB/s")
 }
 
 func writeBig(b *testing.B, p string, size int64) {
@@ -184,40 +187,53 @@ func BenchmarkSequentialRead(b *testing.B) {
 type nopSealer struct{}
 
 func (nopSealer) FileWritten(string, int64, uint32, time.Time) {}
+func (nopSealer) FileWrittenWithoutChecksum(string, time.Time) {}
 func (nopSealer) FileRemoved(string)                           {}
+func (nopSealer) Renamed(string, string, bool)                 {}
 func (nopSealer) MetadataCommitted(string)                     {}
 
 var _ manifest.Sealer = nopSealer{}
 
 // BenchmarkSequentialWrite writes one large file directly and through a
-// primary mount with sealing on (CRC-32C computed while streaming), in
-// 1 MiB and in 4 KiB writes (Flink's default write buffer). Timing covers
-// open, write and close; the page cache is written back and dropped
-// between runs.
+// primary mount with sealing on and without a Sealer, in 1 MiB and in
+// 4 KiB writes (Flink's default write buffer), opened write-only as Flink
+// does (Java's FileOutputStream), and, with sealing, opened read-write,
+// which the daemon serves. Timing covers open, write and close; the page
+// cache is written back and dropped between runs. seal-ms is how long the
+// checksum read-back took after close (off the writer's path).
 func BenchmarkSequentialWrite(b *testing.B) {
 	mounttest.RequireFUSE(b)
 	size := benchSize(b)
 	tp := &throughputs{}
+	hows := []string{"direct", "sealing", "no-sealer", "sealing-read-write"}
 	for _, chunk := range []int{1 << 20, 4 << 10} {
-		for _, how := range []string{"direct", "sealing", "no-sealer"} {
+		for _, how := range hows {
 			key := fmt.Sprintf("chunk=%dKiB/%s", chunk>>10, how)
 			b.Run(key, func(b *testing.B) {
 				dir := b.TempDir()
 				p := filepath.Join(dir, "big")
+				var m *mounttest.Mount
 				if how != "direct" {
 					opts := &mounttest.Options{Dir: dir, Mode: fusefs.ModePrimary}
-					if how == "sealing" {
+					if how != "no-sealer" {
 						opts.Sealer = nopSealer{}
 					}
-					m := mounttest.New(b, opts)
+					m = mounttest.New(b, opts)
 					p = m.Path("big")
+				}
+				flags := os.O_WRONLY
+				if how == "sealing-read-write" {
+					flags = os.O_RDWR
 				}
 				data := randomBytes(chunk)
 				timed(b, tp, key, size, func() {
+					if m != nil {
+						m.Server.SyncSealer()
+					}
 					os.Remove(p)
 					dropCaches(b)
 				}, func() {
-					f, err := os.Create(p)
+					f, err := os.OpenFile(p, flags|os.O_CREATE|os.O_TRUNC, 0o644)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -230,7 +246,11 @@ func BenchmarkSequentialWrite(b *testing.B) {
 						b.Fatal(err)
 					}
 				})
-				if how != "direct" {
+				if m != nil {
+					start := time.Now()
+					m.Server.SyncSealer()
+					b.ReportMetric(float64(time.Since(start).Milliseconds()), "seal-ms")
+					b.ReportMetric(float64(m.Server.Stats().PassthroughWrites), "passthrough-opens")
 					b.ReportMetric(tp.get(key)/tp.get(fmt.Sprintf("chunk=%dKiB/direct", chunk>>10)), "x-direct")
 				}
 			})
@@ -239,44 +259,69 @@ func BenchmarkSequentialWrite(b *testing.B) {
 	for _, chunk := range []int{1 << 20, 4 << 10} {
 		k := fmt.Sprintf("chunk=%dKiB/", chunk>>10)
 		d := tp.get(k + "direct")
-		b.Logf("%s %d MiB: direct %.0f MB/s, mount+sealing %.0f MB/s (%.2fx), mount without sealer %.0f MB/s (%.2fx)",
-			k, size>>20, d, tp.get(k+"sealing"), tp.get(k+"sealing")/d, tp.get(k+"no-sealer"), tp.get(k+"no-sealer")/d)
+		b.Logf("%s %d MiB: direct %.0f MB/s, mount+sealing %.0f MB/s (%.2fx), without sealer %.0f MB/s (%.2fx), read-write through the daemon %.0f MB/s (%.2fx)",
+			k, size>>20, d, tp.get(k+"sealing"), tp.get(k+"sealing")/d, tp.get(k+"no-sealer"), tp.get(k+"no-sealer")/d,
+			tp.get(k+"sealing-read-write"), tp.get(k+"sealing-read-write")/d)
 	}
 }
 
 const smallFiles = 10000
 
+// bestOf runs op once per b.N (prepare untimed before each) and returns
+// the fastest run.
+func bestOf(b *testing.B, prepare, op func()) time.Duration {
+	best := time.Duration(math.MaxInt64)
+	for b.Loop() {
+		b.StopTimer()
+		prepare()
+		b.StartTimer()
+		start := time.Now()
+		op()
+		best = min(best, time.Since(start))
+	}
+	b.ReportMetric(float64(best.Microseconds())/1000, "best-ms")
+	return best
+}
+
 // BenchmarkSmallFiles creates, writes and closes 10,000 4 KiB files
-// (through a sealing primary mount), and lists a 10,000-entry directory
-// (through a filtering replica mount), each against the same done
-// directly. One op is the whole batch.
+// (write-only, as Flink does, through a sealing primary mount), and lists
+// a 10,000-entry directory (through a filtering replica mount) with and
+// without an lstat of each entry, each against the same done directly.
+// A listing is cold (the first through a fresh mount: the kernel knows
+// no entry yet) or warm (the mount listed the directory just before, so
+// entries looked up then are still cached if that was within
+// EntryTimeout, 1 s).
+// One op is the whole batch; ratios compare the best runs.
 func BenchmarkSmallFiles(b *testing.B) {
 	mounttest.RequireFUSE(b)
 	data := randomBytes(4096)
-	perOp := map[string]time.Duration{}
-	record := func(key string, b *testing.B) {
-		perOp[key] = b.Elapsed() / time.Duration(b.N)
-	}
+	best := map[string]time.Duration{}
 	for _, how := range []string{"direct", "mount"} {
-		b.Run("create/"+how, func(b *testing.B) {
+		key := "create/" + how
+		b.Run(key, func(b *testing.B) {
 			dir := b.TempDir()
 			root := filepath.Join(dir, "orig")
+			var m *mounttest.Mount
 			if how == "mount" {
-				root = mounttest.New(b, &mounttest.Options{Dir: dir, Mode: fusefs.ModePrimary, Sealer: nopSealer{}}).Mnt
+				m = mounttest.New(b, &mounttest.Options{Dir: dir, Mode: fusefs.ModePrimary, Sealer: nopSealer{}})
+				root = m.Mnt
 			} else if err := os.Mkdir(root, 0o755); err != nil {
 				b.Fatal(err)
 			}
 			i := 0
-			for b.Loop() {
-				b.StopTimer()
-				d := filepath.Join(root, fmt.Sprintf("chk-%d", i))
+			var d string
+			best[key] = bestOf(b, func() {
+				if m != nil {
+					m.Server.SyncSealer() // the previous batch's read-backs
+				}
+				d = filepath.Join(root, fmt.Sprintf("chk-%d", i))
 				i++
 				if err := os.Mkdir(d, 0o755); err != nil {
 					b.Fatal(err)
 				}
-				b.StartTimer()
+			}, func() {
 				for j := range smallFiles {
-					f, err := os.Create(filepath.Join(d, strconv.Itoa(j)))
+					f, err := os.OpenFile(filepath.Join(d, strconv.Itoa(j)), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -287,8 +332,12 @@ func BenchmarkSmallFiles(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+			})
+			if m != nil {
+				start := time.Now()
+				m.Server.SyncSealer()
+				b.ReportMetric(float64(time.Since(start).Milliseconds()), "seal-ms")
 			}
-			record("create/"+how, b)
 		})
 	}
 	dir := b.TempDir()
@@ -301,37 +350,59 @@ func BenchmarkSmallFiles(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	vis := mounttest.NewVisibility()
+	vis.Set("shared/0", manifest.ErrHidden) // one hidden name: the filter runs for real
+	mount := func(b *testing.B) *mounttest.Mount {
+		return mounttest.New(b, &mounttest.Options{Dir: dir, Mode: fusefs.ModeReplica, Visibility: vis})
+	}
 	for _, list := range []string{"readdir", "readdir+lstat"} {
-		for _, how := range []string{"direct", "mount"} {
+		listing := func(b *testing.B, d string) {
+			entries, err := os.ReadDir(d)
+			if err != nil || len(entries) < smallFiles-1 {
+				b.Fatalf("%d entries, %v", len(entries), err)
+			}
+			if list == "readdir+lstat" {
+				for _, e := range entries {
+					if _, err := os.Lstat(filepath.Join(d, e.Name())); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		}
+		for _, how := range []string{"direct", "cold", "warm"} {
 			key := list + "/" + how
 			b.Run(key, func(b *testing.B) {
-				d := orig
-				if how == "mount" {
-					vis := mounttest.NewVisibility()
-					vis.Set("shared/0", manifest.ErrHidden) // one hidden name: the filter runs for real
-					d = mounttest.New(b, &mounttest.Options{Dir: dir, Mode: fusefs.ModeReplica, Visibility: vis}).Path("shared")
-				}
-				for b.Loop() {
-					entries, err := os.ReadDir(d)
-					if err != nil || len(entries) < smallFiles-1 {
-						b.Fatalf("%d entries, %v", len(entries), err)
-					}
-					if list == "readdir+lstat" {
-						for _, e := range entries {
-							if _, err := os.Lstat(filepath.Join(d, e.Name())); err != nil {
+				var m *mounttest.Mount
+				prepare := func() {}
+				switch how {
+				case "cold":
+					prepare = func() {
+						if m != nil {
+							if err := m.Unmount(); err != nil {
 								b.Fatal(err)
 							}
 						}
+						m = mount(b)
 					}
+				case "warm":
+					m = mount(b)
+					listing(b, m.Path("shared"))
 				}
-				record(key, b)
+				best[key] = bestOf(b, prepare, func() {
+					d := orig
+					if m != nil {
+						d = m.Path("shared")
+					}
+					listing(b, d)
+				})
 			})
 		}
 	}
-	for _, k := range []string{"create", "readdir", "readdir+lstat"} {
-		d, m := perOp[k+"/direct"], perOp[k+"/mount"]
+	for _, k := range []string{"create/mount", "readdir/cold", "readdir/warm", "readdir+lstat/cold", "readdir+lstat/warm"} {
+		op, _, _ := strings.Cut(k, "/")
+		d, m := best[op+"/direct"], best[k]
 		if d > 0 && m > 0 {
-			b.Logf("%s of %d files: direct %v, mount %v (%.1fx slower)", k, smallFiles, d, m, float64(m)/float64(d))
+			b.Logf("%s of %d files: direct %v, %s %v (%.2fx)", op, smallFiles, d, k, m, float64(m)/float64(d))
 		}
 	}
 }

@@ -104,6 +104,19 @@ type Config struct {
 	// Passthrough lets the kernel read files opened read-only straight
 	// from the backing file (Linux 6.9+, needs root).
 	Passthrough bool
+	// PassthroughWrites, with Passthrough, lets the kernel also write
+	// files opened write-only on a primary straight to the backing file.
+	// Checksums are then read back after close, and fencing revokes such
+	// writers (see the package documentation for what that guarantees).
+	PassthroughWrites bool
+	// FenceTimeout bounds how long SetMode waits for writers opened
+	// before fencing to be closed.
+	FenceTimeout time.Duration
+	// ProbeTimeout is how long Mount waits for a FUSE mount already at
+	// MountPoint to answer statfs. A ckptfs mount that does not is taken
+	// for a hung daemon (stopped, deadlocked): its connection is aborted
+	// and the mount detached. Any mount that answers is left alone.
+	ProbeTimeout time.Duration
 	// MaxWrite is the largest READ/WRITE request, at most 1 MiB.
 	MaxWrite int
 	// FsName is the first column of df; it defaults to Backing. The type
@@ -135,6 +148,9 @@ func DefaultConfig() Config {
 		AllowOther:         true,
 		DefaultPermissions: true,
 		Passthrough:        true,
+		PassthroughWrites:  true,
+		FenceTimeout:       10 * time.Second,
+		ProbeTimeout:       10 * time.Second,
 		MaxWrite:           maxWriteLimit,
 	}
 }
@@ -169,10 +185,13 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"entry", c.EntryTimeout}, {"attribute", c.AttrTimeout}, {"negative", c.NegativeTimeout}} {
+	}{{"entry", c.EntryTimeout}, {"attribute", c.AttrTimeout}, {"negative", c.NegativeTimeout}, {"fence", c.FenceTimeout}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("negative %s timeout %v", d.name, d.v))
 		}
+	}
+	if c.ProbeTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("probe timeout %v is not positive", c.ProbeTimeout))
 	}
 	if c.MaxWrite < 4096 || c.MaxWrite > maxWriteLimit {
 		errs = append(errs, fmt.Errorf("MaxWrite %d outside [4096, %d]", c.MaxWrite, maxWriteLimit))

@@ -33,6 +33,8 @@ func TestConfigValidate(t *testing.T) {
 		{"negative entry timeout", func(c *Config) { c.EntryTimeout = -time.Second }, "entry timeout"},
 		{"negative attr timeout", func(c *Config) { c.AttrTimeout = -1 }, "attribute timeout"},
 		{"negative negative timeout", func(c *Config) { c.NegativeTimeout = -1 }, "negative timeout"},
+		{"negative fence timeout", func(c *Config) { c.FenceTimeout = -1 }, "fence timeout"},
+		{"no probe timeout", func(c *Config) { c.ProbeTimeout = 0 }, "probe timeout"},
 		{"huge MaxWrite", func(c *Config) { c.MaxWrite = 2 << 20 }, "MaxWrite"},
 		{"tiny MaxWrite", func(c *Config) { c.MaxWrite = 512 }, "MaxWrite"},
 	}
@@ -53,7 +55,7 @@ func TestDefaultConfig(t *testing.T) {
 	if c.NegativeTimeout != 0 || c.EntryTimeout != time.Second || c.AttrTimeout != time.Second {
 		t.Errorf("timeouts: entry %v attr %v negative %v", c.EntryTimeout, c.AttrTimeout, c.NegativeTimeout)
 	}
-	if !c.AllowOther || !c.DefaultPermissions || !c.Passthrough || c.MaxWrite != 1<<20 || c.Mode != ModeReplica {
+	if !c.AllowOther || !c.DefaultPermissions || !c.Passthrough || !c.PassthroughWrites || c.MaxWrite != 1<<20 || c.Mode != ModeReplica {
 		t.Errorf("daemon defaults wrong: %+v", c)
 	}
 }

@@ -30,13 +30,36 @@
 //
 // The kernel mount itself stays read-write, because promotion has to
 // work without remounting; the daemon refuses mutations with EROFS.
-// Every mutation (including WRITE on a handle opened long ago) holds a
-// shared lock from checking the mode until the backing file system has
-// answered, and SetMode takes it exclusively: when SetMode(ModeFenced)
-// returns, no write is in progress and none can succeed any more. This
-// is why writes use neither passthrough nor the kernel's writeback cache:
-// both let data land without the daemon seeing it, so it could be neither
-// fenced nor checksummed.
+// Every mutation the daemon serves (including WRITE on a handle opened
+// long ago) holds a shared lock from checking the mode until the backing
+// file system has answered, and SetMode takes it exclusively.
+//
+// # Fencing
+//
+// Writes through passthrough (below) never reach the daemon, so the
+// lock cannot stop them, and the kernel cannot take a backing file back
+// from an open file. Fencing (SetMode to a mode that does not write)
+// therefore also revokes them: it gets the kernel to mark each inode with
+// a passthrough writer bad (it answers one GETATTR with an impossible
+// size), after which every write(2), pwrite(2), writev(2), fsync(2),
+// ftruncate(2) and close(2) on those descriptors fails with EIO, and
+// fallocate(2) and copy_file_range(2) with EROFS; then it waits, at most
+// FenceTimeout, for them to be released. Precisely:
+//
+//   - when SetMode returns, no new write open, create or other mutation
+//     succeeds, and no write the daemon serves is in progress;
+//   - when it returns nil, every descriptor opened for writing before it
+//     was called is closed too, so nothing written through the mount can
+//     land any more;
+//   - when it returns ErrFenceIncomplete (a writer kept its descriptor
+//     open), those descriptors are cut off for every call above, but the
+//     kernel still lets splice(2) and sendfile(2) through them into the
+//     file (Linux 6.18 does). The error names the files; when such a
+//     descriptor is finally closed, a change since fencing is counted
+//     (Stats.WritesAfterFence) and logged as an error.
+//
+// The kernel's writeback cache stays off: it would accept write(2) into
+// the page cache after fencing and fail only later.
 //
 // # Kernel caching
 //
@@ -51,33 +74,50 @@
 // cached name. Directory listings, and file data read through the
 // daemon, are not cached across opens.
 //
-// # Reads at the backing file system's speed
+// # Reads and writes at the backing file system's speed
 //
-// Files opened read-only are offered to the kernel as FUSE passthrough
-// files (Linux 6.9+, CAP_SYS_ADMIN): the kernel then reads the backing
-// file itself and the daemon never sees the data. Requests are up to
+// Files opened read-only, and on a primary files opened write-only (as
+// Flink writes checkpoints: Java's FileOutputStream), are offered to the
+// kernel as FUSE passthrough files (Linux 6.9+, CAP_SYS_ADMIN): the
+// kernel then reads or writes the backing file itself and the daemon
+// never sees the data. Read-write opens go through the daemon, because a
+// shared writable mapping of a passthrough file would write the backing
+// file with nothing left to revoke; so do opens of O_TMPFILE files, which
+// have no name to revoke them by, and unprivileged writes to setuid or
+// setgid files, whose bits only the daemon drops. Requests are up to
 // 1 MiB (MaxWrite, max_read) for everything that still goes through the
-// daemon; reads there use splice from the backing file.
+// daemon; reads there use splice from the backing file. Read-only opens
+// ask for no FLUSH at close (FOPEN_NOFLUSH): there is nothing to do then.
 //
-// The kernel refuses (EIO) to open one inode both ways at once. So a
-// reader gets passthrough only while nobody has the file open through
-// the daemon, and a writer waits briefly for passthrough readers whose
-// close is still in flight, then gets ETXTBSY. Flink does not read a
-// checkpoint file while it writes it. Stats tells how many opens used passthrough and
-// how many reads the daemon served.
+// The kernel refuses (EIO) to open one inode both ways at once. So an
+// open gets passthrough only while nobody has the file open through the
+// daemon, and one that needs the daemon waits briefly for passthrough
+// opens whose close is still in flight, then gets ETXTBSY. Flink does not
+// read a checkpoint file while it writes it. Stats tells how many opens
+// used passthrough and how many reads the daemon served.
 //
 // # Sealing
 //
-// In primary mode with a Sealer, each write handle computes the CRC-32C
-// of what it writes while the data streams through, as long as it
-// writes in order from offset 0 and nothing else writes the file. When
-// the handle is flushed (inside close(2), so before Flink can rename the
-// file) or released, the Sealer gets FileWritten with size and checksum,
-// or FileRemoved when the checksum is unknown, so nothing stale stays
-// behind. Closing a written _metadata, or renaming any file to
-// _metadata, calls MetadataCommitted after FileWritten for it. Unlink and
-// rename report FileRemoved for the old name. Sealer calls happen on the
-// FUSE request path and must be quick.
+// In primary mode with a Sealer, a written file's checksum is read back
+// rather than computed from the writes, which passthrough hides: when a
+// writer's handle is flushed (inside close(2), so before Flink can rename
+// the file) the mount stamps the file (inode, size, mtime), opens it
+// again and queues it. One goroutine (reporter) reads queued files back,
+// from the page cache as a rule, and reports FileWritten with size and
+// CRC-32C if the file still matches its stamp after the read, or
+// FileWrittenWithoutChecksum. So the checksum is of the bytes the file
+// held when its writer closed it, however they were written. Close only
+// pays an fstat and an open; the CPU and, for a file no longer cached,
+// the reading happen off Flink's path. A handle released with its file
+// changed since that flush (another descriptor of it still wrote) is
+// reported again. Closing a written _metadata, or renaming any file to
+// _metadata, calls MetadataCommitted after it. Unlink reports FileRemoved,
+// a truncate by path FileWrittenWithoutChecksum, and every rename (of
+// files and directories) Renamed: the Sealer moves what it recorded. All
+// of it reaches the Sealer in order, off the FUSE request path;
+// Server.SyncSealer waits for it, and unmounting delivers the rest. The
+// queue holds at most 65,536 events (a report waits beyond that) and 256
+// files to read back (more are reported without checksum).
 //
 // The mount negotiates FUSE_HANDLE_KILLPRIV_V2, so the kernel does not
 // ask for security.capability before every WRITE (it halved the
@@ -87,6 +127,13 @@
 // # Stale mount points
 //
 // A daemon killed with SIGKILL leaves a mount that answers ENOTCONN.
-// Mount detects that and detaches it (MNT_DETACH) before mounting again;
-// a live FUSE mount at the same place is an error (ErrAlreadyMounted).
+// Mount detects that and detaches it (MNT_DETACH) before mounting again.
+// A daemon that is alive but does not answer (SIGSTOP, a deadlock) leaves
+// a mount on which every request waits: Mount gives a statfs of the mount
+// point ProbeTimeout to return, and if it does not and the mount is a
+// ckptfs one, aborts its FUSE connection (fusectl's abort file, mounting
+// fusectl if needed), which makes it a dead mount to detach. A mount that
+// answers, however late within ProbeTimeout, is never aborted: a live
+// FUSE mount at the same place is an error (ErrAlreadyMounted), and so is
+// a hung one of another file system.
 package fusefs

@@ -9,3 +9,13 @@ func SetTestHookWritten(hook func()) {
 	}
 	testHookWritten.Store(&hook)
 }
+
+// SetTestHookReadBack runs hook before each written file is read back
+// for its checksum; nil removes it.
+func SetTestHookReadBack(hook func()) {
+	if hook == nil {
+		testHookReadBack.Store(nil)
+		return
+	}
+	testHookReadBack.Store(&hook)
+}

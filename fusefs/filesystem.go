@@ -17,10 +17,14 @@ import (
 // fileSystem is the state shared by every node of one mount.
 type fileSystem struct {
 	// Dependencies.
-	vis    manifest.Visibility
-	sealer manifest.Sealer // nil: no sealing
-	log    *slog.Logger
-	now    func() time.Time
+	vis     manifest.Visibility
+	reports *reporter // feeds the Sealer; nil: no sealing
+	log     *slog.Logger
+	now     func() time.Time
+
+	// Constant data.
+	passthroughWrites bool // Config.PassthroughWrites
+	fenceTimeout      time.Duration
 
 	// passthrough is set once the kernel agreed to FUSE passthrough, and
 	// cleared for good if a handle that offered a backing file is read
@@ -43,6 +47,12 @@ type fileSystem struct {
 	// exclusively.
 	modeNow atomic.Int32
 
+	// pwMu guards pwriters, the open write handles that use
+	// passthrough: fencing has to revoke them (revoke.go). Lock order:
+	// modeMu, then pwMu.
+	pwMu     sync.Mutex
+	pwriters map[*handle]struct{} // GUARDED_BY(pwMu)
+
 	stats counters
 	// latency and incompleteByDir are read by metrics (observe.go).
 	latency         latencies
@@ -57,13 +67,31 @@ type counters struct {
 	hiddenLookups     atomic.Uint64
 	readOnlyRefusals  atomic.Uint64
 	passthroughOpens  atomic.Uint64
+	passthroughWrites atomic.Uint64
 	daemonOpens       atomic.Uint64
 	daemonReads       atomic.Uint64
 	daemonReadBytes   atomic.Uint64
 	writeBusy         atomic.Uint64
 	filesSealed       atomic.Uint64
 	filesUnsealed     atomic.Uint64
+	readBackBytes     atomic.Uint64
 	metadataCommits   atomic.Uint64
+	revokedWriters    atomic.Uint64
+	writesAfterFence  atomic.Uint64
+	openFiles         atomic.Int64
+}
+
+func (c *counters) opened(passthrough, write bool) {
+	c.openFiles.Add(1)
+	switch {
+	case !passthrough:
+		c.daemonOpens.Add(1)
+	case write:
+		c.passthroughOpens.Add(1)
+		c.passthroughWrites.Add(1)
+	default:
+		c.passthroughOpens.Add(1)
+	}
 }
 
 // Stats is a snapshot of a mount's counters.
@@ -78,10 +106,13 @@ type Stats struct {
 	// ReadOnlyRefusals counts mutations answered with EROFS.
 	ReadOnlyRefusals uint64
 	// PassthroughOpens counts opens that offered the kernel the backing
-	// file, so reads bypass the daemon.
-	PassthroughOpens uint64
+	// file, so reads and writes bypass the daemon; PassthroughWrites
+	// counts the write-only ones among them.
+	PassthroughOpens  uint64
+	PassthroughWrites uint64
 	// DaemonOpens counts opens whose reads and writes go through the
-	// daemon (writers, and readers of a file that is open for writing).
+	// daemon (read-write opens, and opens of a file that is open through
+	// the daemon already).
 	DaemonOpens uint64
 	// DaemonReads and DaemonReadBytes count READ requests the daemon
 	// served. With working passthrough, read-only opens add nothing here.
@@ -91,11 +122,21 @@ type Stats struct {
 	// stayed open for passthrough reading.
 	WriteBusy uint64
 	// FilesSealed counts Sealer.FileWritten calls; FilesUnsealed counts
-	// written files whose checksum was unknown (reported as FileRemoved).
+	// Sealer.FileWrittenWithoutChecksum calls; ReadBackBytes is what was
+	// read back to take checksums.
 	FilesSealed   uint64
 	FilesUnsealed uint64
+	ReadBackBytes uint64
 	// MetadataCommits counts Sealer.MetadataCommitted calls.
 	MetadataCommits uint64
+	// RevokedWriters counts passthrough write handles that fencing cut
+	// off; WritesAfterFence counts files found changed when such a handle
+	// was closed (a write the kernel let through, see revoke.go).
+	RevokedWriters   uint64
+	WritesAfterFence uint64
+	// OpenFiles is the number of files open through the mount now (the
+	// kernel releases a file shortly after its last close(2) returned).
+	OpenFiles int64
 }
 
 func (c *counters) snapshot() Stats {
@@ -104,13 +145,18 @@ func (c *counters) snapshot() Stats {
 		HiddenLookups:     c.hiddenLookups.Load(),
 		ReadOnlyRefusals:  c.readOnlyRefusals.Load(),
 		PassthroughOpens:  c.passthroughOpens.Load(),
+		PassthroughWrites: c.passthroughWrites.Load(),
 		DaemonOpens:       c.daemonOpens.Load(),
 		DaemonReads:       c.daemonReads.Load(),
 		DaemonReadBytes:   c.daemonReadBytes.Load(),
 		WriteBusy:         c.writeBusy.Load(),
 		FilesSealed:       c.filesSealed.Load(),
 		FilesUnsealed:     c.filesUnsealed.Load(),
+		ReadBackBytes:     c.readBackBytes.Load(),
 		MetadataCommits:   c.metadataCommits.Load(),
+		RevokedWriters:    c.revokedWriters.Load(),
+		WritesAfterFence:  c.writesAfterFence.Load(),
+		OpenFiles:         c.openFiles.Load(),
 	}
 }
 
@@ -137,9 +183,6 @@ func (fsys *fileSystem) beginMutation() (done func(), errno syscall.Errno) {
 	}
 	return fsys.modeMu.RUnlock, 0
 }
-
-// sealing reports whether written data has to be checksummed.
-func (fsys *fileSystem) sealing() bool { return fsys.sealer != nil }
 
 var checkpointDir = regexp.MustCompile(`^chk-([0-9]+)$`)
 

@@ -2,7 +2,6 @@ package fusefs
 
 import (
 	"context"
-	"hash/crc32"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -11,43 +10,34 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// castagnoli is the CRC-32C table; hash/crc32 uses SSE4.2 or ARMv8 CRC
-// instructions for it.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// handle is an open file served by the daemon. It forwards to go-fuse's
-// loopback file, adds the write gate and computes the CRC-32C of data
-// written in order. It deliberately does not implement
+// handle is an open file. It forwards to go-fuse's loopback file, holds
+// every write the daemon serves to the mode, and reports what writers
+// leave behind to the Sealer. It deliberately does not implement
 // fs.FilePassthroughFder (passthroughHandle adds that): go-fuse attaches
-// an inode's backing file to every handle that implements it, and writes
-// must never bypass the daemon.
+// an inode's backing file to every handle that implements it.
 type handle struct {
 	lf          *fs.LoopbackFile
 	node        *node
 	writer      bool // opened for writing (or created)
 	passthrough bool // wrapped in a passthroughHandle
 
-	// mu is never held together with node.mu.
 	mu sync.Mutex
-	// Sealing state of a writer. INVARIANT: if inOrder, the file's first
-	// next bytes are what this handle wrote, in order, and crc is their
-	// CRC-32C. GUARDED_BY(mu)
-	crc     uint32
-	next    int64
-	inOrder bool
-	// active: opened, or written since the last flush; an active handle
-	// will report at its next flush or release. dirty: there is
-	// something to report. INVARIANT: dirty implies active. GUARDED_BY(mu)
-	active bool
-	dirty  bool
+	// reported is the version of the file last queued for the Sealer, nil
+	// before the first FLUSH. GUARDED_BY(mu)
+	reported *fileStamp
+	// revoked is the file as it was when fencing revoked this passthrough
+	// writer; nil unless revoked. GUARDED_BY(mu)
+	revoked *fileStamp
+	// released is closed once the kernel released the handle.
+	released chan struct{}
 
 	// setID: the file may have setuid/setgid bits that an unprivileged
 	// write must drop (privs.go); false almost always.
 	setID atomic.Bool
 }
 
-// passthroughHandle is a read-only handle that offers the kernel its
-// backing file: reads then never reach the daemon.
+// passthroughHandle is a handle that offers the kernel its backing file:
+// reads (and writes, for a write-only open) then never reach the daemon.
 type passthroughHandle struct {
 	*handle
 }
@@ -56,8 +46,16 @@ var _ = (fs.FilePassthroughFder)((*passthroughHandle)(nil))
 
 func (p *passthroughHandle) PassthroughFd() (int, bool) { return p.lf.PassthroughFd() }
 
-func newHandle(n *node, lf *fs.LoopbackFile, writer bool) *handle {
-	return &handle{lf: lf, node: n, writer: writer, inOrder: true, active: writer}
+func newHandle(n *node, lf *fs.LoopbackFile, writer, passthrough bool) *handle {
+	return &handle{lf: lf, node: n, writer: writer, passthrough: passthrough, released: make(chan struct{})}
+}
+
+// wrap returns what go-fuse gets for h.
+func (h *handle) wrap() fs.FileHandle {
+	if h.passthrough {
+		return &passthroughHandle{h}
+	}
+	return h
 }
 
 // handleOf unwraps a handle this package created.
@@ -71,13 +69,21 @@ func handleOf(f fs.FileHandle) *handle {
 	return nil
 }
 
+// notPassedThrough handles a request that the kernel should have served
+// from the backing file itself: go-fuse gives up on passthrough silently
+// when registering a backing file fails, so passthrough stops here too.
+func (h *handle) notPassedThrough(op string) {
+	fsys := h.node.fsys
+	if h.passthrough && fsys.passthrough.CompareAndSwap(true, false) {
+		fsys.log.Warn("kernel sends "+op+" of a passthrough handle to the daemon; passthrough disabled for this mount", "op", op)
+	}
+}
+
 var _ = (fs.FileReader)((*handle)(nil))
 
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h.notPassedThrough("READ")
 	fsys := h.node.fsys
-	if h.passthrough && fsys.passthrough.CompareAndSwap(true, false) {
-		fsys.log.Warn("kernel reads a passthrough handle through the daemon; passthrough disabled for this mount")
-	}
 	fsys.stats.daemonReads.Add(1)
 	res, errno := h.lf.Read(ctx, dest, off)
 	if errno == 0 {
@@ -89,6 +95,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 var _ = (fs.FileWriter)((*handle)(nil))
 
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	h.notPassedThrough("WRITE")
 	done, errno := h.node.fsys.beginMutation()
 	if errno != 0 {
 		return 0, errno
@@ -96,8 +103,6 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	defer done()
 	h.dropSetID(ctx)
 	n, errno := h.lf.Write(ctx, data, off)
-	bufs := [1][]byte{data}
-	h.wrote(off, bufs[:], int(n))
 	if hook := testHookWritten.Load(); hook != nil {
 		(*hook)()
 	}
@@ -111,74 +116,14 @@ var testHookWritten atomic.Pointer[func()]
 var _ = (fs.FileWritever)((*handle)(nil))
 
 func (h *handle) Writev(ctx context.Context, data [][]byte, off int64) (uint32, syscall.Errno) {
+	h.notPassedThrough("WRITE")
 	done, errno := h.node.fsys.beginMutation()
 	if errno != 0 {
 		return 0, errno
 	}
 	defer done()
 	h.dropSetID(ctx)
-	n, errno := h.lf.Writev(ctx, data, off)
-	h.wrote(off, data, int(n))
-	return n, errno
-}
-
-// wrote updates the checksum after n bytes of bufs landed at off.
-func (h *handle) wrote(off int64, bufs [][]byte, n int) {
-	if n <= 0 || !h.node.fsys.sealing() {
-		return
-	}
-	h.node.changedUnder(h)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.active, h.dirty = true, true
-	if !h.inOrder {
-		return
-	}
-	if off != h.next {
-		h.inOrder = false
-		return
-	}
-	for rest := n; rest > 0 && len(bufs) > 0; bufs = bufs[1:] {
-		b := bufs[0][:min(len(bufs[0]), rest)]
-		h.crc = crc32.Update(h.crc, castagnoli, b)
-		rest -= len(b)
-	}
-	h.next += int64(n)
-}
-
-// truncated records that the file was truncated to size, by this handle
-// (self) or otherwise, and says whether this handle will report it.
-func (h *handle) truncated(size int64, self bool) (reports bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if self {
-		h.active = true
-	}
-	switch {
-	case size == 0:
-		h.crc, h.next, h.inOrder = 0, 0, true
-	case h.inOrder && size == h.next:
-	default:
-		h.inOrder = false
-	}
-	h.dirty = h.dirty || h.active
-	return h.active
-}
-
-// lostOrder records that another handle changed the file.
-func (h *handle) lostOrder() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.inOrder = false
-}
-
-// unsequenced records a change through this handle that the checksum
-// cannot follow.
-func (h *handle) unsequenced() {
-	h.node.changedUnder(h)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.active, h.dirty, h.inOrder = true, true, false
+	return h.lf.Writev(ctx, data, off)
 }
 
 var _ = (fs.FileAllocater)((*handle)(nil))
@@ -190,61 +135,65 @@ func (h *handle) Allocate(ctx context.Context, off uint64, size uint64, mode uin
 	}
 	defer done()
 	h.dropSetID(ctx)
-	h.unsequenced()
 	return h.lf.Allocate(ctx, off, size, mode)
 }
 
 var _ = (fs.FileFlusher)((*handle)(nil))
 
-// Flush runs inside close(2), so a file is reported to the Sealer before
-// the writer can rename it.
+// Flush runs inside close(2), so a written file is reported to the Sealer
+// before the writer can rename it.
 func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	errno := h.lf.Flush(ctx)
-	h.report(ctx)
+	h.report(false)
 	return errno
 }
 
 var _ = (fs.FileReleaser)((*handle)(nil))
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
-	h.report(ctx)
+	h.checkAfterFence()
+	h.report(true)
 	errno := h.lf.Release(ctx)
 	h.node.dropOpen(h)
+	close(h.released)
 	return errno
 }
 
-// report tells the Sealer what this handle wrote since the last report.
-func (h *handle) report(ctx context.Context) {
+// report queues what a writer leaves behind for the Sealer: at FLUSH,
+// and at RELEASE again if the file changed since (through a descriptor
+// still open after that close, or a shared mapping).
+func (h *handle) report(release bool) {
 	fsys := h.node.fsys
 	if !h.writer || !fsys.sealing() {
 		return
 	}
-	h.mu.Lock()
-	dirty := h.dirty
-	h.active, h.dirty = false, false
-	inOrder, crc, size := h.inOrder, h.crc, h.next
-	h.mu.Unlock()
-	if !dirty {
-		return
-	}
-
 	rel, ok := h.node.rel()
 	if !ok {
+		return // unlinked, or never linked (O_TMPFILE)
+	}
+	fd := fdOf(h.lf)
+	h.mu.Lock()
+	reported, revoked := h.reported, h.revoked
+	h.mu.Unlock()
+	switch {
+	case revoked != nil:
+		// Cut off by fencing: whatever it holds was not closed cleanly.
+		if release {
+			fsys.writtenWithoutChecksum(rel)
+		}
 		return
+	case release && reported != nil:
+		if st, err := fstamp(fd); err == nil && st == *reported {
+			return
+		}
 	}
-	var attr fuse.AttrOut
-	if errno := h.lf.Getattr(ctx, &attr); errno != 0 || int64(attr.Size) != size {
-		inOrder = false
+	st, err := fsys.reports.written(rel, fd, fsys.now())
+	if err != nil {
+		fsys.log.Warn("cannot read back a written file", "file", rel, "err", err)
 	}
-	if inOrder {
-		rec := &sealRecord{size: size, crc: crc, at: fsys.now()}
-		h.node.setSealed(rec)
-		fsys.written(rel, rec)
-	} else {
-		h.node.setSealed(nil)
-		fsys.stats.filesUnsealed.Add(1)
-		fsys.forget(rel)
-	}
+	h.mu.Lock()
+	h.reported = &st
+	h.mu.Unlock()
 	if isMetadata(rel) {
 		fsys.committed(rel)
 	}

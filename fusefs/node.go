@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -34,20 +36,14 @@ type node struct {
 	// passthroughIdle is closed when passthroughOpens drops to 0; nil
 	// while nobody waits. GUARDED_BY(mu)
 	passthroughIdle chan struct{}
-	// sealed is what this mount last reported to the Sealer for this
-	// file, so a rename can carry it to the new name. GUARDED_BY(mu)
-	sealed *sealRecord
+
+	// revoking makes the next GETATTR mark the kernel's inode bad
+	// (revoke.go).
+	revoking atomic.Bool
 }
 
-type sealRecord struct {
-	size int64
-	crc  uint32
-	at   time.Time
-}
-
-// writeBusyWait is how long a write open waits for passthrough readers
-// whose close is still on its way to the daemon (RELEASE is sent after
-// close(2) returned, and a loaded machine delays it).
+// writeBusyWait is how long an open served by the daemon waits for
+// passthrough opens whose close is still on its way to the daemon.
 const writeBusyWait = time.Second
 
 var _ = (fs.NodeWrapChilder)((*node)(nil))
@@ -81,12 +77,20 @@ var _ = (fs.NodeLookuper)((*node)(nil))
 
 // Lookup hides what the policy hides; READDIRPLUS comes through here too.
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	dir, ok := n.rel()
-	if !ok {
+	if n.IsRoot() && name == ReservedName {
+		n.fsys.stats.hiddenLookups.Add(1)
 		return nil, syscall.ENOENT
 	}
-	if errno := n.fsys.visible(dir, name); errno != 0 {
-		return nil, errno
+	// Outside replica mode nothing else is hidden, and the path (a walk
+	// up the tree) is not needed.
+	if n.fsys.currentMode().filtered() {
+		dir, ok := n.rel()
+		if !ok {
+			return nil, syscall.ENOENT
+		}
+		if errno := n.fsys.visible(dir, name); errno != 0 {
+			return nil, errno
+		}
 	}
 	return n.LoopbackNode.Lookup(ctx, name, out)
 }
@@ -103,13 +107,8 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if dir != "" && !n.fsys.currentMode().filtered() {
 		return n.LoopbackNode.OpendirHandle(ctx, flags)
 	}
-	src, _, errno := n.LoopbackNode.OpendirHandle(ctx, flags)
+	l, errno := openListing(ctx, n.fsys, dir, filepath.Join(n.RootData.Path, dir))
 	if errno != 0 {
-		return nil, 0, errno
-	}
-	l := &listing{fsys: n.fsys, dir: dir, src: src.(fs.DirStream)}
-	if errno := l.load(ctx); errno != 0 {
-		l.src.Close()
 		return nil, 0, errno
 	}
 	return l, 0, 0
@@ -159,73 +158,106 @@ func (n *node) mutateChild(name string) (done func(), dir string, errno syscall.
 var _ = (fs.NodeOpener)((*node)(nil))
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if !opensForWrite(flags) {
-		return n.openRead(ctx, flags)
-	}
-	// Wait for passthrough readers without holding up SetMode, but do
-	// not make a refused write wait first.
-	if !n.fsys.currentMode().writable() {
+	write := opensForWrite(flags)
+	// Refuse a write before waiting on anything, and wait without
+	// holding up SetMode.
+	if write && !n.fsys.currentMode().writable() {
 		n.fsys.stats.readOnlyRefusals.Add(1)
 		return nil, 0, syscall.EROFS
 	}
-	if errno := n.reserveWriter(ctx); errno != 0 {
+	passthrough, errno := n.reserve(ctx, !write || n.passthroughWriter(ctx, flags, n.mode(ctx)))
+	if errno != 0 {
 		return nil, 0, errno
 	}
-	done, errno := n.fsys.beginMutation()
-	if errno != 0 {
-		n.unreserve(false)
-		return nil, 0, errno
+	done := func() {}
+	if write {
+		if done, errno = n.fsys.beginMutation(); errno != 0 {
+			n.unreserve(passthrough)
+			return nil, 0, errno
+		}
 	}
 	defer done()
 	fh, fuseFlags, errno := n.LoopbackNode.Open(ctx, flags)
 	if errno != 0 {
-		n.unreserve(false)
+		n.unreserve(passthrough)
 		return nil, 0, errno
 	}
-	h := newHandle(n, fh.(*fs.LoopbackFile), true)
+	h := newHandle(n, fh.(*fs.LoopbackFile), write, passthrough)
+	n.fsys.stats.opened(passthrough, write)
+	if !write {
+		// Nothing to do at close: spare the kernel the FLUSH.
+		return h.wrap(), fuseFlags | fuse.FOPEN_NOFLUSH, 0
+	}
 	h.learnSetID(ctx)
 	n.addWriter(h)
-	if flags&syscall.O_TRUNC != 0 {
-		n.truncated(0, h)
-	}
-	return h, fuseFlags, 0
+	return h.wrap(), fuseFlags, 0
 }
 
 func opensForWrite(flags uint32) bool {
 	return flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
 }
 
-// openRead opens for reading, through passthrough where the kernel
-// allows it.
-func (n *node) openRead(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	passthrough := n.reserveReader()
-	fh, fuseFlags, errno := n.LoopbackNode.Open(ctx, flags)
-	if errno != 0 {
-		n.unreserve(passthrough)
-		return nil, 0, errno
+// mode is the file's mode bits, 0 if unknown.
+func (n *node) mode(ctx context.Context) uint32 {
+	var out fuse.AttrOut
+	if n.LoopbackNode.Getattr(ctx, nil, &out) != 0 {
+		return 0
 	}
-	h := newHandle(n, fh.(*fs.LoopbackFile), false)
-	if passthrough {
-		h.passthrough = true
-		n.fsys.stats.passthroughOpens.Add(1)
-		return &passthroughHandle{h}, fuseFlags, 0
-	}
-	n.fsys.stats.daemonOpens.Add(1)
-	return h, fuseFlags, 0
+	return out.Mode
 }
 
-// reserveReader counts a read open and says whether it may use
-// passthrough.
-func (n *node) reserveReader() (passthrough bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	defer n.checkInvariants()
-	if n.fsys.passthrough.Load() && n.daemonOpens == 0 {
-		n.passthroughOpens++
-		return true
+// passthroughWriter says whether a write open may use passthrough: only
+// write-only opens (a read-write one could map the file shared and write
+// through the mapping, which fencing could not stop), on a primary that
+// allows it, and not where an unprivileged write must drop setuid or
+// setgid, which the kernel leaves to the daemon.
+func (n *node) passthroughWriter(ctx context.Context, flags, mode uint32) bool {
+	return n.fsys.passthroughWrites && flags&syscall.O_ACCMODE == syscall.O_WRONLY &&
+		(setIDBits(mode) == 0 || privileged(ctx))
+}
+
+// reserve counts an open of n and says whether it uses passthrough: it
+// does when it may and nobody has the file open through the daemon.
+// Otherwise it is served by the daemon, and waits a little for
+// passthrough opens whose close is still in flight (RELEASE is sent after
+// close(2) returned, and a loaded machine delays it), then gives up with
+// ETXTBSY.
+func (n *node) reserve(ctx context.Context, passthroughOK bool) (passthrough bool, errno syscall.Errno) {
+	passthroughOK = passthroughOK && n.fsys.passthrough.Load()
+	var deadline <-chan time.Time
+	for {
+		n.mu.Lock()
+		switch {
+		case passthroughOK && n.daemonOpens == 0:
+			n.passthroughOpens++
+			n.checkInvariants()
+			n.mu.Unlock()
+			return true, 0
+		case n.passthroughOpens == 0:
+			n.daemonOpens++
+			n.checkInvariants()
+			n.mu.Unlock()
+			return false, 0
+		}
+		if n.passthroughIdle == nil {
+			n.passthroughIdle = make(chan struct{})
+		}
+		idle := n.passthroughIdle
+		n.mu.Unlock()
+		if deadline == nil {
+			t := time.NewTimer(writeBusyWait)
+			defer t.Stop()
+			deadline = t.C
+		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return false, syscall.EINTR
+		case <-deadline:
+			n.fsys.stats.writeBusy.Add(1)
+			return false, syscall.ETXTBSY
+		}
 	}
-	n.daemonOpens++
-	return false
 }
 
 // checkInvariants panics (go-fuse answers EIO) when the open counts are
@@ -236,46 +268,18 @@ func (n *node) checkInvariants() {
 	}
 }
 
-// reserveWriter counts a write open. Writes always go through the daemon
-// (checksums, fencing), and the kernel cannot serve one inode both ways,
-// so it waits a little for passthrough readers to go away.
-func (n *node) reserveWriter(ctx context.Context) syscall.Errno {
-	deadline := time.NewTimer(writeBusyWait)
-	defer deadline.Stop()
-	for {
-		n.mu.Lock()
-		if n.passthroughOpens == 0 {
-			n.daemonOpens++
-			n.checkInvariants()
-			n.mu.Unlock()
-			n.fsys.stats.daemonOpens.Add(1)
-			return 0
-		}
-		if n.passthroughIdle == nil {
-			n.passthroughIdle = make(chan struct{})
-		}
-		idle := n.passthroughIdle
-		n.mu.Unlock()
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			return syscall.EINTR
-		case <-deadline.C:
-			n.fsys.stats.writeBusy.Add(1)
-			return syscall.ETXTBSY
-		}
-	}
-}
-
 // addWriter registers an open write handle (already counted by
-// reserveWriter or Create).
+// reserve).
 func (n *node) addWriter(h *handle) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	if n.writers == nil {
 		n.writers = make(map[*handle]struct{})
 	}
 	n.writers[h] = struct{}{}
+	n.mu.Unlock()
+	if h.passthrough {
+		n.fsys.addPassthroughWriter(h)
+	}
 }
 
 // dropOpen forgets h when it is released.
@@ -283,10 +287,14 @@ func (n *node) dropOpen(h *handle) {
 	n.mu.Lock()
 	delete(n.writers, h)
 	n.mu.Unlock()
+	if h.writer && h.passthrough {
+		n.fsys.dropPassthroughWriter(h)
+	}
 	n.unreserve(h.passthrough)
+	n.fsys.stats.openFiles.Add(-1)
 }
 
-// unreserve undoes reserveReader or reserveWriter.
+// unreserve undoes reserve.
 func (n *node) unreserve(passthrough bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -316,41 +324,6 @@ func (n *node) otherWriters(h *handle) []*handle {
 	return others
 }
 
-// changedUnder tells the other writers that h changed the file, so their
-// checksums no longer describe it.
-func (n *node) changedUnder(h *handle) {
-	for _, o := range n.otherWriters(h) {
-		o.lostOrder()
-	}
-}
-
-// truncated tells the open write handles that the file was truncated
-// (through by, or by path when by is nil) and reports whether one of them
-// will report the file to the Sealer.
-func (n *node) truncated(size int64, by *handle) (reported bool) {
-	if by != nil && by.truncated(size, true) {
-		reported = true
-	}
-	for _, o := range n.otherWriters(by) {
-		if o.truncated(size, false) {
-			reported = true
-		}
-	}
-	return reported
-}
-
-func (n *node) setSealed(r *sealRecord) {
-	n.mu.Lock()
-	n.sealed = r
-	n.mu.Unlock()
-}
-
-func (n *node) sealedRecord() *sealRecord {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.sealed
-}
-
 var _ = (fs.NodeCreater)((*node)(nil))
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
@@ -364,21 +337,23 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errno
 	}
 	child := ch.Operations().(*node)
-	child.mu.Lock()
-	child.daemonOpens++
-	child.sealed = nil
-	child.checkInvariants()
-	child.mu.Unlock()
-	n.fsys.stats.daemonOpens.Add(1)
-	h := newHandle(child, fh.(*fs.LoopbackFile), true)
+	// A new inode: nothing else has it open, so this does not wait.
+	passthrough, errno := child.reserve(ctx, n.passthroughWriter(ctx, flags, mode))
+	if errno != 0 {
+		fh.(*fs.LoopbackFile).Release(ctx)
+		return nil, nil, 0, errno
+	}
+	n.fsys.stats.opened(passthrough, true)
+	h := newHandle(child, fh.(*fs.LoopbackFile), true, passthrough)
 	h.setID.Store(setIDBits(mode) != 0)
 	child.addWriter(h)
-	h.truncated(0, true)
-	return ch, h, fuseFlags, 0
+	return ch, h.wrap(), fuseFlags, 0
 }
 
 var _ = (fs.NodeTmpfiler)((*node)(nil))
 
+// Tmpfile never uses passthrough: a file without a name could not be
+// revoked when the mount is fenced (revoke.go).
 func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	done, errno := n.fsys.beginMutation()
 	if errno != 0 {
@@ -390,12 +365,12 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 		return nil, nil, 0, errno
 	}
 	child := ch.Operations().(*node)
-	child.mu.Lock()
-	child.daemonOpens++
-	child.checkInvariants()
-	child.mu.Unlock()
-	n.fsys.stats.daemonOpens.Add(1)
-	h := newHandle(child, fh.(*fs.LoopbackFile), true)
+	if _, errno := child.reserve(ctx, false); errno != 0 {
+		fh.(*fs.LoopbackFile).Release(ctx)
+		return nil, nil, 0, errno
+	}
+	n.fsys.stats.opened(false, true)
+	h := newHandle(child, fh.(*fs.LoopbackFile), true, false)
 	h.setID.Store(setIDBits(mode) != 0)
 	child.addWriter(h)
 	return ch, h, fuseFlags, 0
@@ -456,12 +431,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if errno := n.LoopbackNode.Unlink(ctx, name); errno != 0 {
 		return errno
 	}
-	if ch := n.GetChild(name); ch != nil {
-		if c, ok := ch.Operations().(*node); ok {
-			c.setSealed(nil)
-		}
-	}
-	n.fsys.forget(joinRel(dir, name))
+	n.fsys.removed(joinRel(dir, name))
 	return 0
 }
 
@@ -492,11 +462,10 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return syscall.EPERM
 	}
 	src := n.GetChild(name)
-	dst := newParent.EmbeddedInode().GetChild(newName)
 	if errno := n.LoopbackNode.Rename(ctx, name, newParent, newName, flags); errno != 0 {
 		return errno
 	}
-	n.fsys.renamed(joinRel(dir, name), src, joinRel(newDir, newName), dst, flags)
+	n.fsys.renamed(joinRel(dir, name), src, joinRel(newDir, newName), flags)
 	return 0
 }
 
@@ -519,13 +488,11 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		return errno
 	}
 	n.dropSetIDAfterSetattr(in, h)
-	// The kernel truncates for O_TRUNC by path, without the new handle.
-	if size, ok := in.GetSize(); ok && !n.truncated(int64(size), h) {
-		// Nobody will report this file on close: withdraw what was
-		// reported for its old content.
-		n.setSealed(nil)
+	// A truncate by path changes a file that no writer will report on
+	// close (writers read back whatever the file holds then).
+	if _, ok := in.GetSize(); ok && h == nil && len(n.otherWriters(nil)) == 0 {
 		if rel, ok := n.rel(); ok {
-			n.fsys.forget(rel)
+			n.fsys.writtenWithoutChecksum(rel)
 		}
 	}
 	return 0
@@ -556,7 +523,7 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 var _ = (fs.NodeCopyFileRanger)((*node)(nil))
 
 // CopyFileRange copies between backing files without the data passing
-// through the daemon, so the target's checksum becomes unknown.
+// through the daemon; the target's writer reports it on close.
 func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, length uint64, flags uint64) (uint32, syscall.Errno) {
 	done, errno := n.fsys.beginMutation()
 	if errno != 0 {
@@ -568,7 +535,6 @@ func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 		return 0, syscall.EBADF
 	}
 	hOut.dropSetID(ctx)
-	hOut.unsequenced()
 	return n.LoopbackNode.CopyFileRange(ctx, hIn.lf, offIn, out, hOut.lf, offOut, length, flags)
 }
 

@@ -28,7 +28,16 @@ func TestIntegration_LatencyByOperation(t *testing.T) {
 	m := mounttest.New(t, nil)
 	m.WriteOrig("d/f", []byte("data"))
 	before, _ := latencyOf(m.Server, "write")
-	if err := os.WriteFile(m.Path("d/g"), []byte("written through the mount"), 0o644); err != nil {
+	// Read-write: served by the daemon (write-only opens may go through
+	// passthrough, which the daemon never sees).
+	f, err := os.OpenFile(m.Path("d/g"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("written through the mount")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.ReadFile(m.Path("d/f")); err != nil {

@@ -82,6 +82,36 @@ func TestIntegration_DaemonReads(t *testing.T) {
 	}
 }
 
+// TestIntegration_PassthroughWrites: a write-only open on a primary gets
+// passthrough, the daemon serves none of its writes, and the Sealer
+// still gets the file's checksum.
+func TestIntegration_PassthroughWrites(t *testing.T) {
+	s := &mounttest.Sealer{}
+	m := mounttest.New(t, &mounttest.Options{Mode: fusefs.ModePrimary, Sealer: s})
+	requirePassthrough(t, m)
+	data := randomBytes(4<<20 + 3)
+	writeChunks(t, m.Path("state"), data, 4096)
+	st := m.Server.Stats()
+	if st.PassthroughWrites != 1 || st.DaemonOpens != 0 {
+		t.Errorf("write-only open not passed through: %+v", st)
+	}
+	if got, _ := os.ReadFile(m.OrigPath("state")); !bytes.Equal(got, data) {
+		t.Fatal("backing file differs")
+	}
+	checkCalls(t, m, s, written("state", data))
+
+	t.Run("disabled", func(t *testing.T) {
+		m := mounttest.New(t, &mounttest.Options{
+			Mode:      fusefs.ModePrimary,
+			Configure: func(c *fusefs.Config) { c.PassthroughWrites = false },
+		})
+		writeChunks(t, m.Path("state"), data, 64<<10)
+		if st := m.Server.Stats(); st.PassthroughWrites != 0 || st.DaemonOpens != 1 {
+			t.Errorf("PassthroughWrites off, yet: %+v", st)
+		}
+	})
+}
+
 // TestIntegration_PassthroughWithWriters: the kernel cannot serve one
 // inode both through passthrough and through the daemon.
 func TestIntegration_PassthroughWithWriters(t *testing.T) {
@@ -90,7 +120,7 @@ func TestIntegration_PassthroughWithWriters(t *testing.T) {
 	p := m.Path("f")
 	m.WriteOrig("f", []byte("0123456789"))
 
-	t.Run("reader while writing", func(t *testing.T) {
+	t.Run("reader while writing write-only", func(t *testing.T) {
 		w, err := os.OpenFile(p, os.O_WRONLY, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -104,35 +134,63 @@ func TestIntegration_PassthroughWithWriters(t *testing.T) {
 			t.Errorf("reader sees %q", got)
 		}
 		after := m.Server.Stats()
-		if after.DaemonReads == before.DaemonReads || after.PassthroughOpens != before.PassthroughOpens {
-			t.Errorf("reader of a file open for writing should use the daemon: %+v", after)
+		if after.DaemonReads != before.DaemonReads || after.PassthroughOpens == before.PassthroughOpens {
+			t.Errorf("reader of a file written through passthrough should use passthrough: %+v", after)
 		}
 	})
-	t.Run("writer while reading", func(t *testing.T) {
+	t.Run("reader while writing read-write", func(t *testing.T) {
+		waitReleased(t, m)
+		w, err := os.OpenFile(p, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		if _, err := w.WriteAt([]byte("cd"), 0); err != nil {
+			t.Fatal(err)
+		}
+		before := m.Server.Stats()
+		if got := readAll(t, p); string(got) != "cd23456789" {
+			t.Errorf("reader sees %q", got)
+		}
+		after := m.Server.Stats()
+		if after.DaemonReads == before.DaemonReads || after.PassthroughOpens != before.PassthroughOpens {
+			t.Errorf("reader of a file open read-write should use the daemon: %+v", after)
+		}
+	})
+	t.Run("write-only writer while reading", func(t *testing.T) {
+		r := openPassthrough(t, m, p)
+		defer r.Close()
+		w, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatalf("write-only open while a passthrough reader is open: %v", err)
+		}
+		w.Close()
+	})
+	t.Run("read-write writer while reading", func(t *testing.T) {
 		r := openPassthrough(t, m, p)
 		defer r.Close()
 		busy := m.Server.Stats().WriteBusy
-		w, err := os.OpenFile(p, os.O_WRONLY, 0)
+		w, err := os.OpenFile(p, os.O_RDWR, 0)
 		if err == nil {
 			w.Close()
 		}
-		wantErrno(t, "write open while a passthrough reader is open", err, syscall.ETXTBSY)
+		wantErrno(t, "read-write open while a passthrough reader is open", err, syscall.ETXTBSY)
 		if m.Server.Stats().WriteBusy <= busy {
 			t.Error("WriteBusy not counted")
 		}
 	})
-	t.Run("writer waits for a reader that is closing", func(t *testing.T) {
+	t.Run("read-write writer waits for a reader that is closing", func(t *testing.T) {
 		r := openPassthrough(t, m, p)
 		closed := make(chan struct{})
 		time.AfterFunc(20*time.Millisecond, func() { r.Close(); close(closed) })
-		w, err := os.OpenFile(p, os.O_WRONLY, 0)
+		w, err := os.OpenFile(p, os.O_RDWR, 0)
 		<-closed
 		if err != nil {
 			t.Fatalf("write open while the reader closes: %v", err)
 		}
 		w.Close()
 	})
-	t.Run("writer right after reader closed", func(t *testing.T) {
+	t.Run("read-write writer right after reader closed", func(t *testing.T) {
 		// close(2) returns before the daemon sees RELEASE; the writer
 		// must wait for it, not fail.
 		for i := range 50 {
@@ -141,7 +199,7 @@ func TestIntegration_PassthroughWithWriters(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.Close()
-			w, err := os.OpenFile(p, os.O_WRONLY, 0)
+			w, err := os.OpenFile(p, os.O_RDWR, 0)
 			if err != nil {
 				t.Fatalf("round %d: %v", i, err)
 			}

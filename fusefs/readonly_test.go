@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -308,5 +309,216 @@ func TestIntegration_FenceWaitsForWrites(t *testing.T) {
 	if st.Size() != sizeAtFence || st.Size() != r.acked {
 		t.Errorf("size when SetMode returned %d, size now %d, acknowledged %d: a write landed after the fence",
 			sizeAtFence, st.Size(), r.acked)
+	}
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// openPassthroughWriter opens rel write-only and checks that the kernel
+// writes it without the daemon.
+func openPassthroughWriter(t *testing.T, m *mounttest.Mount, rel string) *os.File {
+	t.Helper()
+	before := m.Server.Stats().PassthroughWrites
+	w, err := os.OpenFile(m.Path(rel), os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Server.Stats().PassthroughWrites != before+1 {
+		w.Close()
+		t.Fatalf("write-only open without passthrough: %+v", m.Server.Stats())
+	}
+	return w
+}
+
+// TestIntegration_FenceRevokesPassthroughWriters: fencing cuts off a file
+// the kernel writes without the daemon, and SetMode returns once it is
+// closed.
+func TestIntegration_FenceRevokesPassthroughWriters(t *testing.T) {
+	sealer := &mounttest.Sealer{}
+	m := mounttest.New(t, &mounttest.Options{Mode: fusefs.ModePrimary, Sealer: sealer})
+	requirePassthrough(t, m)
+	w := openPassthroughWriter(t, m, "out")
+	defer w.Close()
+	if _, err := w.Write([]byte("before fence\n")); err != nil {
+		t.Fatalf("write as primary: %v", err)
+	}
+
+	fenced := make(chan error, 1)
+	go func() { fenced <- m.Server.SetMode(fusefs.ModeFenced) }()
+	waitFor(t, "the writer to be revoked", func() bool { return m.Server.Stats().RevokedWriters == 1 })
+	select {
+	case err := <-fenced:
+		t.Fatalf("SetMode returned (%v) while a writer opened before the fence is open", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	fd := int(w.Fd())
+	_, err := w.Write([]byte("after fence\n"))
+	wantErrno(t, "write", err, syscall.EIO)
+	_, err = unix.Pwrite(fd, []byte("x"), 0)
+	wantErrno(t, "pwrite", err, syscall.EIO)
+	_, err = unix.Pwritev(fd, [][]byte{[]byte("a"), []byte("b")}, 13)
+	wantErrno(t, "pwritev", err, syscall.EIO)
+	wantErrno(t, "ftruncate", w.Truncate(0), syscall.EIO)
+	// fallocate reaches the daemon, which refuses it as for any handle.
+	wantErrno(t, "fallocate", unix.Fallocate(fd, 0, 0, 1<<20), syscall.EROFS)
+	wantErrno(t, "fsync", w.Sync(), syscall.EIO)
+	wantErrno(t, "close", w.Close(), syscall.EIO)
+	select {
+	case err := <-fenced:
+		if err != nil {
+			t.Errorf("SetMode: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("SetMode still waits after the writer was closed")
+	}
+	if data, err := os.ReadFile(m.OrigPath("out")); err != nil || string(data) != "before fence\n" {
+		t.Errorf("backing file %q, %v", data, err)
+	}
+	wantErrno(t, "new write open", openClose(m.Path("out"), os.O_WRONLY), syscall.EROFS)
+	// The revoked inode is gone with its last descriptor: the file reads
+	// normally again.
+	if data, err := os.ReadFile(m.Path("out")); err != nil || string(data) != "before fence\n" {
+		t.Errorf("read after the fence: %q, %v", data, err)
+	}
+	m.Server.SyncSealer()
+	if calls := sealer.Calls(); len(calls) == 0 || calls[len(calls)-1].Op != "nochecksum" || calls[len(calls)-1].Rel != "out" {
+		t.Errorf("a file cut off by fencing must be reported without checksum: %v", calls)
+	}
+	if st := m.Server.Stats(); st.WritesAfterFence != 0 {
+		t.Errorf("WritesAfterFence = %d", st.WritesAfterFence)
+	}
+
+	// Promotion again: write-only opens pass through again.
+	if err := m.Server.SetMode(fusefs.ModePrimary); err != nil {
+		t.Fatal(err)
+	}
+	w2 := openPassthroughWriter(t, m, "out")
+	if _, err := w2.Write([]byte("promoted")); err != nil {
+		t.Errorf("write after promotion: %v", err)
+	}
+	if err := w2.Close(); err != nil {
+		t.Errorf("close after promotion: %v", err)
+	}
+}
+
+// TestIntegration_FenceStopsPassthroughStream races SetMode against a
+// stream of writes the kernel sends straight to the backing file; the
+// writer closes the file at the first error, as Flink does. When SetMode
+// returns, the file holds exactly what the writer was told was written,
+// and it never grows again.
+func TestIntegration_FenceStopsPassthroughStream(t *testing.T) {
+	m := mounttest.New(t, &mounttest.Options{Mode: fusefs.ModePrimary, Sealer: &mounttest.Sealer{}})
+	requirePassthrough(t, m)
+	for round := range 5 {
+		rel := fmt.Sprintf("stream-%d", round)
+		w := openPassthroughWriter(t, m, rel)
+		chunk := make([]byte, 64<<10)
+		const maxWrites = 4096 // 256 MiB: bounds the damage if the fence leaks
+		type result struct {
+			acked int64
+			err   error
+		}
+		results := make(chan result, 1)
+		started := make(chan struct{})
+		go func() {
+			var r result
+			for i := 0; i < maxWrites; i++ {
+				if i == 10 {
+					close(started)
+				}
+				if _, err := w.Write(chunk); err != nil {
+					r.err = err
+					break
+				}
+				r.acked += int64(len(chunk))
+			}
+			w.Close()
+			results <- r
+		}()
+		<-started
+		if err := m.Server.SetMode(fusefs.ModeFenced); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(m.OrigPath(rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizeAtFence := st.Size()
+		r := <-results
+		wantErrno(t, "write after the fence", r.err, syscall.EIO)
+		time.Sleep(20 * time.Millisecond)
+		st, _ = os.Stat(m.OrigPath(rel))
+		if st.Size() != sizeAtFence || st.Size() != r.acked {
+			t.Errorf("round %d: size when SetMode returned %d, size now %d, acknowledged %d",
+				round, sizeAtFence, st.Size(), r.acked)
+		}
+		if err := m.Server.SetMode(fusefs.ModePrimary); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestIntegration_FenceTimeout: a writer that keeps its descriptor open
+// makes SetMode give up with ErrFenceIncomplete. splice(2) is the one
+// write the kernel lets through such a descriptor; the mount notices it
+// when the descriptor is closed.
+func TestIntegration_FenceTimeout(t *testing.T) {
+	rec := &records{next: slog.DiscardHandler}
+	m := mounttest.New(t, &mounttest.Options{Mode: fusefs.ModePrimary, Configure: func(c *fusefs.Config) {
+		c.FenceTimeout = 200 * time.Millisecond
+		c.Logger = slog.New(rec)
+	}})
+	requirePassthrough(t, m)
+	m.MkdirOrig("job")
+	w := openPassthroughWriter(t, m, "job/out")
+	defer w.Close()
+	w.Write([]byte("before fence\n"))
+	start := time.Now()
+	err := m.Server.SetMode(fusefs.ModeFenced)
+	if !errors.Is(err, fusefs.ErrFenceIncomplete) || !strings.Contains(err.Error(), "job/out") {
+		t.Fatalf("SetMode with a writer kept open: %v, want ErrFenceIncomplete naming job/out", err)
+	}
+	if waited := time.Since(start); waited < 200*time.Millisecond || waited > 5*time.Second {
+		t.Errorf("SetMode waited %v, FenceTimeout is 200ms", waited)
+	}
+	if got := m.Server.Mode(); got != fusefs.ModeFenced {
+		t.Errorf("mode %v after an incomplete fence", got)
+	}
+	_, err = w.Write([]byte("x"))
+	wantErrno(t, "write", err, syscall.EIO)
+
+	var pipe [2]int
+	if err := unix.Pipe(pipe[:]); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pipe[0])
+	defer unix.Close(pipe[1])
+	unix.Write(pipe[1], []byte("spliced\n"))
+	_, spliceErr := unix.Splice(pipe[0], nil, int(w.Fd()), nil, 8, 0)
+	w.Close()
+	waitReleased(t, m)
+	want := uint64(0)
+	if spliceErr == nil {
+		want = 1
+		if len(rec.find("a write reached a file after fencing, through a descriptor opened before (splice or sendfile)")) != 1 {
+			t.Error("the write after fencing was not logged")
+		}
+	}
+	t.Logf("splice into a revoked descriptor: %v", spliceErr)
+	if got := m.Server.Stats().WritesAfterFence; got != want {
+		t.Errorf("WritesAfterFence = %d, want %d (splice: %v)", got, want, spliceErr)
+	}
+	if err := m.Server.SetMode(fusefs.ModeFenced); err != nil {
+		t.Errorf("SetMode once every writer is closed: %v", err)
 	}
 }

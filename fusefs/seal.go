@@ -1,80 +1,320 @@
 package fusefs
 
 import (
+	"errors"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
+
+	"github.com/ckptfs/ckptfs/manifest"
 )
 
-// The Sealer hooks. Callers check fsys.sealing() or tolerate a nil
-// Sealer through these helpers.
+// castagnoli is the CRC-32C table; hash/crc32 uses SSE4.2 or ARMv8 CRC
+// instructions for it.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func (fsys *fileSystem) written(rel string, r *sealRecord) {
-	if fsys.sealer == nil {
-		return
-	}
-	fsys.stats.filesSealed.Add(1)
-	fsys.sealer.FileWritten(rel, r.size, r.crc, r.at)
+// reporter tells the Sealer what happened to files, in the order the
+// mount saw it, from one goroutine. FUSE requests only queue events, so
+// a checksum costs Flink's close(2) an fstat(2) and an open(2) of the
+// same file: the reporter reads it back afterwards (from the page cache,
+// as a rule) and sends FileWritten only if the file did not change
+// between the close and the end of the read.
+type reporter struct {
+	sealer manifest.Sealer
+	log    *slog.Logger
+	stats  *counters
+
+	mu sync.Mutex
+	// more is signalled when events are queued and when the queue drains.
+	more *sync.Cond
+	// events waits for delivery, oldest first; at most maxQueuedEvents.
+	// GUARDED_BY(mu)
+	events []sealEvent
+	// readbacks counts the descriptors held by queued events, at most
+	// maxQueuedReadbacks. GUARDED_BY(mu)
+	readbacks int
+	// closed: no more events are accepted. GUARDED_BY(mu)
+	closed bool
+	done   chan struct{}
+
+	buf []byte // read-back buffer; only the reporter goroutine uses it
 }
 
-// forget withdraws anything reported for rel: the file is gone, or its
-// content changed in a way the checksum could not follow.
-func (fsys *fileSystem) forget(rel string) {
-	if fsys.sealer == nil {
+// The queue is bounded: a FUSE request that would exceed maxQueuedEvents
+// waits (only a Sealer that stops returning gets there), and a written
+// file beyond maxQueuedReadbacks is reported without checksum rather than
+// holding another descriptor.
+const (
+	maxQueuedEvents    = 1 << 16
+	maxQueuedReadbacks = 256
+	readBackChunk      = 1 << 20
+)
+
+type sealOp int
+
+const (
+	opWritten sealOp = iota + 1
+	opWithoutChecksum
+	opRemoved
+	opRenamed
+	opCommitted
+	opSync
+)
+
+type sealEvent struct {
+	op       sealOp
+	rel      string
+	newRel   string // opRenamed
+	exchange bool   // opRenamed
+	at       time.Time
+	// file is the written file opened again for reading, and stamp the
+	// file when the writer closed it (opWritten).
+	file  *os.File
+	stamp fileStamp
+	// synced is closed once every earlier event was delivered (opSync).
+	synced chan struct{}
+}
+
+// fileStamp identifies one version of a file: a write changes its size
+// or modification time (renames change neither).
+type fileStamp struct {
+	dev, ino uint64
+	size     int64
+	mtime    unix.Timespec
+}
+
+func stampOf(st *unix.Stat_t) fileStamp {
+	return fileStamp{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim}
+}
+
+func fstamp(fd int) (fileStamp, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fileStamp{}, err
+	}
+	return stampOf(&st), nil
+}
+
+func newReporter(sealer manifest.Sealer, log *slog.Logger, stats *counters) *reporter {
+	r := &reporter{sealer: sealer, log: log, stats: stats, done: make(chan struct{})}
+	r.more = sync.NewCond(&r.mu)
+	go r.run()
+	return r
+}
+
+// add queues ev, waiting while the queue is full. Events after close are
+// dropped (their descriptor closed).
+func (r *reporter) add(ev sealEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for len(r.events) >= maxQueuedEvents && !r.closed {
+		r.more.Wait()
+	}
+	if r.closed {
+		if ev.file != nil {
+			ev.file.Close()
+		}
+		if ev.synced != nil {
+			close(ev.synced)
+		}
 		return
 	}
-	fsys.sealer.FileRemoved(rel)
+	if ev.op == opWritten {
+		if r.readbacks >= maxQueuedReadbacks {
+			ev.file.Close()
+			ev.op, ev.file = opWithoutChecksum, nil
+		} else {
+			r.readbacks++
+		}
+	}
+	r.events = append(r.events, ev)
+	r.more.Broadcast()
+}
+
+// written queues a read-back of the file behind fd, which its writer is
+// closing, under the name rel. It returns the file's stamp.
+func (r *reporter) written(rel string, fd int, at time.Time) (fileStamp, error) {
+	st, err := fstamp(fd)
+	if err == nil {
+		var f *os.File
+		if f, err = reopen(fd); err == nil {
+			r.add(sealEvent{op: opWritten, rel: rel, at: at, file: f, stamp: st})
+			return st, nil
+		}
+	}
+	r.add(sealEvent{op: opWithoutChecksum, rel: rel, at: at})
+	return st, err
+}
+
+// reopen opens the file behind fd again, for reading and without
+// touching its access time (a write-only descriptor cannot be read, and
+// reading through the writer's own one would change what the writer's
+// stat shows).
+func reopen(fd int) (*os.File, error) {
+	p := "/proc/self/fd/" + strconv.Itoa(fd)
+	nfd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOATIME|unix.O_CLOEXEC, 0)
+	if err == unix.EPERM { // O_NOATIME needs the file's owner or CAP_FOWNER
+		nfd, err = unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "reopen", Path: p, Err: err}
+	}
+	return os.NewFile(uintptr(nfd), p), nil
+}
+
+// sync returns once every event queued before it was delivered.
+func (r *reporter) sync() {
+	ch := make(chan struct{})
+	r.add(sealEvent{op: opSync, synced: ch})
+	<-ch
+}
+
+// close delivers what is queued and stops the goroutine; it may be
+// called more than once.
+func (r *reporter) close() {
+	r.mu.Lock()
+	r.closed = true
+	r.more.Broadcast()
+	r.mu.Unlock()
+	<-r.done
+}
+
+func (r *reporter) run() {
+	defer close(r.done)
+	for {
+		r.mu.Lock()
+		for len(r.events) == 0 && !r.closed {
+			r.more.Wait()
+		}
+		if len(r.events) == 0 {
+			r.mu.Unlock()
+			return
+		}
+		ev := r.events[0]
+		r.events[0] = sealEvent{}
+		r.events = r.events[1:]
+		if ev.op == opWritten {
+			r.readbacks--
+		}
+		r.more.Broadcast()
+		r.mu.Unlock()
+		r.deliver(ev)
+	}
+}
+
+func (r *reporter) deliver(ev sealEvent) {
+	switch ev.op {
+	case opWritten:
+		size, crc, err := r.readBack(ev.file, ev.stamp)
+		ev.file.Close()
+		if err != nil {
+			r.log.Debug("no checksum for a written file", "file", ev.rel, "err", err)
+			r.withoutChecksum(ev.rel, ev.at)
+			return
+		}
+		r.stats.filesSealed.Add(1)
+		r.sealer.FileWritten(ev.rel, size, crc, ev.at)
+	case opWithoutChecksum:
+		r.withoutChecksum(ev.rel, ev.at)
+	case opRemoved:
+		r.sealer.FileRemoved(ev.rel)
+	case opRenamed:
+		r.sealer.Renamed(ev.rel, ev.newRel, ev.exchange)
+	case opCommitted:
+		r.stats.metadataCommits.Add(1)
+		r.sealer.MetadataCommitted(ev.rel)
+	case opSync:
+		close(ev.synced)
+	}
+}
+
+func (r *reporter) withoutChecksum(rel string, at time.Time) {
+	r.stats.filesUnsealed.Add(1)
+	r.sealer.FileWrittenWithoutChecksum(rel, at)
+}
+
+// testHookReadBack, when set by a test, runs before each read-back.
+var testHookReadBack atomic.Pointer[func()]
+
+// errChanged: the file is not the version its writer closed.
+var errChanged = errors.New("file changed after its writer closed it")
+
+// readBack returns the size and CRC-32C of f, provided it is still the
+// version stamped when its writer closed it, before and after reading.
+func (r *reporter) readBack(f *os.File, want fileStamp) (int64, uint32, error) {
+	if hook := testHookReadBack.Load(); hook != nil {
+		(*hook)()
+	}
+	if st, err := fstamp(int(f.Fd())); err != nil {
+		return 0, 0, err
+	} else if st != want {
+		return 0, 0, errChanged
+	}
+	if r.buf == nil {
+		r.buf = make([]byte, readBackChunk)
+	}
+	var crc uint32
+	var off int64
+	for {
+		n, err := f.ReadAt(r.buf, off)
+		crc = crc32.Update(crc, castagnoli, r.buf[:n])
+		off += int64(n)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+	if st, err := fstamp(int(f.Fd())); err != nil {
+		return 0, 0, err
+	} else if st != want || off != want.size {
+		return 0, 0, errChanged
+	}
+	r.stats.readBackBytes.Add(uint64(off))
+	return off, crc, nil
+}
+
+// The mount's side: fileSystem methods that queue events, and do nothing
+// without a Sealer.
+
+func (fsys *fileSystem) sealing() bool { return fsys.reports != nil }
+
+func (fsys *fileSystem) writtenWithoutChecksum(rel string) {
+	if fsys.sealing() {
+		fsys.reports.add(sealEvent{op: opWithoutChecksum, rel: rel, at: fsys.now()})
+	}
+}
+
+func (fsys *fileSystem) removed(rel string) {
+	if fsys.sealing() {
+		fsys.reports.add(sealEvent{op: opRemoved, rel: rel})
+	}
 }
 
 func (fsys *fileSystem) committed(rel string) {
-	if fsys.sealer == nil {
-		return
+	if fsys.sealing() {
+		fsys.reports.add(sealEvent{op: opCommitted, rel: rel})
 	}
-	fsys.stats.metadataCommits.Add(1)
-	fsys.sealer.MetadataCommitted(rel)
 }
 
-// renamed moves what was reported for src (and, for an exchange, dst)
-// to its new name. Renaming a file to .../_metadata commits the
-// checkpoint, after FileWritten for the new name.
-func (fsys *fileSystem) renamed(oldRel string, src *fs.Inode, newRel string, dst *fs.Inode, flags uint32) {
-	if fsys.sealer == nil || src == nil || src.IsDir() {
+// renamed reports a rename of a file or a directory (src). Renaming a
+// file to .../_metadata commits the checkpoint.
+func (fsys *fileSystem) renamed(oldRel string, src *fs.Inode, newRel string, flags uint32) {
+	if !fsys.sealing() {
 		return
 	}
-	srcRec := sealedOf(src)
-	var dstRec *sealRecord
-	exchange := flags&unix.RENAME_EXCHANGE != 0
-	if exchange {
-		dstRec = sealedOf(dst)
-	} else if d := nodeOf(dst); d != nil {
-		d.setSealed(nil) // replaced: that inode has no name any more
-	}
-	fsys.forget(oldRel)
-	if exchange && dstRec != nil {
-		fsys.written(oldRel, dstRec)
-	}
-	if srcRec != nil {
-		fsys.written(newRel, srcRec)
-	} else {
-		fsys.forget(newRel)
-	}
-	if src.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFREG && isMetadata(newRel) {
+	fsys.reports.add(sealEvent{op: opRenamed, rel: oldRel, newRel: newRel, exchange: flags&unix.RENAME_EXCHANGE != 0})
+	if src != nil && src.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFREG && isMetadata(newRel) {
 		fsys.committed(newRel)
 	}
-}
-
-func nodeOf(in *fs.Inode) *node {
-	if in == nil {
-		return nil
-	}
-	n, _ := in.Operations().(*node)
-	return n
-}
-
-func sealedOf(in *fs.Inode) *sealRecord {
-	if n := nodeOf(in); n != nil {
-		return n.sealedRecord()
-	}
-	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -19,6 +20,9 @@ type Server struct {
 	root       *node
 	fuse       *fuse.Server
 	mountPoint string
+
+	// transition serializes SetMode calls.
+	transition sync.Mutex
 }
 
 // Mount validates cfg, recovers a mount point left behind by a daemon
@@ -39,16 +43,17 @@ func Mount(cfg Config) (*Server, error) {
 	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		return nil, fmt.Errorf("backing %s is not a directory", backing)
 	}
-	if err := recoverMountPoint(mountPoint, log); err != nil {
+	if err := recoverMountPoint(mountPoint, cfg.ProbeTimeout, log); err != nil {
 		return nil, err
 	}
 
 	fsys := &fileSystem{
-		vis:    cfg.Visibility,
-		sealer: cfg.Sealer,
-		log:    log,
-		now:    cfg.Now,
-		mode:   cfg.Mode,
+		vis:               cfg.Visibility,
+		log:               log,
+		now:               cfg.Now,
+		passthroughWrites: cfg.PassthroughWrites,
+		fenceTimeout:      cfg.FenceTimeout,
+		mode:              cfg.Mode,
 	}
 	fsys.modeNow.Store(int32(cfg.Mode))
 	root := &node{
@@ -88,10 +93,16 @@ func Mount(cfg Config) (*Server, error) {
 	// The daemon drops setuid/setgid itself (privs.go), which spares a
 	// GETXATTR round trip per WRITE.
 	mo.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
-	// READDIRPLUS looks up every entry (a backing lstat and an inode each);
-	// with AUTO the kernel asks for it only when the reader goes on to stat
-	// the entries (ls -l), and a plain listing (ls, os.ReadDir) is one
-	// READDIR. Lookup hides the same names either way.
+	// READDIRPLUS looks up every entry (a backing lstat and an inode each).
+	// With AUTO the kernel asks for it for the first batch of a listing,
+	// and for a later batch only if entries were stat'ed since the one
+	// before, so a plain listing (ls, os.ReadDir) is mostly READDIRs. The
+	// price: reading a large directory and then stat'ing every entry (ls
+	// -l, Java's listFiles and a stat each) costs a LOOKUP round trip per
+	// entry unless it was looked up within EntryTimeout (8x a direct
+	// listing for 10,000 entries), where READDIRPLUS every time costs every
+	// plain listing about 10x, and that with stats about 3x. Lookup hides
+	// the same names either way.
 	mo.ExtraCapabilities |= fuse.CAP_READDIRPLUS_AUTO
 	opts := &fs.Options{
 		MountOptions:    mo,
@@ -105,55 +116,90 @@ func Mount(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", mountPoint, err)
 	}
+	if cfg.Sealer != nil {
+		fsys.reports = newReporter(cfg.Sealer, log, &fsys.stats)
+	}
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {
-		return nil, errors.Join(fmt.Errorf("mount %s: %w", mountPoint, err), srv.Unmount())
+		err = errors.Join(fmt.Errorf("mount %s: %w", mountPoint, err), srv.Unmount())
+		if fsys.reports != nil {
+			fsys.reports.close()
+		}
+		return nil, err
 	}
 	// Passthrough needs the kernel's consent and CAP_SYS_ADMIN to register
 	// backing files.
 	if cfg.Passthrough && os.Geteuid() == 0 && srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 {
 		fsys.passthrough.Store(true)
 	}
-	log.Info("mounted", "backing", backing, "mode", cfg.Mode.String(), "passthrough", fsys.passthrough.Load())
+	log.Info("mounted", "backing", backing, "mode", cfg.Mode.String(), "passthrough", fsys.passthrough.Load(),
+		"passthrough_writes", fsys.passthrough.Load() && cfg.PassthroughWrites)
 	return &Server{fsys: fsys, root: root, fuse: srv, mountPoint: mountPoint}, nil
 }
 
 // MountPoint is where the file system is mounted.
 func (s *Server) MountPoint() string { return s.mountPoint }
 
-// Unmount unmounts and waits until the serving goroutines have stopped.
-// It fails with EBUSY while files on the mount are open.
+// Unmount unmounts, waits until the serving goroutines have stopped and
+// the Sealer got everything reported. It fails with EBUSY while files on
+// the mount are open.
 func (s *Server) Unmount() error {
 	if err := s.fuse.Unmount(); err != nil {
 		return fmt.Errorf("unmount %s: %w", s.mountPoint, err)
+	}
+	if s.fsys.reports != nil {
+		s.fsys.reports.close()
 	}
 	s.fsys.log.Info("unmounted")
 	return nil
 }
 
+// SyncSealer returns once the Sealer got everything the mount reported
+// before the call (a file closed before it, with its checksum read back).
+func (s *Server) SyncSealer() {
+	if s.fsys.reports != nil {
+		s.fsys.reports.sync()
+	}
+}
+
 // Wait blocks until the file system is unmounted (by Unmount or from
-// outside).
-func (s *Server) Wait() { s.fuse.Wait() }
+// outside) and the Sealer got everything reported.
+func (s *Server) Wait() {
+	s.fuse.Wait()
+	if s.fsys.reports != nil {
+		s.fsys.reports.close()
+	}
+}
 
 // Mode is the current mode.
 func (s *Server) Mode() Mode { return s.fsys.currentMode() }
 
-// SetMode switches modes. Mutations already running finish first (they
-// were admitted under the old mode); once SetMode returns, every
-// mutation sees the new mode, including writes on handles opened
-// earlier. Switching into or out of replica mode drops the kernel's
-// cached names, since what is visible changes.
+// SetMode switches modes. Mutations the daemon serves finish first (they
+// were admitted under the old mode); then every mutation sees the new
+// mode, including writes on handles opened earlier. Switching to a mode
+// that does not write also revokes the writers that bypass the daemon
+// (revoke.go) and waits, at most Config.FenceTimeout, until they are
+// closed: when SetMode returns nil, nothing written through the mount can
+// land any more. Otherwise the error wraps ErrFenceIncomplete; the mode
+// has changed all the same, and calling SetMode again waits again.
+// Switching into or out of replica mode drops the kernel's cached names,
+// since what is visible changes. SetMode uses the mount, so it must not
+// be called from inside a FUSE request of this mount.
 func (s *Server) SetMode(m Mode) error {
 	if !m.valid() {
 		return fmt.Errorf("invalid mode %v", m)
 	}
+	s.transition.Lock()
+	defer s.transition.Unlock()
 	old := s.fsys.setMode(m)
-	if old == m {
-		return nil
+	if old != m {
+		s.fsys.log.Info("mode changed", "from", old.String(), "to", m.String())
 	}
-	s.fsys.log.Info("mode changed", "from", old.String(), "to", m.String())
 	if old.filtered() != m.filtered() {
 		s.invalidateAll()
+	}
+	if !m.writable() {
+		return s.revokeWriters()
 	}
 	return nil
 }

@@ -72,9 +72,12 @@ type Recorder struct {
 	wake  chan struct{}
 }
 
+// writtenFile is what the mount reported for one file. INVARIANT:
+// without hasChecksum, size and crc are zero.
 type writtenFile struct {
-	size int64
-	crc  uint32
+	size        int64
+	crc         uint32
+	hasChecksum bool
 }
 
 var _ Sealer = (*Recorder)(nil)
@@ -97,7 +100,15 @@ func NewRecorder(cfg SealerConfig) (*Recorder, error) {
 func (r *Recorder) FileWritten(rel string, size int64, crc uint32, _ time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.written[rel] = writtenFile{size: size, crc: crc}
+	r.written[rel] = writtenFile{size: size, crc: crc, hasChecksum: true}
+}
+
+// FileWrittenWithoutChecksum implements Sealer: the file is sealed with its
+// size only, or hashed at sealing time with ReadUnwritten.
+func (r *Recorder) FileWrittenWithoutChecksum(rel string, _ time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.written[rel] = writtenFile{}
 }
 
 // FileRemoved implements Sealer.
@@ -105,6 +116,48 @@ func (r *Recorder) FileRemoved(rel string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.written, rel)
+}
+
+// Renamed implements Sealer. It does not know whether oldRel is a file or
+// a directory, so it moves the record of oldRel and every record below it
+// (a scan of all records: renames are rare, one per checkpoint).
+func (r *Recorder) Renamed(oldRel, newRel string, exchange bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if oldRel == newRel {
+		return
+	}
+	moved := r.take(oldRel)
+	var swapped map[string]writtenFile
+	if exchange {
+		swapped = r.take(newRel)
+	} else {
+		r.take(newRel) // replaced
+	}
+	for suffix, w := range moved {
+		r.written[newRel+suffix] = w
+	}
+	for suffix, w := range swapped {
+		r.written[oldRel+suffix] = w
+	}
+}
+
+// take removes the records of rel and of everything below it, keyed by
+// what follows rel ("" for rel itself). LOCKS_REQUIRED(r.mu)
+func (r *Recorder) take(rel string) map[string]writtenFile {
+	out := map[string]writtenFile{}
+	if w, ok := r.written[rel]; ok {
+		delete(r.written, rel)
+		out[""] = w
+	}
+	prefix := rel + "/"
+	for p, w := range r.written {
+		if strings.HasPrefix(p, prefix) {
+			delete(r.written, p)
+			out[p[len(rel):]] = w
+		}
+	}
+	return out
 }
 
 // MetadataCommitted implements Sealer: it only queues the work.
@@ -200,7 +253,7 @@ func (r *Recorder) checksum(local string, size int64) (string, error) {
 		r.mu.Lock()
 		w, ok := r.written[rel]
 		r.mu.Unlock()
-		if ok && w.size == size {
+		if ok && w.hasChecksum && w.size == size {
 			return FormatChecksum(w.crc), nil
 		}
 	}

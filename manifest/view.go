@@ -31,19 +31,32 @@ type Visibility interface {
 	Visible(dir, name string) error
 }
 
-// Sealer receives what a primary mount saw written, and seals manifests.
-// Its methods run inside close(2), unlink(2) and rename(2) of the
-// writer: they must return quickly.
+// Sealer receives what a primary mount saw happen to files, and seals
+// manifests. The mount reports in the order things happened (a file
+// closed before it was renamed is reported written before renamed),
+// from one goroutine, off the request path of the writer; still, each
+// call should return quickly, since reports queue behind it.
 type Sealer interface {
-	// FileWritten records that the file at rel (relative to the mount root)
-	// was closed after this mount wrote all of its size bytes
-	// sequentially from offset 0, with the given CRC-32C (Castagnoli).
+	// FileWritten records that the file at rel (relative to the mount
+	// root) was written through this mount and, once its writer closed
+	// it, held size bytes with the given CRC-32C (Castagnoli): the mount
+	// read it back and nothing changed it meanwhile.
 	FileWritten(rel string, size int64, crc32c uint32, at time.Time)
-	// FileRemoved forgets rel: deleted, renamed away, or written in a way
-	// that left its checksum unknown (the mount then seals its size only).
+	// FileWrittenWithoutChecksum records that rel was written through this
+	// mount but its checksum is unknown (it changed while being read back,
+	// could not be read, or was cut off by fencing). Whatever was recorded
+	// for rel before no longer holds.
+	FileWrittenWithoutChecksum(rel string, at time.Time)
+	// FileRemoved forgets rel: it was deleted.
 	FileRemoved(rel string)
+	// Renamed records that oldRel, a file or a directory, is now newRel:
+	// what was recorded for it, and for everything below it, moves along,
+	// and what was recorded for newRel before is gone. With exchange the
+	// two names swapped (renameat2 RENAME_EXCHANGE).
+	Renamed(oldRel, newRel string, exchange bool)
 	// MetadataCommitted reports that rel (".../chk-N/_metadata") was
-	// closed after writing or renamed into place. It must return quickly:
-	// sealing happens in the background.
+	// closed after writing or renamed into place, after the FileWritten
+	// (or FileWrittenWithoutChecksum) for it. Sealing happens in the
+	// background.
 	MetadataCommitted(rel string)
 }

@@ -297,8 +297,12 @@ func runMount(ctx context.Context, cfg *mountConfig, logw io.Writer, readyFD str
 
 	done := make(chan struct{})
 	go func() { defer close(done); catalog.Run(ctx) }()
+	// The recorder outlives the mount: unmounting hands it what the mount
+	// still had to report, and it seals what that commits.
+	sealCtx, stopSealing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSealing()
 	sealDone := make(chan struct{})
-	go func() { defer close(sealDone); recorder.Run(ctx) }()
+	go func() { defer close(sealDone); recorder.Run(sealCtx) }()
 	go watchBacking(ctx, cfg.Backing, catalog, log)
 	zkDone := make(chan struct{})
 	go func() {
@@ -316,12 +320,16 @@ func runMount(ctx context.Context, cfg *mountConfig, logw io.Writer, readyFD str
 	case <-unmounted:
 		cancel()
 		<-done
+		stopSealing()
+		<-sealDone
 		return &exitError{code: 1, err: errors.New("unmounted from outside")}
 	}
 	<-done
-	<-sealDone
 	<-zkDone
-	return unmount(srv, cfg.MountPoint, log)
+	err = unmount(srv, cfg.MountPoint, log)
+	stopSealing()
+	<-sealDone
+	return err
 }
 
 // checkpointAttrs are the log attributes of a checkpoint directory

@@ -2,6 +2,7 @@ package mounttest
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -140,6 +141,34 @@ func (d *Daemon) Kill() {
 	<-d.exited
 }
 
+// Stop sends SIGSTOP and returns once the child is stopped: it stays
+// alive but answers no request, so everything that reaches its mount
+// waits.
+func (d *Daemon) Stop() error {
+	if err := d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	stat := fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid)
+	deadline := time.Now().Add(daemonStartTimeout)
+	for {
+		data, err := os.ReadFile(stat)
+		if err != nil {
+			return err
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses.
+		if i := bytes.LastIndexByte(data, ')'); i >= 0 && i+2 < len(data) && data[i+2] == 'T' {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("daemon %d not stopped after %v", d.cmd.Process.Pid, daemonStartTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Continue sends SIGCONT to a stopped child.
+func (d *Daemon) Continue() { d.cmd.Process.Signal(syscall.SIGCONT) }
+
 // Exited reports whether the child has exited.
 func (d *Daemon) Exited() bool {
 	select {
@@ -155,6 +184,7 @@ func (d *Daemon) Exited() bool {
 func (d *Daemon) stop() error {
 	if !d.Exited() {
 		d.cmd.Process.Signal(syscall.SIGTERM)
+		d.Continue() // a stopped child acts on SIGTERM only once continued
 		select {
 		case <-d.exited:
 		case <-time.After(unmountPatience):

@@ -5,8 +5,8 @@
 // t.Cleanup: it retries while the mount is busy and detaches lazily as a
 // last resort, which still fails the test. StartDaemon serves a mount
 // from a child process (the test binary re-executed through Main) for
-// tests that kill the daemon, or that must not let the FUSE server share
-// a process with the code touching the mount.
+// tests that kill or stop (SIGSTOP) the daemon, or that must not let the
+// FUSE server share a process with the code touching the mount.
 //
 // Real mounts need root and /dev/fuse. Without them tests skip with a
 // loud message, or fail when CKPTFS_REQUIRE_FUSE=1 (CI sets it).

@@ -37,16 +37,27 @@ func (v *Visibility) Visible(dir, name string) error {
 
 // SealerCall is one call a Sealer received.
 type SealerCall struct {
-	Op   string // "written", "removed" or "committed"
+	// Op is "written", "nochecksum" (FileWrittenWithoutChecksum),
+	// "removed", "renamed" or "committed".
+	Op   string
 	Rel  string
 	Size int64
 	CRC  uint32
 	At   time.Time
+	// NewRel and Exchange are set for "renamed".
+	NewRel   string
+	Exchange bool
 }
 
 func (c SealerCall) String() string {
-	if c.Op == "written" {
+	switch c.Op {
+	case "written":
 		return fmt.Sprintf("%s %s size=%d crc=%08x", c.Op, c.Rel, c.Size, c.CRC)
+	case "renamed":
+		if c.Exchange {
+			return fmt.Sprintf("exchanged %s %s", c.Rel, c.NewRel)
+		}
+		return fmt.Sprintf("renamed %s to %s", c.Rel, c.NewRel)
 	}
 	return c.Op + " " + c.Rel
 }
@@ -62,8 +73,18 @@ func (s *Sealer) FileWritten(rel string, size int64, crc32c uint32, at time.Time
 	s.add(SealerCall{Op: "written", Rel: rel, Size: size, CRC: crc32c, At: at})
 }
 
+// FileWrittenWithoutChecksum implements manifest.Sealer.
+func (s *Sealer) FileWrittenWithoutChecksum(rel string, at time.Time) {
+	s.add(SealerCall{Op: "nochecksum", Rel: rel, At: at})
+}
+
 // FileRemoved implements manifest.Sealer.
 func (s *Sealer) FileRemoved(rel string) { s.add(SealerCall{Op: "removed", Rel: rel}) }
+
+// Renamed implements manifest.Sealer.
+func (s *Sealer) Renamed(oldRel, newRel string, exchange bool) {
+	s.add(SealerCall{Op: "renamed", Rel: oldRel, NewRel: newRel, Exchange: exchange})
+}
 
 // MetadataCommitted implements manifest.Sealer.
 func (s *Sealer) MetadataCommitted(rel string) { s.add(SealerCall{Op: "committed", Rel: rel}) }

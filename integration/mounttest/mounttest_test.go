@@ -104,6 +104,116 @@ func TestIntegration_KilledDaemonThenRemount(t *testing.T) {
 	}
 }
 
+// newDaemon starts a daemon serving orig/hello at mnt under a fresh
+// directory and checks that it serves.
+func newDaemon(t *testing.T) (dir, mnt string, d *mounttest.Daemon) {
+	t.Helper()
+	dir = t.TempDir()
+	orig := filepath.Join(dir, "orig")
+	mnt = filepath.Join(dir, "mnt")
+	for _, p := range []string{orig, mnt} {
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(orig, "hello"), []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d = mounttest.StartDaemon(t, orig, mnt, fusefs.ModeReplica)
+	if got, err := os.ReadFile(filepath.Join(mnt, "hello")); err != nil || string(got) != "hello" {
+		t.Fatalf("daemon serves %q, %v", got, err)
+	}
+	return dir, mnt, d
+}
+
+// statfsAsync starts a statfs of dir and returns where its result will
+// arrive.
+func statfsAsync(dir string) <-chan error {
+	ch := make(chan error, 1)
+	go func() {
+		var s syscall.Statfs_t
+		ch <- syscall.Statfs(dir, &s)
+	}()
+	return ch
+}
+
+// TestIntegration_StoppedDaemonThenRemount: a daemon stopped with
+// SIGSTOP leaves a mount that answers nothing. fusefs.Mount waits
+// ProbeTimeout for it, aborts its FUSE connection, detaches it and
+// mounts in its place.
+func TestIntegration_StoppedDaemonThenRemount(t *testing.T) {
+	dir, mnt, d := newDaemon(t)
+	if err := d.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	stuck := statfsAsync(mnt)
+	select {
+	case err := <-stuck:
+		t.Fatalf("statfs of a stopped daemon's mount returned: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	const probe = time.Second
+	start := time.Now()
+	m := mounttest.New(t, &mounttest.Options{Dir: dir, Mode: fusefs.ModeReplica, Configure: func(c *fusefs.Config) {
+		c.ProbeTimeout = probe
+	}})
+	if waited := time.Since(start); waited < probe {
+		t.Errorf("mounted after %v, before the %v probe timeout", waited, probe)
+	}
+	if got, err := os.ReadFile(m.Path("hello")); err != nil || string(got) != "hello" {
+		t.Fatalf("remounted: %q, %v", got, err)
+	}
+	if n := mountsAt(t, mnt); n != 1 {
+		t.Errorf("%d mounts at %s, want 1 (the hung one detached)", n, mnt)
+	}
+	select {
+	case err := <-stuck:
+		if !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
+			t.Errorf("statfs waiting on the aborted mount returned %v, want ENOTCONN", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("statfs waiting on the aborted mount still waits")
+	}
+	// Continued, the old daemon finds its connection gone and exits.
+	d.Continue()
+	deadline := time.Now().Add(5 * time.Second)
+	for !d.Exited() {
+		if time.Now().After(deadline) {
+			t.Fatal("the aborted daemon keeps running after SIGCONT")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestIntegration_BrieflyStoppedDaemonIsNotAborted: a daemon that
+// answers within ProbeTimeout, even late, keeps its mount.
+func TestIntegration_BrieflyStoppedDaemonIsNotAborted(t *testing.T) {
+	_, mnt, d := newDaemon(t)
+	if err := d.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(500*time.Millisecond, d.Continue)
+	cfg := fusefs.DefaultConfig()
+	cfg.Backing, cfg.MountPoint, cfg.Visibility = filepath.Join(filepath.Dir(mnt), "orig"), mnt, fusefs.AllVisible{}
+	cfg.Logger = mounttest.Logger(t)
+	cfg.ProbeTimeout = 5 * time.Second
+	srv, err := fusefs.Mount(cfg)
+	if err == nil {
+		srv.Unmount()
+		t.Fatal("mounted over a daemon that answered")
+	}
+	if !errors.Is(err, fusefs.ErrAlreadyMounted) {
+		t.Errorf("err = %v, want ErrAlreadyMounted", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(mnt, "hello")); err != nil || string(got) != "hello" {
+		t.Errorf("the daemon's mount was damaged: %q, %v", got, err)
+	}
+	if d.Exited() {
+		t.Error("the daemon exited")
+	}
+}
+
 // TestIntegration_LiveMountIsNotReplaced: a second Mount over a live one
 // fails instead of stacking or detaching it.
 func TestIntegration_LiveMountIsNotReplaced(t *testing.T) {

@@ -1,0 +1,224 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// Fencing a mount whose writers bypass the daemon.
+//
+// A write-only open on a primary gets FUSE passthrough: the kernel writes
+// the backing file itself, so the mode gate never sees those writes. The
+// kernel cannot take a backing file back from an open file (closing the
+// backing id only stops later opens from using it). It can mark an inode
+// bad, though: when the daemon answers a GETATTR with attributes it
+// cannot accept (here an impossible size), it fails every later read,
+// write, fsync, truncate, fallocate and flush on that inode with EIO, and
+// lets a lookup of the name find a fresh inode once the last descriptor
+// is closed. Fencing uses that on every inode with a passthrough writer,
+// then waits for those writers to be released: the RELEASE of the last
+// descriptor also means no write through it is still in progress.
+//
+// What the bad inode does not stop, on the kernels we know (6.18
+// included), is splice(2) or sendfile(2) into a descriptor that is still
+// open: the kernel hands those to the backing file without looking at
+// the inode. Such a descriptor keeps SetMode waiting (so a nil return
+// still means that nothing can write), and when it is finally closed the
+// mount compares the file with what it was at fencing time and counts
+// and logs a change (Stats.WritesAfterFence).
+
+// ErrFenceIncomplete: SetMode gave up waiting for writers opened before
+// fencing to close. Until they do, splice(2) and sendfile(2) through them
+// can still change the files named in the error.
+var ErrFenceIncomplete = errors.New("writers opened before fencing are still open")
+
+// revokedSize is a size the kernel refuses in attributes (above
+// 2^63-1), so answering it marks the inode bad.
+const revokedSize = 1 << 63
+
+// revokeTimeout bounds the attempts to get one inode marked bad: right
+// after a CREATE the kernel may not know the inode yet.
+const revokeTimeout = 2 * time.Second
+
+func (fsys *fileSystem) addPassthroughWriter(h *handle) {
+	fsys.pwMu.Lock()
+	defer fsys.pwMu.Unlock()
+	if fsys.pwriters == nil {
+		fsys.pwriters = make(map[*handle]struct{})
+	}
+	fsys.pwriters[h] = struct{}{}
+}
+
+func (fsys *fileSystem) dropPassthroughWriter(h *handle) {
+	fsys.pwMu.Lock()
+	defer fsys.pwMu.Unlock()
+	delete(fsys.pwriters, h)
+}
+
+// passthroughWriters groups the open passthrough write handles by inode.
+func (fsys *fileSystem) passthroughWriters() map[*node][]*handle {
+	fsys.pwMu.Lock()
+	defer fsys.pwMu.Unlock()
+	out := make(map[*node][]*handle)
+	for h := range fsys.pwriters {
+		out[h.node] = append(out[h.node], h)
+	}
+	return out
+}
+
+// revokeWriters cuts off every passthrough writer open now and waits, at
+// most fenceTimeout, until the kernel released them all. The mode must
+// already refuse writes, so no new passthrough writer appears.
+func (s *Server) revokeWriters() error {
+	fsys := s.fsys
+	writers := fsys.passthroughWriters()
+	if len(writers) == 0 {
+		return nil
+	}
+	var errs []error
+	for n, hs := range writers {
+		if err := s.revoke(n, hs); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	deadline := time.NewTimer(fsys.fenceTimeout)
+	defer deadline.Stop()
+	expired := false
+	var open []string
+	for n, hs := range writers {
+		for _, h := range hs {
+			if !expired {
+				select {
+				case <-h.released:
+					continue
+				case <-deadline.C:
+					expired = true
+				}
+			}
+			select {
+			case <-h.released:
+			default:
+				rel, _ := n.rel()
+				open = append(open, rel)
+			}
+		}
+	}
+	if len(open) > 0 {
+		fsys.log.Error("fenced, but files opened for writing before stay open", "files", open, "waited", fsys.fenceTimeout)
+		errs = append(errs, fmt.Errorf("%w after %v: %s", ErrFenceIncomplete, fsys.fenceTimeout, strings.Join(open, ", ")))
+	}
+	return errors.Join(errs...)
+}
+
+// revoke gets the kernel to mark n's inode bad, which cuts off hs, its
+// passthrough writers. It asks for the inode's attributes through the
+// mount after dropping the cached ones; Getattr answers that one request
+// with revokedSize.
+func (s *Server) revoke(n *node, hs []*handle) error {
+	fsys := s.fsys
+	live := 0
+	for _, h := range hs {
+		if h.markRevoked() {
+			live++
+		}
+	}
+	if live == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(revokeTimeout)
+	for {
+		rel, ok := n.rel()
+		if !ok {
+			return fmt.Errorf("revoking writers of an unlinked file: no name to reach it by")
+		}
+		n.revoking.Store(true)
+		n.EmbeddedInode().NotifyContent(-1, 0) // drops the cached attributes
+		var st unix.Stat_t
+		err := unix.Lstat(filepath.Join(s.mountPoint, rel), &st)
+		if !n.revoking.Load() {
+			fsys.stats.revokedWriters.Add(uint64(live))
+			fsys.log.Info("revoked writers opened before fencing", "file", rel, "writers", live)
+			return nil
+		}
+		if allReleased(hs) {
+			n.revoking.Store(false)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			n.revoking.Store(false)
+			return fmt.Errorf("revoking writers of %s: the kernel did not ask for its attributes (stat: %v)", rel, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func allReleased(hs []*handle) bool {
+	for _, h := range hs {
+		select {
+		case <-h.released:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// markRevoked records what the file is now, for checkAfterFence, and
+// says whether h is still open.
+func (h *handle) markRevoked() bool {
+	var out fuse.AttrOut
+	if h.lf.Getattr(context.Background(), &out) != 0 {
+		return false // released meanwhile: the descriptor is closed
+	}
+	st := stampOfAttr(&out.Attr)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.revoked == nil {
+		h.revoked = &st
+	}
+	return true
+}
+
+func stampOfAttr(a *fuse.Attr) fileStamp {
+	return fileStamp{ino: a.Ino, size: int64(a.Size), mtime: unix.Timespec{Sec: int64(a.Mtime), Nsec: int64(a.Mtimensec)}}
+}
+
+// checkAfterFence runs when a revoked handle is released: if the file
+// changed since it was revoked, a write got past the fence (see above).
+func (h *handle) checkAfterFence() {
+	h.mu.Lock()
+	revoked := h.revoked
+	h.mu.Unlock()
+	if revoked == nil {
+		return
+	}
+	var out fuse.AttrOut
+	if h.lf.Getattr(context.Background(), &out) != 0 || stampOfAttr(&out.Attr) == *revoked {
+		return
+	}
+	fsys := h.node.fsys
+	fsys.stats.writesAfterFence.Add(1)
+	rel, _ := h.node.rel()
+	fsys.log.Error("a write reached a file after fencing, through a descriptor opened before (splice or sendfile)",
+		"file", rel, "size_at_fence", revoked.size, "size", out.Size)
+}
+
+var _ = (fs.NodeGetattrer)((*node)(nil))
+
+// Getattr answers revokedSize once after revoke asked for it.
+func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	errno := n.LoopbackNode.Getattr(ctx, f, out)
+	if errno == 0 && n.revoking.CompareAndSwap(true, false) {
+		out.Size = revokedSize
+	}
+	return errno
+}

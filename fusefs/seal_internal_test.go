@@ -1,0 +1,185 @@
+package fusefs
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// blockingSealer counts calls; the first FileWritten blocks until
+// release is closed.
+type blockingSealer struct {
+	entered chan struct{} // closed when the first FileWritten blocks
+	release chan struct{}
+	once    sync.Once
+
+	mu               sync.Mutex
+	written, noSum   int
+	removed, commits int
+	renamed          int
+	order            []string
+}
+
+func newBlockingSealer() *blockingSealer {
+	return &blockingSealer{entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (s *blockingSealer) FileWritten(rel string, size int64, crc uint32, at time.Time) {
+	s.once.Do(func() {
+		close(s.entered)
+		<-s.release
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.written++
+	s.order = append(s.order, "written "+rel)
+}
+
+func (s *blockingSealer) FileWrittenWithoutChecksum(rel string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noSum++
+	s.order = append(s.order, "nochecksum "+rel)
+}
+
+func (s *blockingSealer) FileRemoved(rel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removed++
+	s.order = append(s.order, "removed "+rel)
+}
+
+func (s *blockingSealer) Renamed(oldRel, newRel string, exchange bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.renamed++
+	s.order = append(s.order, "renamed "+oldRel+" "+newRel)
+}
+
+func (s *blockingSealer) MetadataCommitted(rel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.commits++
+	s.order = append(s.order, "committed "+rel)
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries)
+}
+
+func tempFile(t *testing.T, dir string, i int) *os.File {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, fmt.Sprint(i)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("data"); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestReporterBoundsReadbacks: while the Sealer is stuck, at most
+// maxQueuedReadbacks descriptors wait; further written files are
+// reported without checksum, and no descriptor is left open.
+func TestReporterBoundsReadbacks(t *testing.T) {
+	dir := t.TempDir()
+	before := openFDs(t)
+	s := newBlockingSealer()
+	r := newReporter(s, slog.New(slog.DiscardHandler), &counters{})
+	first := tempFile(t, dir, 0)
+	if _, err := r.written("0", int(first.Fd()), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	<-s.entered
+	const extra = 44
+	for i := 1; i <= maxQueuedReadbacks+extra; i++ {
+		f := tempFile(t, dir, i)
+		if _, err := r.written(fmt.Sprint(i), int(f.Fd()), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	close(s.release)
+	r.sync()
+	s.mu.Lock()
+	written, noSum := s.written, s.noSum
+	s.mu.Unlock()
+	if written != 1+maxQueuedReadbacks || noSum != extra {
+		t.Errorf("%d with checksum, %d without; want %d and %d", written, noSum, 1+maxQueuedReadbacks, extra)
+	}
+	r.close()
+	if after := openFDs(t); after != before {
+		t.Errorf("%d descriptors open before, %d after", before, after)
+	}
+}
+
+// TestReporterBoundsEvents: while the Sealer is stuck, a full queue makes
+// the next report wait instead of growing.
+func TestReporterBoundsEvents(t *testing.T) {
+	s := newBlockingSealer()
+	r := newReporter(s, slog.New(slog.DiscardHandler), &counters{})
+	f := tempFile(t, t.TempDir(), 0)
+	defer f.Close()
+	r.written("0", int(f.Fd()), time.Now())
+	<-s.entered
+	for i := range maxQueuedEvents {
+		r.add(sealEvent{op: opRemoved, rel: fmt.Sprint(i)})
+	}
+	added := make(chan struct{})
+	go func() {
+		r.add(sealEvent{op: opRemoved, rel: "one too many"})
+		close(added)
+	}()
+	select {
+	case <-added:
+		t.Fatal("a full queue took one more event")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(s.release)
+	<-added
+	r.close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.removed != maxQueuedEvents+1 || s.order[len(s.order)-1] != "removed one too many" {
+		t.Errorf("%d removals delivered, last %q", s.removed, s.order[len(s.order)-1])
+	}
+}
+
+// TestReporterOrder: events reach the Sealer in the order they were
+// queued, read-backs included.
+func TestReporterOrder(t *testing.T) {
+	s := newBlockingSealer()
+	s.once.Do(func() {}) // never block
+	r := newReporter(s, slog.New(slog.DiscardHandler), &counters{})
+	f := tempFile(t, t.TempDir(), 0)
+	defer f.Close()
+	r.written("a/tmp", int(f.Fd()), time.Now())
+	r.add(sealEvent{op: opRenamed, rel: "a/tmp", newRel: "a/_metadata"})
+	r.add(sealEvent{op: opCommitted, rel: "a/_metadata"})
+	r.add(sealEvent{op: opRemoved, rel: "a/x"})
+	r.close()
+	want := []string{"written a/tmp", "renamed a/tmp a/_metadata", "committed a/_metadata", "removed a/x"}
+	if fmt.Sprint(s.order) != fmt.Sprint(want) {
+		t.Errorf("order %q, want %q", s.order, want)
+	}
+	// After close nothing is queued, and nothing leaks.
+	g := tempFile(t, t.TempDir(), 1)
+	defer g.Close()
+	before := openFDs(t)
+	r.written("late", int(g.Fd()), time.Now())
+	r.sync()
+	if after := openFDs(t); after != before {
+		t.Errorf("a report after close left a descriptor open")
+	}
+}

@@ -115,7 +115,10 @@ func (s *scanner) distinct() ([]File, []*pathEntry) {
 			continue
 		}
 		e.mark, e.index = mark, n
-		s.files[n], s.entries[n] = s.files[i], e
+		if n != i {
+			s.files[n] = s.files[i]
+		}
+		s.entries[n] = e
 		n++
 	}
 	clear(s.files[n:])

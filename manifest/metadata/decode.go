@@ -351,18 +351,20 @@ func isPlainASCII(b []byte) bool {
 		}
 		return true
 	}
-	// Accumulate over 8-byte words and test once: (v-0x01..)&^v has the
-	// high bit of some byte set when v has a zero byte. The last word may
-	// overlap the one before.
+	// Accumulate over 8-byte words, two at a time, and test once:
+	// (v-0x01..)&^v has the high bit of some byte set when v has a zero
+	// byte. The last word may overlap the others.
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	var acc uint64
-	last := len(b) - 8
-	for i := 0; i < last; i += 8 {
-		v := binary.LittleEndian.Uint64(b[i:])
+	v := binary.LittleEndian.Uint64(b[len(b)-8:])
+	acc := v | (v-ones)&^v
+	for ; len(b) >= 16; b = b[16:] {
+		v, w := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
+		acc |= v | (v-ones)&^v | w | (w-ones)&^w
+	}
+	if len(b) >= 8 {
+		v := binary.LittleEndian.Uint64(b)
 		acc |= v | (v-ones)&^v
 	}
-	v := binary.LittleEndian.Uint64(b[last:])
-	acc |= v | (v-ones)&^v
 	return acc&highs == 0
 }
 

@@ -3,8 +3,10 @@ package manifest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -12,9 +14,10 @@ import (
 	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
-// benchTree writes a job directory with 10,500 files in shared/ and two
+// benchTree writes a job directory with 10,500 files in shared/ and three
 // checkpoints: chk-1 references files 0..9999, chk-2 files 500..10499, so
-// they share 95% of their files (RocksDB incremental style).
+// they share 95% of their files (RocksDB incremental style), and chk-3 the
+// files of chk-2 in a random order.
 func benchTree(b *testing.B) (root string, paths []string) {
 	root = b.TempDir()
 	shared := filepath.Join(root, "job", "shared")
@@ -28,10 +31,13 @@ func benchTree(b *testing.B) (root string, paths []string) {
 		}
 		paths = append(paths, p)
 	}
-	for id, first := range map[int64]int{1: 0, 2: 500} {
+	for id, first := range map[int64]int{1: 0, 2: 500, 3: 500} {
 		var handles []*metadata.StreamHandle
 		for i := first; i < first+10000; i++ {
 			handles = append(handles, &metadata.StreamHandle{Tag: metadata.TagFileStream, Path: "file:" + paths[i], Size: int64(i % 7)})
+		}
+		if id == 3 {
+			rand.New(rand.NewPCG(3, 3)).Shuffle(len(handles), func(i, j int) { handles[i], handles[j] = handles[j], handles[i] })
 		}
 		writeMetadataPerSubtask(b, filepath.Join(root, "job", fmt.Sprintf("chk-%d", id)), id, handles)
 	}
@@ -65,15 +71,29 @@ func writeMetadataPerSubtask(b *testing.B, dir string, id int64, handles []*meta
 }
 
 // BenchmarkVerify10kFiles measures, in each iteration and under the same
-// cache conditions: a bare stat of the 10,000 files chk-1 references; a
-// cold verification of chk-1 (empty verdict cache); and the verification of
-// chk-2 after chk-1 was verified (95% of its files shared). It reports
-// cold/stat and reverify/cold. "warm" leaves the kernel's caches warm (the
-// cheapest stat there is: the bound is the parse); "dropcaches" drops the
-// page, dentry and inode caches before each measurement, as a replica sees
-// freshly replicated files (needs root).
+// conditions: a bare stat of the 10,000 files chk-1 references (os.Stat,
+// one after another); a cold verification of chk-1 (a new Verifier, so
+// nothing cached); and, with the same Verifier, the verification of a new
+// checkpoint that shares 95% of its files with chk-1: its _metadata is new
+// and parsed completely, the shared files were found complete within
+// MaxAge, and its 500 new files are stat'ed. It reports cold/stat and
+// reverify/cold, and the bytes each verification allocates.
+//
+// Verifications run as a mount runs them: the stats of one directory in up
+// to Workers (4) goroutines on GOMAXPROCS cores, the rest on the calling
+// goroutine. Each phase starts from a collected heap, so the collector's
+// work for one phase's garbage is not timed in the next (a mount is idle
+// between verifications); what a phase allocates is reported instead.
+//
+// "warm" leaves the kernel's caches warm: the cheapest stat there is, so
+// the bound is the parse. "warm-shuffled" re-verifies chk-3, chk-2's files
+// in a random order: a new checkpoint whose shared files do not come in
+// the order of the previous one. "dropcaches" drops the page, dentry and
+// inode caches before each phase, as a replica sees freshly replicated
+// files (needs root).
 func BenchmarkVerify10kFiles(b *testing.B) {
-	b.Run("warm", func(b *testing.B) { benchVerify(b, func() {}) })
+	b.Run("warm", func(b *testing.B) { benchVerify(b, func() {}, "chk-2") })
+	b.Run("warm-shuffled", func(b *testing.B) { benchVerify(b, func() {}, "chk-3") })
 	b.Run("dropcaches", func(b *testing.B) {
 		if os.Geteuid() != 0 {
 			b.Skip("dropping the kernel caches needs root")
@@ -83,14 +103,15 @@ func BenchmarkVerify10kFiles(b *testing.B) {
 			if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0o200); err != nil {
 				b.Fatal(err)
 			}
-		})
+		}, "chk-2")
 	})
 }
 
-func benchVerify(b *testing.B, dropCaches func()) {
+// benchVerify verifies chk-1 cold, then next.
+func benchVerify(b *testing.B, dropCaches func(), next string) {
 	root, paths := benchTree(b)
 	chk1 := filepath.Join(root, "job", "chk-1")
-	chk2 := filepath.Join(root, "job", "chk-2")
+	chk2 := filepath.Join(root, "job", next)
 	res, err := NewResolver(nil, []string{root})
 	if err != nil {
 		b.Fatal(err)
@@ -102,11 +123,25 @@ func benchVerify(b *testing.B, dropCaches func()) {
 		}
 		return v
 	}
-	var stat, cold, reverify time.Duration
-	for b.Loop() {
+	var ms runtime.MemStats
+	allocated := func() uint64 {
+		runtime.ReadMemStats(&ms)
+		return ms.TotalAlloc
+	}
+	// settle starts a phase from a collected heap and the caches dropped
+	// or not, and returns the bytes allocated so far.
+	settle := func() uint64 {
 		b.StopTimer()
+		runtime.GC()
 		dropCaches()
+		a := allocated()
 		b.StartTimer()
+		return a
+	}
+	var stat, cold, reverify time.Duration
+	var coldBytes, reverifyBytes uint64
+	for b.Loop() {
+		settle()
 		start := time.Now()
 		for _, p := range paths[:10000] {
 			if _, err := os.Stat(p); err != nil {
@@ -115,9 +150,7 @@ func benchVerify(b *testing.B, dropCaches func()) {
 		}
 		stat += time.Since(start)
 
-		b.StopTimer()
-		dropCaches()
-		b.StartTimer()
+		a := settle()
 		v := newV()
 		start = time.Now()
 		if got := v.VerifyDir(context.Background(), chk1); !got.Complete {
@@ -125,19 +158,23 @@ func benchVerify(b *testing.B, dropCaches func()) {
 		}
 		cold += time.Since(start)
 
-		b.StopTimer()
-		dropCaches()
-		b.StartTimer()
+		a2 := settle()
+		coldBytes += a2 - a
 		start = time.Now()
 		if got := v.VerifyDir(context.Background(), chk2); !got.Complete {
 			b.Fatal(got.Problems)
 		}
 		reverify += time.Since(start)
+		b.StopTimer()
+		reverifyBytes += allocated() - a2
+		b.StartTimer()
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(stat.Nanoseconds())/n, "stat-ns")
 	b.ReportMetric(float64(cold.Nanoseconds())/n, "cold-ns")
 	b.ReportMetric(float64(reverify.Nanoseconds())/n, "reverify-ns")
+	b.ReportMetric(float64(coldBytes)/n, "cold-B")
+	b.ReportMetric(float64(reverifyBytes)/n, "reverify-B")
 	b.ReportMetric(float64(cold)/float64(stat), "cold/stat")
 	b.ReportMetric(float64(reverify)/float64(cold), "reverify/cold")
 }

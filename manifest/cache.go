@@ -1,10 +1,13 @@
 package manifest
 
 import (
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
 // stamp identifies one version of a file: a file rewritten, replaced,
@@ -20,16 +23,53 @@ func stampOf(st *unix.Stat_t) stamp {
 	return stamp{ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
 }
 
+// pathEntry is what a Verifier knows about one path that checkpoints
+// reference: where it is on this site, and when it was last found
+// complete. Successive checkpoints share most of their files, so a new
+// checkpoint finds most of its paths already resolved here, by a lookup
+// that does not even copy the path.
+type pathEntry struct {
+	// Set when the entry is made, never changed.
+	path     string        // as checkpoints name it
+	relative bool          // path is relative to one checkpoint directory
+	class    metadata.Kind // metadata.Classify(path, ""), absolute paths
+	err      error         // why path is outside the roots; nil otherwise
+	dir      string        // the local directory that holds it
+	base     string        // its name in dir
+
+	// GUARDED_BY(cache.mu).
+	// INVARIANT: seen is non-zero only when a stat at seen found a file
+	// of size bytes that satisfied a reference to path.
+	size int64
+	seen int64 // unix nanoseconds
+	used int64 // unix nanoseconds of the last verification that listed it
+	// mark and index: the verification that last listed the entry, and
+	// its position in that verification's files (for removing
+	// duplicates).
+	mark  uint64
+	index int
+}
+
 // cache remembers parsed manifests by the stamp (inode, size, mtime,
-// ctime) of their _metadata, and files found complete with the size and the
-// time they were seen.
+// ctime) of their _metadata, paths with where they resolve and when they
+// were found complete, and checksums by the stamp of their file.
 type cache struct {
 	mu sync.Mutex
 	// manifests: GUARDED_BY(mu). Key: local path of _metadata.
 	manifests map[string]manifestEntry
-	// files: GUARDED_BY(mu). Key: local path. INVARIANT: an entry is only
-	// stored for a file that satisfied a reference when it was seen.
-	files map[string]fileEntry
+	// paths: GUARDED_BY(mu). Key: an absolute path as checkpoints name
+	// it. INVARIANT: entries are only removed by sweep, and sweeps counts
+	// the sweeps that removed some.
+	paths  map[string]*pathEntry
+	sweeps uint64
+	// marks: GUARDED_BY(mu). The last mark given to a verification.
+	marks uint64
+	// last: GUARDED_BY(mu). The entries of the manifest parsed last, in
+	// its order, the mark they got and the sweeps then: the next
+	// checkpoint likely lists most of them, in the same order.
+	last       []*pathEntry
+	lastMark   uint64
+	lastSweeps uint64
 	// checksums: GUARDED_BY(mu). Key: local path. The CRC-32C of the
 	// version of the file given by stamp.
 	checksums map[string]checksumEntry
@@ -41,19 +81,17 @@ type checksumEntry struct {
 	used  time.Time
 }
 
+// manifestEntry is a parsed _metadata: its manifest and the entry of each
+// of its files, or the problem that stopped the parse.
 type manifestEntry struct {
-	stamp stamp
-	man   *Manifest
-	prob  *Problem
-}
-
-type fileEntry struct {
-	size int64
-	seen time.Time
+	stamp   stamp
+	man     *Manifest
+	entries []*pathEntry // entries[i] is the path of man.Files[i]
+	prob    *Problem
 }
 
 func newCache() *cache {
-	return &cache{manifests: make(map[string]manifestEntry), files: make(map[string]fileEntry), checksums: make(map[string]checksumEntry)}
+	return &cache{manifests: make(map[string]manifestEntry), paths: make(map[string]*pathEntry), checksums: make(map[string]checksumEntry)}
 }
 
 func (c *cache) manifest(path string, s stamp) (manifestEntry, bool) {
@@ -63,24 +101,59 @@ func (c *cache) manifest(path string, s stamp) (manifestEntry, bool) {
 	return e, ok && e.stamp == s
 }
 
-func (c *cache) putManifest(path string, s stamp, man *Manifest, prob *Problem) {
+func (c *cache) putManifest(path string, e manifestEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.manifests[path] = manifestEntry{stamp: s, man: man, prob: prob}
+	c.manifests[path] = e
 }
 
-// fresh reports whether path was seen complete for f since notBefore.
-func (c *cache) fresh(path string, f *File, notBefore time.Time) bool {
+// lookup returns the entry of an absolute path, or nil.
+func (c *cache) lookup(path string) *pathEntry {
 	c.mu.Lock()
-	e, ok := c.files[path]
+	e := c.paths[path]
 	c.mu.Unlock()
-	return ok && !e.seen.Before(notBefore) && f.Satisfied(e.size)
+	return e
 }
 
-func (c *cache) putFile(path string, o *observation, now time.Time) {
+// lookupBytes is lookup without copying path. It also returns the mark
+// of the last verification that listed the entry, and its position there.
+func (c *cache) lookupBytes(path []byte) (e *pathEntry, mark uint64, index int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.files[path] = fileEntry{size: o.size, seen: now}
+	if e = c.paths[string(path)]; e == nil {
+		return nil, 0, 0
+	}
+	return e, e.mark, e.index
+}
+
+// add stores e unless the path has an entry already, and returns the one
+// stored.
+func (c *cache) add(e *pathEntry) *pathEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.paths[e.path]; ok {
+		return old
+	}
+	c.paths[e.path] = e
+	return e
+}
+
+// newEntry resolves a path: a relative one against the checkpoint
+// directory dir, an absolute one (Flink path or URI) through the mappings.
+func newEntry(res *Resolver, path string, relative bool, dir string) *pathEntry {
+	e := &pathEntry{path: path, relative: relative}
+	var local string
+	if relative {
+		local, e.err = res.Join(dir, path)
+	} else {
+		e.class = metadata.Classify(path, "")
+		local, e.err = res.Local(path)
+	}
+	if e.err == nil {
+		slash := strings.LastIndexByte(local, '/')
+		e.dir, e.base = local[:max(slash, 1)], local[slash+1:]
+	}
+	return e
 }
 
 func (c *cache) checksum(path string, s stamp, now time.Time) (string, bool) {
@@ -101,15 +174,20 @@ func (c *cache) putChecksum(path string, s stamp, sum string, now time.Time) {
 	c.checksums[path] = checksumEntry{stamp: s, sum: sum, used: now}
 }
 
-// sweep drops files and checksums not used since notBefore and manifests
+// sweep drops paths and checksums not used since notBefore and manifests
 // whose path keep rejects, bounding the cache to what is still in use.
 func (c *cache) sweep(notBefore time.Time, keep func(metadataPath string) bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for p, e := range c.files {
-		if e.seen.Before(notBefore) {
-			delete(c.files, p)
+	removed := false
+	for p, e := range c.paths {
+		if e.used < notBefore.UnixNano() {
+			delete(c.paths, p)
+			removed = true
 		}
+	}
+	if removed {
+		c.sweeps++
 	}
 	for p, e := range c.checksums {
 		if e.used.Before(notBefore) {
@@ -125,9 +203,10 @@ func (c *cache) sweep(notBefore time.Time, keep func(metadataPath string) bool) 
 	}
 }
 
-// Sweep forgets files not seen within MaxAge and the parsed manifests of
-// checkpoint directories that keep rejects (for example, directories that
-// no longer exist). Long-running callers call it after each pass.
+// Sweep forgets the paths that no verification listed within MaxAge and
+// the parsed manifests of checkpoint directories that keep rejects (for
+// example, directories that no longer exist). Long-running callers call it
+// after each pass.
 func (v *Verifier) Sweep(keepDir func(dir string) bool) {
 	var keep func(string) bool
 	if keepDir != nil {

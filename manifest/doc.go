@@ -21,7 +21,15 @@
 // Verification is incremental. A parsed manifest is reused while its
 // _metadata keeps the same inode, size and times; a file found complete is
 // trusted for Config.MaxAge, so a new checkpoint that shares most of its
-// shared/ files with the previous one costs only its new files.
+// shared/ files with the previous one costs only its new files: its
+// _metadata is parsed completely and every file not found complete within
+// MaxAge is stat'ed, and that is all. To keep the rest cheap, the Verifier
+// remembers each path it has seen with where it resolves (a path is
+// resolved and classified once) and when it was found complete, and
+// builds a new manifest while scanning _metadata (metadata.Scan), without
+// a decoded tree: a path it knows costs a map lookup, which does not copy
+// the path, or only a comparison when it comes in the order the previous
+// checkpoint listed it.
 //
 // The package is pure policy: no FUSE, no ZooKeeper, no logging. fusefs and
 // zkbridge translate its verdicts.

@@ -159,7 +159,14 @@ func (v *Verifier) verifyHA(ctx context.Context, pointerID int64, znode flinkha.
 	}
 	man := haManifest(cc)
 	verdict.Manifest = man
-	v.checkFiles(ctx, "", man, verdict)
+	entries := make([]*pathEntry, len(man.Files))
+	for i := range man.Files {
+		p := man.Files[i].Path
+		if entries[i] = v.cache.lookup(p); entries[i] == nil {
+			entries[i] = v.cache.add(newEntry(v.cfg.Resolver, p, false, ""))
+		}
+	}
+	v.checkFiles(ctx, man.Files, entries, verdict)
 	verdict.Files = len(man.Files) + 1
 	verdict.Bytes = man.Bytes() + int64(len(data))
 	if len(verdict.Problems) == 0 {

@@ -85,25 +85,36 @@ func FromMetadata(m *metadata.Metadata, size int64) *Manifest {
 	index := make(map[key]int, n)
 	man.Files = make([]File, 0, n)
 	m.EachReference("", func(r metadata.Reference) {
+		f := fileOf(r.Path, r.Relative, r.Kind, r.Size, r.MinLength())
 		k := key{r.Path, r.Relative}
 		if i, ok := index[k]; ok {
-			f := &man.Files[i]
-			if r.Kind == metadata.KindSegment && r.MinLength() > f.MinLength {
-				f.MinLength = r.MinLength()
-			}
+			man.Files[i].absorb(&f)
 			return
-		}
-		f := File{Path: r.Path, Relative: r.Relative, Kind: r.Kind, Size: r.Size}
-		switch r.Kind {
-		case metadata.KindSegment:
-			f.Size, f.MinLength = -1, r.MinLength()
-		case metadata.KindDirectory:
-			f.Size = -1
 		}
 		index[k] = len(man.Files)
 		man.Files = append(man.Files, f)
 	})
 	return man
+}
+
+// fileOf is the manifest entry of one reference.
+func fileOf(path string, relative bool, kind metadata.Kind, size, minLength int64) File {
+	f := File{Path: path, Relative: relative, Kind: kind, Size: size}
+	switch kind {
+	case metadata.KindSegment:
+		f.Size, f.MinLength = -1, minLength
+	case metadata.KindDirectory:
+		f.Size = -1
+	}
+	return f
+}
+
+// absorb merges g, a later reference to the same file, into f: a
+// file-merging physical file must reach the end of its furthest segment.
+func (f *File) absorb(g *File) {
+	if g.Kind == metadata.KindSegment && g.MinLength > f.MinLength {
+		f.MinLength = g.MinLength
+	}
 }
 
 // Bytes sums the known sizes of the referenced files.

@@ -98,11 +98,12 @@ func (v *Verifier) VerifyDir(ctx context.Context, dir string) *Verdict {
 	if isChk {
 		verdict.CheckpointID = nameID
 	}
-	man, prob := v.loadManifest(dir)
-	if prob != nil {
-		verdict.addProblem(*prob)
+	parsed := v.loadManifest(dir)
+	if parsed.prob != nil {
+		verdict.addProblem(*parsed.prob)
 		return verdict
 	}
+	man := parsed.man
 	verdict.Manifest = man
 	verdict.CheckpointID = man.CheckpointID
 	if isChk && man.CheckpointID != nameID {
@@ -112,7 +113,7 @@ func (v *Verifier) VerifyDir(ctx context.Context, dir string) *Verdict {
 			Expected: nameID, Found: man.CheckpointID,
 		})
 	}
-	v.checkFiles(ctx, dir, man, verdict)
+	v.checkFiles(ctx, man.Files, parsed.entries, verdict)
 	verdict.Files = len(man.Files) + 1
 	verdict.Bytes = man.Bytes() + man.MetadataSize
 	if len(verdict.Problems) == 0 {
@@ -132,40 +133,48 @@ func (v *Verdict) addProblem(p Problem) {
 	v.Level = LevelNone
 }
 
-// loadManifest parses dir/_metadata, or reuses the manifest parsed from the
+// loadManifest parses dir/_metadata, or reuses what was parsed from the
 // same file (same inode, size and times) before.
-func (v *Verifier) loadManifest(dir string) (*Manifest, *Problem) {
+func (v *Verifier) loadManifest(dir string) manifestEntry {
 	local, err := v.cfg.Resolver.Confine(dir)
 	if err != nil {
-		return nil, &Problem{Path: MetadataFile, Kind: ProblemOutsideRoot, Detail: err.Error()}
+		return manifestEntry{prob: &Problem{Path: MetadataFile, Kind: ProblemOutsideRoot, Detail: err.Error()}}
 	}
 	path := filepath.Join(local, MetadataFile)
 	f, err := openBeneath(v.cfg.Resolver, path)
 	if err != nil {
-		return nil, fileProblem(MetadataFile, err)
+		return manifestEntry{prob: fileProblem(MetadataFile, err)}
 	}
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return nil, fileProblem(MetadataFile, err)
+		return manifestEntry{prob: fileProblem(MetadataFile, err)}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, &Problem{Path: MetadataFile, Kind: ProblemMissing, Detail: "not a regular file"}
+		return manifestEntry{prob: &Problem{Path: MetadataFile, Kind: ProblemMissing, Detail: "not a regular file"}}
 	}
 	stamp := stampOf(&st)
 	if e, ok := v.cache.manifest(path, stamp); ok {
-		return e.man, e.prob
+		return e
 	}
-	m, err := metadata.Decode(f, st.Size, metadata.Options{})
-	var man *Manifest
-	var prob *Problem
+	parsed := manifestEntry{stamp: stamp}
+	s := v.newScanner(local, st.Size)
+	sum, err := metadata.Scan(f, st.Size, metadata.Options{}, s)
 	if err != nil {
-		prob = parseProblem(err)
+		parsed.prob = parseProblem(err)
 	} else {
-		man = FromMetadata(m, st.Size)
+		parsed.man = &Manifest{
+			CheckpointID:    sum.CheckpointID,
+			Source:          SourceMetadata,
+			MetadataVersion: sum.Version,
+			MetadataSize:    st.Size,
+			InlineCount:     sum.InlineCount,
+			InlineBytes:     sum.InlineBytes,
+		}
+		parsed.man.Files, parsed.entries = s.distinct()
 	}
-	v.cache.putManifest(path, stamp, man, prob)
-	return man, prob
+	v.cache.putManifest(path, parsed)
+	return parsed
 }
 
 func parseProblem(err error) *Problem {
@@ -192,12 +201,11 @@ func fileProblem(name string, err error) *Problem {
 	return &Problem{Path: name, Kind: ProblemIOError, Detail: err.Error()}
 }
 
-// target is one manifest entry resolved to a local directory and name.
+// target is a file to stat.
 type target struct {
-	file *File
-	dir  string
-	base string
-	obs  observation
+	file  *File
+	entry *pathEntry
+	obs   observation
 }
 
 // observation is what one stat found.
@@ -207,31 +215,30 @@ type observation struct {
 	mode uint32
 }
 
-func (v *Verifier) checkFiles(ctx context.Context, dir string, man *Manifest, verdict *Verdict) {
-	res := v.cfg.Resolver
-	now := v.cfg.Now()
-	targets := make([]target, 0, len(man.Files))
-	for i := range man.Files {
-		f := &man.Files[i]
-		var local string
-		var err error
-		if f.Relative {
-			local, err = res.Join(dir, f.Path)
-		} else {
-			local, err = res.Local(f.Path)
+// checkFiles checks files (entries[i] is the path of files[i]): every file
+// not found complete within MaxAge is stat'ed.
+func (v *Verifier) checkFiles(ctx context.Context, files []File, entries []*pathEntry, verdict *Verdict) {
+	now := v.cfg.Now().UnixNano()
+	trust := v.cfg.MaxAge > 0
+	notBefore := now - v.cfg.MaxAge.Nanoseconds()
+	var targets []target
+	c := v.cache
+	c.mu.Lock()
+	for i := range files {
+		f, e := &files[i], entries[i]
+		e.used = now
+		switch {
+		case e.err != nil:
+			verdict.addProblem(Problem{Path: f.Path, Kind: ProblemOutsideRoot, Detail: e.err.Error()})
+		case trust && !f.IsDir() && e.seen != 0 && e.seen >= notBefore && f.Satisfied(e.size):
+			// Found complete within MaxAge.
+		default:
+			targets = append(targets, target{file: f, entry: e})
 		}
-		if err != nil {
-			verdict.addProblem(Problem{Path: f.Path, Kind: ProblemOutsideRoot, Detail: err.Error()})
-			continue
-		}
-		slash := strings.LastIndexByte(local, '/')
-		t := target{file: f, dir: local[:max(slash, 1)], base: local[slash+1:]}
-		if !f.IsDir() && v.cfg.MaxAge > 0 && v.cache.fresh(local, f, now.Add(-v.cfg.MaxAge)) {
-			continue
-		}
-		targets = append(targets, t)
 	}
+	c.mu.Unlock()
 	v.statAll(ctx, targets)
+	complete := 0
 	for i := range targets {
 		t := &targets[i]
 		f := t.file
@@ -261,10 +268,17 @@ func (v *Verifier) checkFiles(ctx context.Context, dir string, man *Manifest, ve
 			}
 			verdict.addProblem(Problem{Path: f.Path, Kind: ProblemSizeMismatch, Detail: detail, Expected: want, Found: o.size})
 		default:
-			if v.cfg.MaxAge > 0 {
-				v.cache.putFile(filepath.Join(t.dir, t.base), o, now)
-			}
+			// Complete: keep it at the front for the cache.
+			targets[complete] = *t
+			complete++
 		}
+	}
+	if trust && complete > 0 {
+		c.mu.Lock()
+		for _, t := range targets[:complete] {
+			t.entry.size, t.entry.seen = t.obs.size, now
+		}
+		c.mu.Unlock()
 	}
 	if err := ctx.Err(); err != nil {
 		verdict.addProblem(Problem{Path: ".", Kind: ProblemIOError, Detail: err.Error()})
@@ -281,7 +295,7 @@ func (v *Verifier) statAll(ctx context.Context, targets []target) {
 	byDir := make(map[string][]int)
 	var dirs []string
 	for i := range targets {
-		d := targets[i].dir
+		d := targets[i].entry.dir
 		if _, ok := byDir[d]; !ok {
 			dirs = append(dirs, d)
 		}
@@ -311,7 +325,7 @@ func (v *Verifier) statAll(ctx context.Context, targets []target) {
 			var st unix.Stat_t
 			for _, i := range part {
 				t := &targets[i]
-				if err := unix.Fstatat(fd, t.base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				if err := unix.Fstatat(fd, t.entry.base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 					t.obs.err = err
 					continue
 				}

@@ -51,33 +51,67 @@ func DecodeFile(path string, opts Options) (*Metadata, error) {
 // sequentially, checks every length against the bytes that remain before
 // allocating, and requires the structure to end exactly at size.
 func Decode(r io.ReaderAt, size int64, opts Options) (*Metadata, error) {
-	if opts.MaxDepth <= 0 {
-		opts.MaxDepth = DefaultMaxDepth
-	}
-	layout := opts.ChannelLayout
-	if layout == ChannelLayoutAuto {
-		layout = ChannelLayout112
-	}
-	m, sawChannels, err := decodeWithLayout(r, size, opts, layout)
-	if err != nil && sawChannels && opts.ChannelLayout == ChannelLayoutAuto && m != nil && m.Version == 3 {
-		// Flink 1.11 wrote version 3 without the subtask index in channel
-		// entries; the header does not say which, so try that layout too.
-		if m2, _, err2 := decodeWithLayout(r, size, opts, ChannelLayout111); err2 == nil {
-			return m2, nil
-		}
-	}
+	m, _, err := run(r, size, opts, nil)
 	if err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-func decodeWithLayout(r io.ReaderAt, size int64, opts Options, layout ChannelLayout) (*Metadata, bool, error) {
+// Scan parses a complete _metadata image of size bytes from r with every
+// check Decode makes, and fails exactly where Decode fails, but keeps
+// nothing: it reports each reference to v as it reads it, in the order
+// EachReference reports them, and returns the header and the inline
+// totals. No handle, list or string is kept. Options.KeepInline is
+// ignored.
+//
+// The references of a file that then fails to parse have been reported
+// too: a caller keeps them only when Scan returns no error.
+func Scan(r io.ReaderAt, size int64, opts Options, v Visitor) (Summary, error) {
+	if v == nil {
+		return Summary{}, errors.New("metadata: Scan needs a Visitor")
+	}
+	_, sum, err := run(r, size, opts, v)
+	return sum, err
+}
+
+// run decodes (visit nil) or scans, trying Flink 1.11's channel layout
+// when the 1.12 layout fails on a version-3 file with channel state.
+func run(r io.ReaderAt, size int64, opts Options, visit Visitor) (*Metadata, Summary, error) {
+	if opts.MaxDepth <= 0 {
+		opts.MaxDepth = DefaultMaxDepth
+	}
+	if visit != nil {
+		opts.KeepInline = false
+	}
+	layout := opts.ChannelLayout
+	if layout == ChannelLayoutAuto {
+		layout = ChannelLayout112
+	}
+	m, d, err := decodeWithLayout(r, size, opts, layout, visit)
+	if err != nil && d.sawChannels && opts.ChannelLayout == ChannelLayoutAuto && m != nil && m.Version == 3 {
+		// Flink 1.11 wrote version 3 without the subtask index in channel
+		// entries; the header does not say which, so try that layout too.
+		if visit != nil {
+			visit.Restart()
+		}
+		if m2, d2, err2 := decodeWithLayout(r, size, opts, ChannelLayout111, visit); err2 == nil {
+			return m2, d2.summary(m2), nil
+		}
+	}
+	if err != nil {
+		return m, Summary{}, err
+	}
+	return m, d.summary(m), nil
+}
+
+func decodeWithLayout(r io.ReaderAt, size int64, opts Options, layout ChannelLayout, visit Visitor) (*Metadata, *decoder, error) {
 	d := &decoder{
 		src:    io.NewSectionReader(r, 0, size),
 		size:   size,
 		opts:   opts,
 		layout: layout,
+		visit:  visit,
 	}
 	bufSize := int64(readBufferSize)
 	if size < bufSize {
@@ -85,7 +119,11 @@ func decodeWithLayout(r io.ReaderAt, size int64, opts Options, layout ChannelLay
 	}
 	d.buf = make([]byte, 0, bufSize)
 	m, err := d.metadata()
-	return m, d.sawChannels, err
+	return m, d, err
+}
+
+func (d *decoder) summary(m *Metadata) Summary {
+	return Summary{Version: m.Version, CheckpointID: m.CheckpointID, InlineCount: d.inlineCount, InlineBytes: d.inlineBytes}
 }
 
 // readBufferSize holds the longest writeUTF string (65535 bytes) with room
@@ -109,7 +147,21 @@ type decoder struct {
 
 	arena   []byte         // backing store for decoded strings
 	streams []StreamHandle // slab for stream handles
+
+	// visit is set by Scan. The decoder then checks everything Decode
+	// checks but keeps nothing: strings are validated and dropped, lists
+	// of handles and offsets are not collected, and each stream handle is
+	// decoded into a scratch value per nesting depth that the next handle
+	// at that depth overwrites. Paths go to ref, which is reported.
+	visit       Visitor
+	ref         RawReference
+	scratch     []StreamHandle // by depth
+	changelog   int            // > 0 inside changelog handles
+	inlineCount int
+	inlineBytes int64
 }
+
+func (d *decoder) scanning() bool { return d.visit != nil }
 
 func (d *decoder) off() int64 { return d.base + int64(d.pos) }
 
@@ -152,9 +204,14 @@ func (d *decoder) fill(n int, what string) error {
 	return nil
 }
 
+// The readers below test whether the bytes are buffered before calling
+// fill: most reads then cost a comparison, not a call.
+
 func (d *decoder) u8(what string) (byte, error) {
-	if err := d.fill(1, what); err != nil {
-		return 0, err
+	if d.pos >= len(d.buf) {
+		if err := d.fill(1, what); err != nil {
+			return 0, err
+		}
 	}
 	b := d.buf[d.pos]
 	d.pos++
@@ -162,8 +219,10 @@ func (d *decoder) u8(what string) (byte, error) {
 }
 
 func (d *decoder) i32(what string) (int32, error) {
-	if err := d.fill(4, what); err != nil {
-		return 0, err
+	if len(d.buf)-d.pos < 4 {
+		if err := d.fill(4, what); err != nil {
+			return 0, err
+		}
 	}
 	v := int32(binary.BigEndian.Uint32(d.buf[d.pos:]))
 	d.pos += 4
@@ -171,47 +230,104 @@ func (d *decoder) i32(what string) (int32, error) {
 }
 
 func (d *decoder) i64(what string) (int64, error) {
-	if err := d.fill(8, what); err != nil {
-		return 0, err
+	if len(d.buf)-d.pos < 8 {
+		if err := d.fill(8, what); err != nil {
+			return 0, err
+		}
 	}
 	v := int64(binary.BigEndian.Uint64(d.buf[d.pos:]))
 	d.pos += 8
 	return v, nil
 }
 
-// utf reads a DataOutput.writeUTF string.
-func (d *decoder) utf(what string) (string, error) {
-	if err := d.fill(2, what); err != nil {
-		return "", err
+// rawUTF reads a DataOutput.writeUTF string and returns its modified UTF-8
+// bytes, which alias the buffer until the next read.
+func (d *decoder) rawUTF(what string) ([]byte, error) {
+	if len(d.buf)-d.pos < 2 {
+		if err := d.fill(2, what); err != nil {
+			return nil, err
+		}
 	}
 	n := int(binary.BigEndian.Uint16(d.buf[d.pos:]))
-	if err := d.fill(2+n, what); err != nil {
+	if len(d.buf)-d.pos < 2+n {
+		if err := d.fill(2+n, what); err != nil {
+			return nil, err
+		}
+	}
+	start := d.pos + 2
+	d.pos = start + n
+	return d.buf[start:d.pos:d.pos], nil
+}
+
+// utf reads a DataOutput.writeUTF string. Scanning, it checks the string
+// and returns "".
+func (d *decoder) utf(what string) (string, error) {
+	b, err := d.rawUTF(what)
+	if err != nil {
 		return "", err
 	}
-	b := d.buf[d.pos+2 : d.pos+2+n]
-	s, err := d.str(b)
-	if err != nil {
-		return "", &ParseError{Offset: d.off() + 2, What: what, Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+	if isPlainASCII(b) {
+		if d.scanning() {
+			return "", nil
+		}
+		return d.ascii(b), nil
 	}
-	d.pos += 2 + n
+	s, err := javaser.DecodeModifiedUTF8(b)
+	if err != nil {
+		return "", d.badUTF(b, what, err)
+	}
+	if d.scanning() {
+		return "", nil
+	}
 	return s, nil
+}
+
+// path reads a writeUTF string that names a file or directory. Scanning,
+// it puts the path into the reference to report and returns "".
+func (d *decoder) path(what string) (string, error) {
+	if !d.scanning() {
+		return d.utf(what)
+	}
+	b, err := d.rawUTF(what)
+	if err != nil {
+		return "", err
+	}
+	if isPlainASCII(b) {
+		d.ref.Path = append(d.ref.Path[:0], b...)
+		return "", nil
+	}
+	s, err := javaser.DecodeModifiedUTF8(b)
+	if err != nil {
+		return "", d.badUTF(b, what, err)
+	}
+	d.ref.Path = append(d.ref.Path[:0], s...)
+	return "", nil
+}
+
+// badUTF reports the string b, just read, as not modified UTF-8.
+func (d *decoder) badUTF(b []byte, what string, err error) error {
+	return &ParseError{Offset: d.off() - int64(len(b)), What: what, Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+}
+
+// report hands the reference in d.ref (its path already read) to the
+// visitor.
+func (d *decoder) report(tag byte, size, offset int64) {
+	d.ref.Tag, d.ref.Size, d.ref.Offset, d.ref.Changelog = tag, size, offset, d.changelog > 0
+	d.visit.Reference(&d.ref)
 }
 
 // arenaChunk is the allocation unit of the string arena.
 const arenaChunk = 32 << 10
 
-// str turns modified UTF-8 into a string. ASCII strings (nearly all paths
-// and ids) are copied into an append-only arena, so a file with many handles
-// costs a few large allocations rather than one per string.
-func (d *decoder) str(b []byte) (string, error) {
+// ascii turns plain ASCII bytes into a string. Nearly all paths and ids
+// are ASCII; they are copied into an append-only arena, so a file with many
+// handles costs a few large allocations rather than one per string.
+func (d *decoder) ascii(b []byte) string {
 	if len(b) == 0 {
-		return "", nil
-	}
-	if !isPlainASCII(b) {
-		return javaser.DecodeModifiedUTF8(b)
+		return ""
 	}
 	if len(b) > arenaChunk/8 {
-		return string(b), nil
+		return string(b)
 	}
 	if cap(d.arena)-len(d.arena) < len(b) {
 		// Grow chunk sizes so that small files stay cheap.
@@ -221,28 +337,48 @@ func (d *decoder) str(b []byte) (string, error) {
 	start := len(d.arena)
 	d.arena = append(d.arena, b...)
 	// The arena is append-only: bytes once written never change.
-	return unsafe.String(&d.arena[start], len(b)), nil
+	return unsafe.String(&d.arena[start], len(b))
 }
 
+// isPlainASCII reports whether b holds no byte with its high bit set and no
+// zero byte: modified UTF-8 that is its own decoding.
 func isPlainASCII(b []byte) bool {
-	for len(b) >= 8 {
+	if len(b) < 8 {
+		for _, c := range b {
+			if c == 0 || c >= 0x80 {
+				return false
+			}
+		}
+		return true
+	}
+	// Accumulate over 8-byte words, two at a time, and test once:
+	// (v-0x01..)&^v has the high bit of some byte set when v has a zero
+	// byte. The last word may overlap the others.
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	v := binary.LittleEndian.Uint64(b[len(b)-8:])
+	acc := v | (v-ones)&^v
+	for ; len(b) >= 16; b = b[16:] {
+		v, w := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
+		acc |= v | (v-ones)&^v | w | (w-ones)&^w
+	}
+	if len(b) >= 8 {
 		v := binary.LittleEndian.Uint64(b)
-		// Any byte with its high bit set, or any zero byte, is not plain.
-		if v&0x8080808080808080 != 0 || (v-0x0101010101010101)&^v&0x8080808080808080 != 0 {
-			return false
-		}
-		b = b[8:]
+		acc |= v | (v-ones)&^v
 	}
-	for _, c := range b {
-		if c == 0 || c >= 0x80 {
-			return false
-		}
-	}
-	return true
+	return acc&highs == 0
 }
 
-// newStream returns a zeroed handle from a slab.
+// newStream returns a zeroed handle: from a slab, or scanning, the scratch
+// handle of the current depth.
 func (d *decoder) newStream() *StreamHandle {
+	if d.scanning() {
+		for len(d.scratch) <= d.depth {
+			d.scratch = append(d.scratch, StreamHandle{})
+		}
+		h := &d.scratch[d.depth]
+		*h = StreamHandle{}
+		return h
+	}
 	if len(d.streams) == cap(d.streams) {
 		d.streams = make([]StreamHandle, 0, min(max(2*cap(d.streams), 4), 64))
 	}
@@ -326,6 +462,9 @@ func (d *decoder) longs(n int, what string) ([]int64, error) {
 	}
 	if n == 0 {
 		return nil, nil
+	}
+	if d.scanning() {
+		return nil, d.skip(int64(n)*8, what)
 	}
 	out := make([]int64, n)
 	for i := range out {
@@ -597,6 +736,15 @@ func (d *decoder) channels(what string, input bool) ([]ChannelHandle, error) {
 		return nil, nil
 	}
 	d.sawChannels = true
+	if d.scanning() {
+		var c ChannelHandle
+		for range n {
+			if err := d.channel(&c, what, input); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}
 	out := make([]ChannelHandle, n)
 	for i := range out {
 		if err := d.channel(&out[i], what, input); err != nil {
@@ -670,6 +818,9 @@ func (d *decoder) keptBlob(n int32, what string) ([]byte, error) {
 	if n < 0 {
 		return nil, d.fail(what, fmt.Errorf("%w: negative length %d", ErrInvalid, n))
 	}
+	if d.scanning() {
+		return nil, d.skip(int64(n), what)
+	}
 	if err := d.need(int64(n), what); err != nil {
 		return nil, err
 	}
@@ -720,11 +871,17 @@ func (d *decoder) operatorHandle(what string) (*OperatorHandle, error) {
 		}
 	}
 	if tag == TagFileMergingOperator {
-		if h.TaskOwnedDir, err = d.utf("task-owned directory"); err != nil {
+		if h.TaskOwnedDir, err = d.path("task-owned directory"); err != nil {
 			return nil, err
 		}
-		if h.SharedDir, err = d.utf("shared directory"); err != nil {
+		if d.scanning() {
+			d.report(TagFileMergingOperator, -1, 0)
+		}
+		if h.SharedDir, err = d.path("shared directory"); err != nil {
 			return nil, err
+		}
+		if d.scanning() {
+			d.report(TagFileMergingOperator, -1, 0)
 		}
 		if h.EmptyFlag, err = d.u8("empty flag"); err != nil {
 			return nil, err
@@ -813,7 +970,10 @@ func (d *decoder) keyedHandleBody(tag byte, what string) (*KeyedHandle, error) {
 		if h.Materialized, err = d.keyedList("materialized"); err != nil {
 			return nil, err
 		}
-		if h.NonMaterialized, err = d.keyedList("non-materialized"); err != nil {
+		d.changelog++
+		h.NonMaterialized, err = d.keyedList("non-materialized")
+		d.changelog--
+		if err != nil {
 			return nil, err
 		}
 		if h.MaterializationID, err = d.i64("materialization id"); err != nil {
@@ -867,16 +1027,26 @@ func (d *decoder) keyedHandleBody(tag byte, what string) (*KeyedHandle, error) {
 		if err != nil {
 			return nil, err
 		}
-		if n > 0 {
+		if n > 0 && !d.scanning() {
 			h.Parts = make([]OffsetHandle, n)
 		}
-		for i := range h.Parts {
-			if h.Parts[i].Offset, err = d.i64("part offset"); err != nil {
-				return nil, err
+		var part OffsetHandle
+		d.changelog++
+		for i := range n {
+			p := &part
+			if h.Parts != nil {
+				p = &h.Parts[i]
 			}
-			if h.Parts[i].Handle, err = d.streamHandle("part"); err != nil {
-				return nil, err
+			if p.Offset, err = d.i64("part offset"); err != nil {
+				break
 			}
+			if p.Handle, err = d.streamHandle("part"); err != nil {
+				break
+			}
+		}
+		d.changelog--
+		if err != nil {
+			return nil, err
 		}
 		if h.StateSize, err = d.i64("state size"); err != nil {
 			return nil, err
@@ -920,6 +1090,14 @@ func (d *decoder) keyedList(what string) ([]*KeyedHandle, error) {
 	if n == 0 {
 		return nil, nil
 	}
+	if d.scanning() {
+		for range n {
+			if _, err := d.keyedHandle(what); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}
 	out := make([]*KeyedHandle, n)
 	for i := range out {
 		if out[i], err = d.keyedHandle(what); err != nil {
@@ -935,6 +1113,17 @@ func (d *decoder) namedHandles(what string) ([]NamedHandle, error) {
 		return nil, err
 	}
 	if n == 0 {
+		return nil, nil
+	}
+	if d.scanning() {
+		for range n {
+			if _, err := d.utf("local name"); err != nil {
+				return nil, err
+			}
+			if _, err := d.streamHandle(what); err != nil {
+				return nil, err
+			}
+		}
 		return nil, nil
 	}
 	out := make([]NamedHandle, n)
@@ -980,15 +1169,17 @@ func (d *decoder) streamHandleBody(tag byte, what string) (*StreamHandle, error)
 		if h.Data, err = d.blob(h.DataLen, "inline bytes"); err != nil {
 			return nil, err
 		}
+		d.inlineCount++
+		d.inlineBytes += int64(h.DataLen)
 	case TagFileStream:
 		if h.Size, err = d.i64("file size"); err != nil {
 			return nil, err
 		}
-		if h.Path, err = d.utf("file path"); err != nil {
+		if h.Path, err = d.path("file path"); err != nil {
 			return nil, err
 		}
 	case TagRelativeStream:
-		if h.Path, err = d.utf("relative path"); err != nil {
+		if h.Path, err = d.path("relative path"); err != nil {
 			return nil, err
 		}
 		if h.Size, err = d.i64("file size"); err != nil {
@@ -1029,7 +1220,7 @@ func (d *decoder) streamHandleBody(tag byte, what string) (*StreamHandle, error)
 		if h.Offset < 0 || h.Size < 0 {
 			return nil, d.fail("segment", fmt.Errorf("%w: start %d size %d", ErrInvalid, h.Offset, h.Size))
 		}
-		if h.Path, err = d.utf("segment path"); err != nil {
+		if h.Path, err = d.path("segment path"); err != nil {
 			return nil, err
 		}
 		if h.LogicalFileID, err = d.utf("logical file id"); err != nil {
@@ -1038,6 +1229,12 @@ func (d *decoder) streamHandleBody(tag byte, what string) (*StreamHandle, error)
 	case TagEmptySegmentFile:
 	default:
 		return nil, &ParseError{Offset: d.off() - 1, What: "stream handle tag", Err: fmt.Errorf("%w: stream handle tag %d", ErrUnknownTag, tag)}
+	}
+	if d.scanning() {
+		switch tag {
+		case TagFileStream, TagRelativeStream, TagSegmentFile:
+			d.report(tag, h.Size, h.Offset)
+		}
 	}
 	return h, nil
 }

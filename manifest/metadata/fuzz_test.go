@@ -9,8 +9,8 @@ import (
 	"github.com/ckptfs/ckptfs/integration/flinkdata"
 )
 
-// FuzzDecode: no input panics, hangs or allocates without bound, and
-// whatever parses writes the same bytes again.
+// FuzzDecode: no input panics, hangs or allocates without bound, whatever
+// parses writes the same bytes again, and Scan agrees with Decode.
 func FuzzDecode(f *testing.F) {
 	for _, file := range flinkdata.MetadataFiles(f) {
 		data, err := os.ReadFile(file.Path)
@@ -24,6 +24,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add(encode(f, everyHandle(v, props)))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		sameAsDecode(t, data, Options{})
 		m, err := decode(data, Options{KeepInline: true})
 		if err != nil {
 			return
@@ -82,6 +83,24 @@ func BenchmarkDecode50kFiles(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkScan50kFiles scans what BenchmarkDecode50kFiles decodes.
+func BenchmarkScan50kFiles(b *testing.B) {
+	data := encode(b, synthetic(50000, 100))
+	var v countVisitor
+	scan := func() {
+		if _, err := Scan(bytes.NewReader(data), int64(len(data)), Options{}, &v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(testing.AllocsPerRun(3, scan)/50000, "allocs/handle")
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		scan()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/50000, "ns/handle")
 }
 
 // reportPerHandle reports the allocations of one decode per file handle.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"strings"
+	"unsafe"
 )
 
 // Kind says what role a referenced file plays in Flink's layout.
@@ -106,32 +107,99 @@ func (m *Metadata) EachReference(exclusiveDir string, fn func(Reference)) {
 	exclusiveDir = strings.TrimSuffix(exclusiveDir, "/")
 	m.walk(func(h *StreamHandle, changelog bool) {
 		switch h.Tag {
-		case TagFileStream:
-			kind := KindChangelog
-			if !changelog {
-				kind = classify(h.Path, exclusiveDir)
-			}
-			fn(Reference{Path: h.Path, Resolved: h.Path, Size: h.Size, Kind: kind})
-		case TagRelativeStream:
-			kind := KindExclusive
-			if changelog {
-				kind = KindChangelog
-			}
-			r := Reference{Path: h.Path, Relative: true, Size: h.Size, Kind: kind}
-			if exclusiveDir != "" {
-				r.Resolved = exclusiveDir + "/" + h.Path
+		case TagFileStream, TagRelativeStream, TagSegmentFile:
+			r := Reference{Path: h.Path, Resolved: h.Path, Size: h.Size, Kind: kindOf(h.Tag, changelog, h.Path, exclusiveDir)}
+			switch h.Tag {
+			case TagRelativeStream:
+				r.Relative, r.Resolved = true, ""
+				if exclusiveDir != "" {
+					r.Resolved = exclusiveDir + "/" + h.Path
+				}
+			case TagSegmentFile:
+				r.Offset = h.Offset
 			}
 			fn(r)
-		case TagSegmentFile:
-			fn(Reference{Path: h.Path, Resolved: h.Path, Size: h.Size, Offset: h.Offset, Kind: KindSegment})
 		}
 	}, func(dir string) {
 		fn(Reference{Path: dir, Resolved: dir, Size: -1, Kind: KindDirectory})
 	})
 }
 
-// classify guesses the role of an absolute file from Flink's layout.
-func classify(path, exclusiveDir string) Kind {
+// Visitor receives what Scan reads.
+type Visitor interface {
+	// Reference is called for every reference, in file order. r and
+	// r.Path are reused for the next reference: copy what is kept.
+	Reference(r *RawReference)
+	// Restart says that Scan reads the file again, with Flink 1.11's
+	// channel layout, after Flink 1.12's failed (only version-3 files
+	// with channel state): forget every reference received so far.
+	Restart()
+}
+
+// RawReference is a reference as Scan reads it.
+type RawReference struct {
+	// Path is the path as written (decoded from modified UTF-8).
+	Path []byte
+	// Tag is the tag of the handle: TagFileStream, TagRelativeStream or
+	// TagSegmentFile; TagFileMergingOperator for one of the directories
+	// that a file-merging operator handle names.
+	Tag byte
+	// Changelog reports a handle inside changelog state.
+	Changelog bool
+	// Size and Offset are as in Reference.
+	Size   int64
+	Offset int64
+}
+
+// Relative reports a path relative to the directory holding _metadata.
+func (r *RawReference) Relative() bool { return r.Tag == TagRelativeStream }
+
+// Kind is the Kind that References gives this reference.
+func (r *RawReference) Kind(exclusiveDir string) Kind {
+	// Classify only reads the path during the call.
+	return kindOf(r.Tag, r.Changelog, unsafe.String(unsafe.SliceData(r.Path), len(r.Path)), strings.TrimSuffix(exclusiveDir, "/"))
+}
+
+// MinLength is as in Reference.
+func (r *RawReference) MinLength() int64 {
+	if r.Size < 0 {
+		return 0
+	}
+	return r.Offset + r.Size
+}
+
+// Summary is what Scan returns besides the references.
+type Summary struct {
+	Version      int32
+	CheckpointID int64
+	// InlineCount and InlineBytes are what Metadata.Inline returns.
+	InlineCount int
+	InlineBytes int64
+}
+
+// kindOf gives the Kind of a reference by the tag of its handle.
+func kindOf(tag byte, changelog bool, path, exclusiveDir string) Kind {
+	switch tag {
+	case TagFileStream:
+		if changelog {
+			return KindChangelog
+		}
+		return Classify(path, exclusiveDir)
+	case TagRelativeStream:
+		if changelog {
+			return KindChangelog
+		}
+		return KindExclusive
+	case TagSegmentFile:
+		return KindSegment
+	}
+	return KindDirectory
+}
+
+// Classify guesses the role of an absolute file that is not changelog
+// state from Flink's layout: the Kind References gives a file stream
+// handle naming path.
+func Classify(path, exclusiveDir string) Kind {
 	parent := path
 	if i := strings.LastIndexByte(path, '/'); i >= 0 {
 		parent = path[:i]

@@ -1,0 +1,438 @@
+package manifest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ckptfs/ckptfs/integration/flinkdata"
+	"github.com/ckptfs/ckptfs/manifest/metadata"
+)
+
+// testJob is a job directory whose checkpoints share files in shared/,
+// as RocksDB incremental checkpoints do.
+type testJob struct {
+	root string // the only root
+	dir  string // root/job
+}
+
+func newTestJob(t *testing.T, sharedFiles int) *testJob {
+	t.Helper()
+	j := &testJob{root: t.TempDir()}
+	j.dir = filepath.Join(j.root, "job")
+	for i := range sharedFiles {
+		j.write(t, j.shared(i), i%5+1)
+	}
+	j.write(t, "shared/op/phys", 40)
+	j.write(t, "dstl/f1", 300)
+	if err := os.MkdirAll(filepath.Join(j.dir, "taskowned"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func (j *testJob) shared(i int) string { return fmt.Sprintf("shared/%04d-sst", i) }
+
+func (j *testJob) write(t *testing.T, rel string, size int) {
+	t.Helper()
+	p := filepath.Join(j.dir, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (j *testJob) uri(rel string) string { return "file:" + filepath.Join(j.dir, rel) }
+
+// checkpoint writes chk-<id> referencing the shared files in the order
+// given, the first of them twice, two relative files of its own, two
+// segments of one file-merging physical file (ends 10 and 30), the
+// file-merging directories and a changelog file. It returns the files the
+// checkpoint needs, _metadata aside.
+func (j *testJob) checkpoint(t *testing.T, id int64, shared []int) int {
+	t.Helper()
+	chk := fmt.Sprintf("chk-%d", id)
+	j.write(t, chk+"/private", 7)
+	j.write(t, chk+"/meta", 9)
+	var named []metadata.NamedHandle
+	for _, i := range append(slices.Clone(shared), shared[0]) {
+		named = append(named, metadata.NamedHandle{LocalName: fmt.Sprintf("%d.sst", i),
+			Handle: &metadata.StreamHandle{Tag: metadata.TagFileStream, Path: j.uri(j.shared(i)), Size: int64(i%5 + 1)}})
+	}
+	merging := func(offset, size int64) *metadata.OperatorHandle {
+		return &metadata.OperatorHandle{Tag: metadata.TagFileMergingOperator,
+			States:       []metadata.OperatorStateMeta{{Name: "s", Offsets: []int64{0}}},
+			TaskOwnedDir: j.uri("taskowned"), SharedDir: j.uri("shared/op"),
+			Delegate: &metadata.StreamHandle{Tag: metadata.TagSegmentFile, Path: j.uri("shared/op/phys"), Offset: offset, Size: size, LogicalFileID: "l"}}
+	}
+	m := &metadata.Metadata{Version: 3, CheckpointID: id, ChannelLayout: metadata.ChannelLayout112}
+	m.Operators = []metadata.Operator{{IDLower: 1, IDUpper: 2, Parallelism: 4, MaxParallelism: 128, Subtasks: []metadata.Subtask{
+		{Index: 0, ManagedKeyed: &metadata.KeyedHandle{Tag: metadata.TagIncrementalKeyGroupsV2, CheckpointID: id, BackendID: "b",
+			KeyGroupCount: 1, StateHandleID: "x", Shared: named,
+			Meta:    &metadata.StreamHandle{Tag: metadata.TagRelativeStream, Path: "meta", Size: 9},
+			Private: []metadata.NamedHandle{{LocalName: "MANIFEST", Handle: &metadata.StreamHandle{Tag: metadata.TagRelativeStream, Path: "private", Size: 7}}}}},
+		{Index: 1, ManagedOperatorFlag: 1, ManagedOperator: merging(20, 10)},
+		{Index: 2, ManagedOperatorFlag: 1, ManagedOperator: merging(0, 10)},
+		{Index: 3, ManagedKeyed: &metadata.KeyedHandle{Tag: metadata.TagChangelogV2, KeyGroupCount: 1, StateHandleID: "c", CheckpointID: id,
+			NonMaterialized: []*metadata.KeyedHandle{{Tag: metadata.TagChangelogFileIncrement, KeyGroupCount: 1, StateHandleID: "f",
+				Parts: []metadata.OffsetHandle{{Handle: &metadata.StreamHandle{Tag: metadata.TagFileStream, Path: j.uri("dstl/f1"), Size: 300}}}}}}},
+	}}}
+	j.writeMetadata(t, chk, m)
+	// shared files, 2 relative, the physical file, 2 directories, dstl/f1
+	return len(shared) + 6
+}
+
+func (j *testJob) writeMetadata(t *testing.T, chk string, m *metadata.Metadata) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(j.dir, chk, MetadataFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := metadata.Encode(f, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (j *testJob) chk(id int) string { return filepath.Join(j.dir, fmt.Sprintf("chk-%d", id)) }
+
+func span(from, to int) []int {
+	var s []int
+	for i := from; i < to; i++ {
+		s = append(s, i)
+	}
+	return s
+}
+
+// testClock is a clock that tests move.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func trustingVerifier(t *testing.T, root string, clock *testClock) *Verifier {
+	t.Helper()
+	res, err := NewResolver(nil, []string{root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := NewVerifier(Config{Resolver: res, MaxAge: time.Minute, Workers: 2, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func decodedManifest(t *testing.T, dir string) *Manifest {
+	t.Helper()
+	path := filepath.Join(dir, MetadataFile)
+	m, err := metadata.DecodeFile(path, metadata.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return FromMetadata(m, fi.Size())
+}
+
+// TestVerifiedManifestIsFromMetadata: the manifest a verification builds
+// while scanning is the one FromMetadata builds from the decoded file,
+// for real checkpoints and for successive checkpoints that share files in
+// the same order, in another order, or not at all.
+func TestVerifiedManifestIsFromMetadata(t *testing.T) {
+	for _, dir := range flinkdata.StateDirs(t) {
+		got := newVerifier(t, nil, dir).VerifyDir(context.Background(), dir)
+		if got.Manifest == nil || !reflect.DeepEqual(got.Manifest, decodedManifest(t, dir)) {
+			t.Fatalf("%s: manifest differs from FromMetadata:\n%+v", dir, got.Manifest)
+		}
+	}
+	j := newTestJob(t, 60)
+	shuffled := span(5, 40)
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(a, b int) { shuffled[a], shuffled[b] = shuffled[b], shuffled[a] })
+	lists := [][]int{span(0, 30), span(5, 35), shuffled, span(40, 60), span(0, 60)}
+	clock := &testClock{now: time.Unix(1000, 0)}
+	v := trustingVerifier(t, j.root, clock)
+	for i, list := range lists {
+		id := i + 1
+		files := j.checkpoint(t, int64(id), list)
+		got := v.VerifyDir(context.Background(), j.chk(id))
+		if !got.Complete || got.Files != files+1 {
+			t.Fatalf("chk-%d: %d files, want %d: %v", id, got.Files, files+1, got.Problems)
+		}
+		want := decodedManifest(t, j.chk(id))
+		if !reflect.DeepEqual(got.Manifest, want) {
+			t.Fatalf("chk-%d: manifest differs from FromMetadata:\n got %+v\nwant %+v", id, got.Manifest, want)
+		}
+		i := slices.IndexFunc(want.Files, func(f File) bool { return f.Kind == metadata.KindSegment })
+		if i < 0 || want.Files[i].MinLength != 30 {
+			t.Fatalf("segments not merged into one file of at least 30 bytes: %+v", want.Files)
+		}
+	}
+}
+
+// TestReverifyFindsFaults: with the files of chk-1 found complete and
+// trusted, a new chk-2 is still parsed and every file it adds is still
+// checked; a shared file is trusted only for MaxAge.
+func TestReverifyFindsFaults(t *testing.T) {
+	j := newTestJob(t, 40)
+	j.checkpoint(t, 1, span(0, 30))
+	j.checkpoint(t, 2, span(5, 40))
+	warm := func(t *testing.T) (*Verifier, *testClock) {
+		clock := &testClock{now: time.Unix(1000, 0)}
+		v := trustingVerifier(t, j.root, clock)
+		if got := v.VerifyDir(context.Background(), j.chk(1)); !got.Complete {
+			t.Fatalf("chk-1: %v", got.Problems)
+		}
+		clock.add(time.Second)
+		return v, clock
+	}
+	if v, _ := warm(t); !v.VerifyDir(context.Background(), j.chk(2)).Complete {
+		t.Fatal("chk-2 incomplete")
+	}
+
+	t.Run("files new in chk-2", func(t *testing.T) {
+		for _, rel := range []string{j.shared(30), j.shared(39), "chk-2/private", "chk-2/meta"} {
+			path := filepath.Join(j.dir, rel)
+			orig, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range []struct {
+				name string
+				do   func() error
+				kind ProblemKind
+			}{
+				{"delete", func() error { return os.Remove(path) }, ProblemMissing},
+				{"truncate", func() error { return os.Truncate(path, int64(len(orig))-1) }, ProblemSizeMismatch},
+				{"extend", func() error { return os.WriteFile(path, append(slices.Clone(orig), 0), 0o644) }, ProblemSizeMismatch},
+			} {
+				if err := m.do(); err != nil {
+					t.Fatal(err)
+				}
+				v, _ := warm(t)
+				got := v.VerifyDir(context.Background(), j.chk(2))
+				if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != m.kind {
+					t.Fatalf("%s %s: %v", m.name, rel, got.Problems)
+				}
+				if err := os.WriteFile(path, orig, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
+
+	t.Run("physical file shorter than a new segment", func(t *testing.T) {
+		// chk-1 needs phys up to byte 30; a chk-3 needing 50 is not
+		// satisfied by the size trusted for chk-1.
+		v, _ := warm(t)
+		j.checkpoint(t, 3, span(0, 30))
+		m, err := metadata.DecodeFile(filepath.Join(j.chk(3), MetadataFile), metadata.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Operators[0].Subtasks[1].ManagedOperator.Delegate.Size = 30 // offset 20: end 50
+		j.writeMetadata(t, "chk-3", m)
+		got := v.VerifyDir(context.Background(), j.chk(3))
+		if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemSizeMismatch || got.Problems[0].Expected != 50 {
+			t.Fatalf("got %v", got.Problems)
+		}
+	})
+
+	t.Run("shared file deleted", func(t *testing.T) {
+		v, clock := warm(t)
+		path := filepath.Join(j.dir, j.shared(10))
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		defer j.write(t, j.shared(10), 10%5+1)
+		if got := v.VerifyDir(context.Background(), j.chk(2)); !got.Complete {
+			t.Fatalf("within MaxAge the file found complete for chk-1 is trusted: %v", got.Problems)
+		}
+		clock.add(time.Minute)
+		got := v.VerifyDir(context.Background(), j.chk(2))
+		if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemMissing || got.Problems[0].Path != j.uri(j.shared(10)) {
+			t.Fatalf("after MaxAge: %v", got.Problems)
+		}
+	})
+
+	t.Run("truncated _metadata", func(t *testing.T) {
+		v, _ := warm(t)
+		path := filepath.Join(j.chk(2), MetadataFile)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.WriteFile(path, data, 0o644)
+		// Every offset of the header and the first handles, then a
+		// stride (the parser's own tests cut at every offset).
+		for n := 0; n < len(data); n += max(1, min(n-256, 13)) {
+			if err := os.WriteFile(path, data[:n], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got := v.VerifyDir(context.Background(), j.chk(2))
+			if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemParseError {
+				t.Fatalf("cut at %d: %v", n, got.Problems)
+			}
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := v.VerifyDir(context.Background(), j.chk(2)); !got.Complete {
+			t.Fatalf("whole again: %v", got.Problems)
+		}
+	})
+
+	t.Run("wrong checkpoint id", func(t *testing.T) {
+		v, _ := warm(t)
+		j.checkpoint(t, 4, span(5, 40))
+		if err := os.Rename(filepath.Join(j.chk(4), MetadataFile), filepath.Join(j.chk(2), MetadataFile)); err != nil {
+			t.Fatal(err)
+		}
+		defer j.checkpoint(t, 2, span(5, 40))
+		got := v.VerifyDir(context.Background(), j.chk(2))
+		if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemWrongCheckpointID {
+			t.Fatalf("got %v", got.Problems)
+		}
+	})
+
+	t.Run("outside the root", func(t *testing.T) {
+		// Both checkpoints name a file outside the root: the second
+		// verification says so again, from the cache.
+		outside := filepath.Join(t.TempDir(), "secret")
+		if err := os.WriteFile(outside, []byte("12345"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		v, _ := warm(t)
+		for _, id := range []int64{5, 6} {
+			writeMetadata(t, j.chk(int(id)), id,
+				&metadata.StreamHandle{Tag: metadata.TagFileStream, Path: j.uri(j.shared(1)), Size: 2},
+				&metadata.StreamHandle{Tag: metadata.TagFileStream, Path: "file:" + outside, Size: 5},
+				&metadata.StreamHandle{Tag: metadata.TagFileStream, Path: j.uri("../../x"), Size: 5})
+			got := v.VerifyDir(context.Background(), j.chk(int(id)))
+			if got.Complete || len(problemPaths(got, ProblemOutsideRoot)) != 2 || len(got.Problems) != 2 {
+				t.Fatalf("chk-%d: %v", id, got.Problems)
+			}
+		}
+	})
+
+	t.Run("absolute handle spelled like a relative one", func(t *testing.T) {
+		// chk-1, parsed last, has a relative file "meta" (chk-1/meta);
+		// a file stream handle naming "meta" is not that file.
+		v, _ := warm(t)
+		writeMetadata(t, j.chk(8), 8, &metadata.StreamHandle{Tag: metadata.TagFileStream, Path: "meta", Size: 9})
+		got := v.VerifyDir(context.Background(), j.chk(8))
+		if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemOutsideRoot {
+			t.Fatalf("got %v", got.Problems)
+		}
+	})
+}
+
+// TestScanSurvivesSweep: a sweep that removes the entries a scan already
+// used does not make a path appear twice in the manifest.
+func TestScanSurvivesSweep(t *testing.T) {
+	j := newTestJob(t, 3)
+	clock := &testClock{now: time.Unix(1000, 0)}
+	v := trustingVerifier(t, j.root, clock)
+	j.checkpoint(t, 1, span(0, 3))
+	if got := v.VerifyDir(context.Background(), j.chk(1)); !got.Complete {
+		t.Fatal(got.Problems)
+	}
+	ref := func(s *scanner, i int) {
+		s.Reference(&metadata.RawReference{Tag: metadata.TagFileStream, Path: []byte(j.uri(j.shared(i))), Size: int64(i%5 + 1)})
+	}
+	s := v.newScanner(j.chk(2), 0)
+	ref(s, 0)
+	ref(s, 1)
+	clock.add(2 * time.Minute)
+	v.Sweep(nil) // removes every path
+	if len(v.cache.paths) != 0 {
+		t.Fatalf("sweep kept %d paths", len(v.cache.paths))
+	}
+	ref(s, 0)
+	ref(s, 2)
+	ref(s, 1)
+	files, entries := s.distinct()
+	if len(files) != 3 {
+		t.Fatalf("%d files, want 3: %+v", len(files), files)
+	}
+	for i, e := range entries {
+		if v.cache.paths[files[i].Path] != e {
+			t.Fatalf("%s: the manifest's entry is not the cache's", files[i].Path)
+		}
+	}
+}
+
+// TestConcurrentVerifications: verifications of checkpoints that share
+// files, running at once while the cache is swept, all find every file.
+func TestConcurrentVerifications(t *testing.T) {
+	j := newTestJob(t, 50)
+	want := map[int]int{}
+	for id, list := range map[int][]int{1: span(0, 30), 2: span(10, 40), 3: span(20, 50)} {
+		want[id] = j.checkpoint(t, int64(id), list) + 1
+	}
+	res, err := NewResolver(nil, []string{j.root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := NewVerifier(Config{Resolver: res, MaxAge: time.Millisecond, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var sweeper sync.WaitGroup
+	sweeper.Go(func() {
+		for keep := false; ; keep = !keep {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			v.Sweep(func(string) bool { return keep })
+			time.Sleep(100 * time.Microsecond)
+		}
+	})
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 100 {
+				id := (g+i)%3 + 1
+				got := v.VerifyDir(context.Background(), j.chk(id))
+				if !got.Complete || got.Files != want[id] || len(got.Manifest.Files) != want[id]-1 {
+					errs <- fmt.Errorf("chk-%d: complete %v, %d files, want %d: %v", id, got.Complete, got.Files, want[id], got.Problems)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	sweeper.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

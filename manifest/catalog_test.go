@@ -195,6 +195,22 @@ func TestSealAndVerifyL3(t *testing.T) {
 	if got := v.VerifyDir(context.Background(), dir); !got.Complete || got.Level != L3 {
 		t.Fatalf("sealed copy: complete %v level %v %v", got.Complete, got.Level, got.Problems)
 	}
+	// A sealed manifest still being replicated in place (a prefix of it)
+	// says nothing yet: L1, not incomplete. One of another checkpoint is
+	// a mismatch.
+	for _, n := range []int{0, 1, len(doc) / 2, len(doc) - 1} {
+		os.WriteFile(sealed[0], doc[:n], 0o644)
+		fresh, _ := NewVerifier(cfg)
+		if got := fresh.VerifyDir(context.Background(), dir); !got.Complete || got.Level != L1 {
+			t.Errorf("sealed manifest cut at %d of %d bytes: complete %v level %v %v", n, len(doc), got.Complete, got.Level, got.Problems)
+		}
+	}
+	other := strings.Replace(string(doc), `"checkpoint_id": `, `"checkpoint_id": 9`, 1)
+	os.WriteFile(sealed[0], []byte(other), 0o644)
+	if got := func() *Verdict { fresh, _ := NewVerifier(cfg); return fresh.VerifyDir(context.Background(), dir) }(); got.Complete {
+		t.Errorf("sealed manifest of another checkpoint: complete %v level %v", got.Complete, got.Level)
+	}
+	os.WriteFile(sealed[0], doc, 0o644)
 	// Corrupt a sealed file without changing its size: incomplete at L3.
 	var victim string
 	for _, e := range entries {

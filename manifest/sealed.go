@@ -308,8 +308,8 @@ func writeFileAtomic(path string, data []byte) error {
 
 // checkSealed raises a complete L1 verdict to L3 when a sealed manifest of
 // the checkpoint exists and every checksum in it matches, and turns it
-// incomplete when one does not. Without a sealed manifest it changes
-// nothing.
+// incomplete when one does not. Without a sealed manifest, or with one
+// that is not whole yet (it does not parse), it changes nothing.
 func (v *Verifier) checkSealed(dir string, verdict *Verdict) {
 	if v.cfg.SealedRoot == "" {
 		return
@@ -327,8 +327,15 @@ func (v *Verifier) checkSealed(dir string, verdict *Verdict) {
 		return
 	}
 	var sealed sealedManifest
-	if err := json.Unmarshal(data, &sealed); err != nil || sealed.CheckpointID != verdict.CheckpointID {
-		verdict.addProblem(Problem{Path: MetadataFile, Kind: ProblemChecksumMismatch, Detail: "sealed manifest unreadable or of another checkpoint"})
+	if err := json.Unmarshal(data, &sealed); err != nil {
+		// The primary writes sealed manifests whole (rename); one that
+		// does not parse is still being replicated here, in place. It
+		// says nothing yet: the verdict stays at L1 rather than flapping
+		// to incomplete and back.
+		return
+	}
+	if sealed.CheckpointID != verdict.CheckpointID {
+		verdict.addProblem(Problem{Path: MetadataFile, Kind: ProblemChecksumMismatch, Detail: "sealed manifest of another checkpoint"})
 		return
 	}
 	check := func(name, local, want string) {

@@ -138,6 +138,22 @@ func isDeadMount(err error) bool {
 	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED)
 }
 
+// IsMounted reports whether a ckptfs file system is mounted at dir, from
+// /proc/self/mountinfo: it never touches the mount, so a hung daemon
+// cannot hang it.
+func IsMounted(dir string) (bool, error) {
+	ms, err := mountsAt(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, m := range ms {
+		if m.fstype == "fuse."+Name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // mountEntry is one line of /proc/self/mountinfo.
 type mountEntry struct {
 	fstype string

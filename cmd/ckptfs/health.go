@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -179,7 +178,7 @@ func fetchHealth(ctx context.Context, base string, th metrics.Thresholds, timeou
 // the blocked thread).
 func checkMount(dir string, timeout time.Duration) error {
 	dir = filepath.Clean(dir)
-	mounted, err := isMountOf(dir, "fuse."+fusefs.Name)
+	mounted, err := fusefs.IsMounted(dir)
 	if err != nil {
 		return fmt.Errorf("mount %s: %v", dir, err)
 	}
@@ -203,46 +202,4 @@ func checkMount(dir string, timeout time.Duration) error {
 	case <-time.After(timeout):
 		return fmt.Errorf("mount %s: statfs did not answer within %v (daemon hung?)", dir, timeout)
 	}
-}
-
-// isMountOf reports whether dir is a mount point of file system type
-// fstype, from /proc/self/mountinfo (reading it never touches the
-// mount).
-func isMountOf(dir, fstype string) (bool, error) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false, err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		// id parent major:minor root mountpoint options [optional...] - fstype source super
-		pre, post, ok := strings.Cut(line, " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(g) < 1 {
-			continue
-		}
-		if unescapeMountinfo(f[4]) == dir && g[0] == fstype {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space) of
-// mountinfo paths.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -322,11 +322,3 @@ func TestHealthUsageAndPlainDirectory(t *testing.T) {
 		t.Errorf("health with a bad URL: exit %d\n%s", code, out)
 	}
 }
-
-func TestUnescapeMountinfo(t *testing.T) {
-	for in, want := range map[string]string{`/a\040b`: "/a b", `/plain`: "/plain", `/tab\011x`: "/tab\tx", `/end\04`: `/end\04`} {
-		if got := unescapeMountinfo(in); got != want {
-			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

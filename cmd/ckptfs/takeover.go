@@ -247,8 +247,8 @@ func writeRestoreText(w io.Writer, rep *zkbridge.RestoreReport) {
 	}
 }
 
-// takeoverActions counts what a takeover did, for the textfile.
-func takeoverActions(rep *zkbridge.TakeoverReport, err error) map[string]uint64 {
+// runActions counts one run of a command and how it failed.
+func runActions(err error) map[string]uint64 {
 	a := map[string]uint64{metrics.ActionRun: 1}
 	switch {
 	case errors.Is(err, zkbridge.ErrJobManagerAlive):
@@ -256,6 +256,12 @@ func takeoverActions(rep *zkbridge.TakeoverReport, err error) map[string]uint64 
 	case err != nil:
 		a[metrics.ActionError]++
 	}
+	return a
+}
+
+// takeoverActions counts what a takeover did, for the textfile.
+func takeoverActions(rep *zkbridge.TakeoverReport, err error) map[string]uint64 {
+	a := runActions(err)
 	if rep == nil {
 		return a
 	}
@@ -273,13 +279,7 @@ func takeoverActions(rep *zkbridge.TakeoverReport, err error) map[string]uint64 
 
 // restoreActions counts what restore-pruned did, for the textfile.
 func restoreActions(rep *zkbridge.RestoreReport, err error) map[string]uint64 {
-	a := map[string]uint64{metrics.ActionRun: 1}
-	switch {
-	case errors.Is(err, zkbridge.ErrJobManagerAlive):
-		a[metrics.ActionRefuseAlive]++
-	case err != nil:
-		a[metrics.ActionError]++
-	}
+	a := runActions(err)
 	if rep != nil && err == nil {
 		for _, j := range rep.Jobs {
 			a[metrics.ActionRestore] += uint64(len(j.Restored))

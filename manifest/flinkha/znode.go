@@ -34,6 +34,9 @@ func DecodeStateHandle(data []byte) (*StateHandle, error) {
 	if _, err := URIToPath(u); err != nil {
 		return nil, fmt.Errorf("flinkha: znode: %w", err)
 	}
+	if size < -1 {
+		return nil, fmt.Errorf("flinkha: znode: state handle size %d (want -1 or more)", size)
+	}
 	return &StateHandle{URI: u, Size: size}, nil
 }
 

@@ -86,13 +86,8 @@ Exit status:
 					writeTakeoverText(cmd.OutOrStdout(), rep)
 				}
 			}
-			var result error
-			switch {
-			case errors.Is(err, zkbridge.ErrJobManagerAlive):
-				result = &exitError{code: exitAlive, err: err}
-			case err != nil:
-				result = fail("%v", err)
-			case rep.Refused():
+			result := commandResult(err)
+			if err == nil && rep.Refused() {
 				result = exitWith(exitRefused)
 			}
 			if !dryRun {
@@ -209,13 +204,7 @@ Exit status:
 					writeRestoreText(cmd.OutOrStdout(), rep)
 				}
 			}
-			var result error
-			switch {
-			case errors.Is(err, zkbridge.ErrJobManagerAlive):
-				result = &exitError{code: exitAlive, err: err}
-			case err != nil:
-				result = fail("%v", err)
-			}
+			result := commandResult(err)
 			if !dryRun {
 				zf.record(cmd, restoreActions(rep, err), result)
 			}
@@ -245,6 +234,18 @@ func writeRestoreText(w io.Writer, rep *zkbridge.RestoreReport) {
 			fmt.Fprintf(w, "  left %d: %s\n", s.ID, s.Reason)
 		}
 	}
+}
+
+// commandResult is the exit of takeover or restore-pruned for the error
+// of their run: 5 when a JobManager stayed alive, 3 for any other error.
+func commandResult(err error) error {
+	switch {
+	case errors.Is(err, zkbridge.ErrJobManagerAlive):
+		return &exitError{code: exitAlive, err: err}
+	case err != nil:
+		return fail("%v", err)
+	}
+	return nil
 }
 
 // runActions counts one run of a command and how it failed.

@@ -166,7 +166,7 @@ func (v *Verifier) verifyHA(ctx context.Context, pointerID int64, znode flinkha.
 			entries[i] = v.cache.add(newEntry(v.cfg.Resolver, p, false, ""))
 		}
 	}
-	v.checkFiles(ctx, man.Files, entries, verdict)
+	v.checkFiles(ctx, v.cfg.Now().UnixNano(), v.newProber(ctx), man.Files, entries, verdict)
 	verdict.Files = len(man.Files) + 1
 	verdict.Bytes = man.Bytes() + int64(len(data))
 	if len(verdict.Problems) == 0 {

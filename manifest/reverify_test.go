@@ -363,7 +363,7 @@ func TestScanSurvivesSweep(t *testing.T) {
 	ref := func(s *scanner, i int) {
 		s.Reference(&metadata.RawReference{Tag: metadata.TagFileStream, Path: []byte(j.uri(j.shared(i))), Size: int64(i%5 + 1)})
 	}
-	s := v.newScanner(j.chk(2), 0)
+	s := v.newScanner(j.chk(2), 0, nil)
 	ref(s, 0)
 	ref(s, 1)
 	clock.add(2 * time.Minute)

@@ -6,12 +6,14 @@ import (
 
 // scanner collects what metadata.Scan reports: a file for every reference
 // (as FromMetadata makes it) and the entry of its path. Only new paths are
-// copied and resolved. A path the previous checkpoint listed costs a
+// copied and resolved, and handed to probes to be stat'ed while the scan
+// goes on. A path the previous checkpoint listed costs a
 // comparison when it comes in the same order as there (files shared
 // between checkpoints mostly do), and a map lookup otherwise.
 type scanner struct {
 	cache    *cache
 	res      *Resolver
+	probes   *prober
 	dir      string                // the checkpoint directory
 	relative map[string]*pathEntry // its relative paths, resolved against dir
 	sweeps   uint64                // cache.sweeps when the scan began
@@ -29,7 +31,7 @@ type scanner struct {
 // takes in _metadata (its path, mostly): it sizes the first file list.
 const bytesPerFile = 96
 
-func (v *Verifier) newScanner(dir string, metadataSize int64) *scanner {
+func (v *Verifier) newScanner(dir string, metadataSize int64, probes *prober) *scanner {
 	c := v.cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -44,7 +46,7 @@ func (v *Verifier) newScanner(dir string, metadataSize int64) *scanner {
 		c.paths = make(map[string]*pathEntry, n)
 	}
 	s := &scanner{
-		cache: c, res: v.cfg.Resolver, dir: dir, relative: make(map[string]*pathEntry), sweeps: c.sweeps,
+		cache: c, res: v.cfg.Resolver, probes: probes, dir: dir, relative: make(map[string]*pathEntry), sweeps: c.sweeps,
 		files: make([]File, 0, n), entries: make([]*pathEntry, 0, n),
 	}
 	if c.lastSweeps == c.sweeps {
@@ -62,6 +64,7 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 		if e = s.relative[string(r.Path)]; e == nil {
 			e = newEntry(s.res, string(r.Path), true, s.dir)
 			s.relative[e.path] = e
+			s.probes.probe(e)
 		}
 	case s.next < len(s.prev) && !s.prev[s.next].relative && s.prev[s.next].path == string(r.Path):
 		e = s.prev[s.next]
@@ -71,7 +74,10 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 		var index int
 		e, mark, index = s.cache.lookupBytes(r.Path)
 		if e == nil {
-			e = s.cache.add(newEntry(s.res, string(r.Path), false, ""))
+			made := newEntry(s.res, string(r.Path), false, "")
+			if e = s.cache.add(made); e == made {
+				s.probes.probe(e)
+			}
 		} else if mark == s.prevMark {
 			s.next = index + 1
 		}

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -98,7 +96,11 @@ func (v *Verifier) VerifyDir(ctx context.Context, dir string) *Verdict {
 	if isChk {
 		verdict.CheckpointID = nameID
 	}
-	parsed := v.loadManifest(dir)
+	// Taken before any stat: a file is trusted from a moment it was
+	// already complete.
+	now := v.cfg.Now().UnixNano()
+	probes := v.newProber(ctx)
+	parsed := v.loadManifest(dir, probes)
 	if parsed.prob != nil {
 		verdict.addProblem(*parsed.prob)
 		return verdict
@@ -113,7 +115,7 @@ func (v *Verifier) VerifyDir(ctx context.Context, dir string) *Verdict {
 			Expected: nameID, Found: man.CheckpointID,
 		})
 	}
-	v.checkFiles(ctx, man.Files, parsed.entries, verdict)
+	v.checkFiles(ctx, now, probes, man.Files, parsed.entries, verdict)
 	verdict.Files = len(man.Files) + 1
 	verdict.Bytes = man.Bytes() + man.MetadataSize
 	if len(verdict.Problems) == 0 {
@@ -134,8 +136,9 @@ func (v *Verdict) addProblem(p Problem) {
 }
 
 // loadManifest parses dir/_metadata, or reuses what was parsed from the
-// same file (same inode, size and times) before.
-func (v *Verifier) loadManifest(dir string) manifestEntry {
+// same file (same inode, size and times) before. A parse hands the paths
+// it meets for the first time to probes.
+func (v *Verifier) loadManifest(dir string, probes *prober) manifestEntry {
 	local, err := v.cfg.Resolver.Confine(dir)
 	if err != nil {
 		return manifestEntry{prob: &Problem{Path: MetadataFile, Kind: ProblemOutsideRoot, Detail: err.Error()}}
@@ -158,7 +161,7 @@ func (v *Verifier) loadManifest(dir string) manifestEntry {
 		return e
 	}
 	parsed := manifestEntry{stamp: stamp}
-	s := v.newScanner(local, st.Size)
+	s := v.newScanner(local, st.Size, probes)
 	sum, err := metadata.Scan(f, st.Size, metadata.Options{}, s)
 	if err != nil {
 		parsed.prob = parseProblem(err)
@@ -215,10 +218,10 @@ type observation struct {
 	mode uint32
 }
 
-// checkFiles checks files (entries[i] is the path of files[i]): every file
-// not found complete within MaxAge is stat'ed.
-func (v *Verifier) checkFiles(ctx context.Context, files []File, entries []*pathEntry, verdict *Verdict) {
-	now := v.cfg.Now().UnixNano()
+// checkFiles checks files (entries[i] is the path of files[i]) as of now:
+// every file not found complete within MaxAge before now is stat'ed, by
+// probes, which may have stat'ed some already.
+func (v *Verifier) checkFiles(ctx context.Context, now int64, probes *prober, files []File, entries []*pathEntry, verdict *Verdict) {
 	trust := v.cfg.MaxAge > 0
 	notBefore := now - v.cfg.MaxAge.Nanoseconds()
 	var targets []target
@@ -237,7 +240,13 @@ func (v *Verifier) checkFiles(ctx context.Context, files []File, entries []*path
 		}
 	}
 	c.mu.Unlock()
-	v.statAll(ctx, targets)
+	for i := range targets {
+		probes.probe(targets[i].entry)
+	}
+	found := probes.wait()
+	for i := range targets {
+		targets[i].obs = found[targets[i].entry]
+	}
 	complete := 0
 	for i := range targets {
 		t := &targets[i]
@@ -285,82 +294,25 @@ func (v *Verifier) checkFiles(ctx context.Context, files []File, entries []*path
 	}
 }
 
-// statAll stats every target, grouping them by directory so that each
-// directory is opened once (beneath its root) and files are looked up
-// relative to it.
-func (v *Verifier) statAll(ctx context.Context, targets []target) {
-	if len(targets) == 0 {
-		return
-	}
-	byDir := make(map[string][]int)
-	var dirs []string
-	for i := range targets {
-		d := targets[i].entry.dir
-		if _, ok := byDir[d]; !ok {
-			dirs = append(dirs, d)
-		}
-		byDir[d] = append(byDir[d], i)
-	}
-	workers := v.cfg.Workers
-	if n := runtime.GOMAXPROCS(0) * 2; workers > n {
-		workers = n
-	}
-	for _, d := range dirs {
-		if ctx.Err() != nil {
-			for _, i := range byDir[d] {
-				targets[i].obs.err = ctx.Err()
-			}
-			continue
-		}
-		idx := byDir[d]
-		dirFile, err := openBeneath(v.cfg.Resolver, d)
-		if err != nil {
-			for _, i := range idx {
-				targets[i].obs.err = err
-			}
-			continue
-		}
-		fd := int(dirFile.Fd())
-		statRange := func(part []int) {
-			var st unix.Stat_t
-			for _, i := range part {
-				t := &targets[i]
-				if err := unix.Fstatat(fd, t.entry.base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-					t.obs.err = err
-					continue
-				}
-				t.obs = observation{size: st.Size, mode: st.Mode}
-			}
-		}
-		if workers <= 1 || len(idx) < 256 {
-			statRange(idx)
-		} else {
-			var wg sync.WaitGroup
-			chunk := (len(idx) + workers - 1) / workers
-			for start := 0; start < len(idx); start += chunk {
-				end := min(start+chunk, len(idx))
-				wg.Add(1)
-				go func(part []int) {
-					defer wg.Done()
-					statRange(part)
-				}(idx[start:end])
-			}
-			wg.Wait()
-		}
-		dirFile.Close()
-	}
-}
-
 // openBeneath opens path (O_PATH for directories, read-only for files)
 // without following a symbolic link out of the root that contains it.
 func openBeneath(res *Resolver, path string) (*os.File, error) {
-	root, rel, err := res.split(path)
+	fd, err := openBeneathFd(res, path)
 	if err != nil {
 		return nil, err
 	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// openBeneathFd is openBeneath returning the bare descriptor.
+func openBeneathFd(res *Resolver, path string) (int, error) {
+	root, rel, err := res.split(path)
+	if err != nil {
+		return -1, err
+	}
 	rootFd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: root, Err: err}
+		return -1, &os.PathError{Op: "open", Path: root, Err: err}
 	}
 	defer unix.Close(rootFd)
 	if rel == "" {
@@ -376,9 +328,9 @@ func openBeneath(res *Resolver, path string) (*os.File, error) {
 		fd, err = unix.Openat(rootFd, rel, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	}
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return -1, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	return os.NewFile(uintptr(fd), path), nil
+	return fd, nil
 }
 
 // split returns the root that contains path and path relative to it.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -15,9 +16,11 @@ import (
 )
 
 // benchTree writes a job directory with 10,500 files in shared/ and three
-// checkpoints: chk-1 references files 0..9999, chk-2 files 500..10499, so
-// they share 95% of their files (RocksDB incremental style), and chk-3 the
-// files of chk-2 in a random order.
+// checkpoints of 100 subtasks with 100 shared files each, as RocksDB
+// incremental checkpoints are: chk-1 references files 0..9999; in chk-2
+// each subtask keeps 95 of its files and adds 5 new ones (every subtask
+// uploads the SST files it wrote since), so they share 95% of their files;
+// chk-3 references the files of chk-2 in a random order.
 func benchTree(b *testing.B) (root string, paths []string) {
 	root = b.TempDir()
 	shared := filepath.Join(root, "job", "shared")
@@ -31,14 +34,24 @@ func benchTree(b *testing.B) (root string, paths []string) {
 		}
 		paths = append(paths, p)
 	}
-	for id, first := range map[int64]int{1: 0, 2: 500, 3: 500} {
-		var handles []*metadata.StreamHandle
-		for i := first; i < first+10000; i++ {
-			handles = append(handles, &metadata.StreamHandle{Tag: metadata.TagFileStream, Path: "file:" + paths[i], Size: int64(i % 7)})
+	handle := func(i int) *metadata.StreamHandle {
+		return &metadata.StreamHandle{Tag: metadata.TagFileStream, Path: "file:" + paths[i], Size: int64(i % 7)}
+	}
+	var first, next []*metadata.StreamHandle
+	for s := range 100 {
+		for i := range 100 {
+			first = append(first, handle(s*100+i))
 		}
-		if id == 3 {
-			rand.New(rand.NewPCG(3, 3)).Shuffle(len(handles), func(i, j int) { handles[i], handles[j] = handles[j], handles[i] })
+		for i := 5; i < 100; i++ {
+			next = append(next, handle(s*100+i))
 		}
+		for i := range 5 {
+			next = append(next, handle(10000+s*5+i))
+		}
+	}
+	shuffled := slices.Clone(next)
+	rand.New(rand.NewPCG(3, 3)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	for id, handles := range map[int64][]*metadata.StreamHandle{1: first, 2: next, 3: shuffled} {
 		writeMetadataPerSubtask(b, filepath.Join(root, "job", fmt.Sprintf("chk-%d", id)), id, handles)
 	}
 	return root, paths

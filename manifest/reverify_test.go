@@ -436,3 +436,63 @@ func TestConcurrentVerifications(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestProbedNewFiles: a new checkpoint's new files, stat'ed by workers
+// while its _metadata is parsed, are judged as any stat'ed file is.
+func TestProbedNewFiles(t *testing.T) {
+	j := newTestJob(t, 400)
+	j.checkpoint(t, 1, span(0, 100))
+	j.checkpoint(t, 2, span(50, 400)) // 300 new files: several batches
+	for _, workers := range []int{1, 4} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			clock := &testClock{now: time.Unix(1000, 0)}
+			v := trustingVerifier(t, j.root, clock)
+			v.cfg.Workers = workers
+			if got := v.VerifyDir(context.Background(), j.chk(1)); !got.Complete {
+				t.Fatal(got.Problems)
+			}
+			missing, short, dir := j.shared(120), j.shared(250), j.shared(399)
+			for _, rel := range []string{missing, short, dir} {
+				orig := filepath.Join(j.dir, rel)
+				saved, err := os.ReadFile(orig)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					os.RemoveAll(orig)
+					os.WriteFile(orig, saved, 0o644)
+				})
+			}
+			if err := os.Remove(filepath.Join(j.dir, missing)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(filepath.Join(j.dir, short), 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(j.dir, dir)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(filepath.Join(j.dir, dir), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			got := v.VerifyDir(context.Background(), j.chk(2))
+			want := map[string]ProblemKind{j.uri(missing): ProblemMissing, j.uri(short): ProblemSizeMismatch, j.uri(dir): ProblemMissing}
+			found := map[string]ProblemKind{}
+			for _, p := range got.Problems {
+				found[p.Path] = p.Kind
+			}
+			if got.Complete || !reflect.DeepEqual(found, want) {
+				t.Fatalf("problems %v, want %v", got.Problems, want)
+			}
+		})
+	}
+	t.Run("canceled", func(t *testing.T) {
+		v := trustingVerifier(t, j.root, &testClock{now: time.Unix(1000, 0)})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		got := v.VerifyDir(ctx, j.chk(2))
+		if got.Complete || !got.Unknown {
+			t.Fatalf("a canceled verification: complete %v, unknown %v", got.Complete, got.Unknown)
+		}
+	})
+}

@@ -29,13 +29,13 @@ func stampOf(st *unix.Stat_t) stamp {
 // checkpoint finds most of its paths already resolved here, by a lookup
 // that does not even copy the path.
 type pathEntry struct {
+	// Fields are in the order of use, so that what every verification
+	// reads of an entry shares a cache line.
+
 	// Set when the entry is made, never changed.
 	path     string        // as checkpoints name it
-	relative bool          // path is relative to one checkpoint directory
 	class    metadata.Kind // metadata.Classify(path, ""), absolute paths
-	err      error         // why path is outside the roots; nil otherwise
-	dir      string        // the local directory that holds it
-	base     string        // its name in dir
+	relative bool          // path is relative to one checkpoint directory
 
 	// GUARDED_BY(cache.mu).
 	// INVARIANT: seen is non-zero only when a stat at seen found a file
@@ -48,6 +48,11 @@ type pathEntry struct {
 	// duplicates).
 	mark  uint64
 	index int
+
+	// Set when the entry is made, never changed.
+	err  error  // why path is outside the roots; nil otherwise
+	dir  string // the local directory that holds it
+	base string // its name in dir
 }
 
 // cache remembers parsed manifests by the stamp (inode, size, mtime,
@@ -107,35 +112,19 @@ func (c *cache) putManifest(path string, e manifestEntry) {
 	c.manifests[path] = e
 }
 
-// lookup returns the entry of an absolute path, or nil.
-func (c *cache) lookup(path string) *pathEntry {
-	c.mu.Lock()
-	e := c.paths[path]
-	c.mu.Unlock()
-	return e
-}
-
-// lookupBytes is lookup without copying path. It also returns the mark
-// of the last verification that listed the entry, and its position there.
-func (c *cache) lookupBytes(path []byte) (e *pathEntry, mark uint64, index int) {
+// entryOf returns the entry of an absolute path, making and storing it
+// when there is none (made). For an entry that was there it also returns
+// the mark of the last verification that listed it, and its position
+// there. path is copied only into a new entry.
+func (c *cache) entryOf(res *Resolver, path []byte) (e *pathEntry, made bool, mark uint64, index int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e = c.paths[string(path)]; e == nil {
-		return nil, 0, 0
+	if e = c.paths[string(path)]; e != nil {
+		return e, false, e.mark, e.index
 	}
-	return e, e.mark, e.index
-}
-
-// add stores e unless the path has an entry already, and returns the one
-// stored.
-func (c *cache) add(e *pathEntry) *pathEntry {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old, ok := c.paths[e.path]; ok {
-		return old
-	}
+	e = newEntry(res, string(path), false, "")
 	c.paths[e.path] = e
-	return e
+	return e, true, 0, 0
 }
 
 // newEntry resolves a path: a relative one against the checkpoint

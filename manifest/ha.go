@@ -161,10 +161,7 @@ func (v *Verifier) verifyHA(ctx context.Context, pointerID int64, znode flinkha.
 	verdict.Manifest = man
 	entries := make([]*pathEntry, len(man.Files))
 	for i := range man.Files {
-		p := man.Files[i].Path
-		if entries[i] = v.cache.lookup(p); entries[i] == nil {
-			entries[i] = v.cache.add(newEntry(v.cfg.Resolver, p, false, ""))
-		}
+		entries[i], _, _, _ = v.cache.entryOf(v.cfg.Resolver, []byte(man.Files[i].Path))
 	}
 	v.checkFiles(ctx, v.cfg.Now().UnixNano(), v.newProber(ctx), man.Files, entries, verdict)
 	verdict.Files = len(man.Files) + 1

@@ -70,14 +70,12 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 		e = s.prev[s.next]
 		s.next++
 	default:
+		var made bool
 		var mark uint64
 		var index int
-		e, mark, index = s.cache.lookupBytes(r.Path)
-		if e == nil {
-			made := newEntry(s.res, string(r.Path), false, "")
-			if e = s.cache.add(made); e == made {
-				s.probes.probe(e)
-			}
+		e, made, mark, index = s.cache.entryOf(s.res, r.Path)
+		if made {
+			s.probes.probe(e)
 		} else if mark == s.prevMark {
 			s.next = index + 1
 		}

@@ -163,7 +163,9 @@ func (v *Verifier) verifyHA(ctx context.Context, pointerID int64, znode flinkha.
 	for i := range man.Files {
 		entries[i], _, _, _ = v.cache.entryOf(v.cfg.Resolver, []byte(man.Files[i].Path))
 	}
-	v.checkFiles(ctx, v.cfg.Now().UnixNano(), v.newProber(ctx), man.Files, entries, verdict)
+	probes := v.newProber(ctx)
+	defer probes.stop()
+	v.checkFiles(ctx, v.cfg.Now().UnixNano(), probes, man.Files, entries, verdict)
 	verdict.Files = len(man.Files) + 1
 	verdict.Bytes = man.Bytes() + int64(len(data))
 	if len(verdict.Problems) == 0 {

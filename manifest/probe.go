@@ -11,57 +11,74 @@ import (
 // prober stats the files of one verification on up to Workers
 // goroutines. The scan hands it each path it meets for the first time
 // while it goes on parsing, so a new checkpoint's new files are stat'ed
-// during the parse rather than after it; checkFiles then adds the paths
-// the cache does not vouch for and waits for every observation.
+// during the parse rather than after it; checkFiles takes what was found
+// and has the paths the cache does not vouch for stat'ed too.
 //
-// Paths are handed over in batches by one goroutine at a time (the scan,
-// then checkFiles). Each worker opens a directory once, beneath its root,
+// Paths are handed over in batches, by one goroutine at a time (the scan,
+// then checkFiles), which stats the last, partial batch itself while the
+// workers finish. Each worker opens a directory once, beneath its root,
 // and stats the files in it relative to it.
 type prober struct {
 	ctx     context.Context
+	cancel  context.CancelFunc
 	res     *Resolver
 	workers int
 
 	// Owned by the goroutine handing paths over.
-	queued  map[*pathEntry]struct{}
-	batch   []*pathEntry
+	batch   *probeBatch
+	sent    []*probeBatch
 	started int
-	work    chan []*pathEntry
-
-	wg  sync.WaitGroup
-	mu  sync.Mutex
-	obs map[*pathEntry]observation // GUARDED_BY(mu)
+	work    chan *probeBatch
+	wg      sync.WaitGroup
 }
 
-// probeBatch is how many paths go to a worker at a time: enough that
-// handing them over costs little next to the stats.
-const probeBatch = 32
+// probeBatch is a run of paths and, once a worker is done, what their
+// stats found.
+type probeBatch struct {
+	entries []*pathEntry
+	obs     []observation
+}
+
+// probeBatch paths go to a worker at a time: enough that handing them
+// over costs little next to their stats, few enough that a new
+// checkpoint's new files, spread over its _metadata, are stat'ed soon
+// after the scan meets them.
+const probeBatchSize = 32
 
 // maxOpenDirs bounds the directories one worker keeps open.
 const maxOpenDirs = 16
 
+// newProber returns a prober for one verification; stop releases it.
 func (v *Verifier) newProber(ctx context.Context) *prober {
-	workers := min(v.cfg.Workers, runtime.GOMAXPROCS(0)*2)
-	return &prober{
-		ctx: ctx, res: v.cfg.Resolver, workers: workers,
-		queued: make(map[*pathEntry]struct{}),
-		work:   make(chan []*pathEntry, workers),
-		obs:    make(map[*pathEntry]observation),
-	}
+	p := &prober{res: v.cfg.Resolver, workers: min(v.cfg.Workers, runtime.GOMAXPROCS(0)*2)}
+	p.ctx, p.cancel = context.WithCancel(ctx)
+	p.reset()
+	return p
 }
 
-// probe asks for a stat of e's file, once, unless e lies outside the
-// roots (such a path is never opened). A nil prober ignores it.
+// stop abandons what is still being stat'ed and returns once every
+// worker is gone.
+func (p *prober) stop() {
+	p.cancel()
+	close(p.work)
+	p.wg.Wait()
+}
+
+func (p *prober) reset() {
+	p.batch = &probeBatch{}
+	p.sent = nil
+	p.started = 0
+	p.work = make(chan *probeBatch, p.workers)
+}
+
+// probe asks for a stat of e's file, unless e lies outside the roots
+// (such a path is never opened). A nil prober ignores it.
 func (p *prober) probe(e *pathEntry) {
 	if p == nil || e.err != nil {
 		return
 	}
-	if _, ok := p.queued[e]; ok {
-		return
-	}
-	p.queued[e] = struct{}{}
-	p.batch = append(p.batch, e)
-	if len(p.batch) == probeBatch {
+	p.batch.entries = append(p.batch.entries, e)
+	if len(p.batch.entries) == probeBatchSize {
 		p.send()
 	}
 }
@@ -72,46 +89,50 @@ func (p *prober) send() {
 		p.wg.Add(1)
 		go p.worker()
 	}
+	p.sent = append(p.sent, p.batch)
 	p.work <- p.batch
-	p.batch = make([]*pathEntry, 0, probeBatch)
+	p.batch = &probeBatch{}
 }
 
-// wait returns what the stats of every probed path found. A few paths
-// and no worker running: they are stat'ed here.
+// wait returns what the stats of the paths probed since the last wait
+// found.
 func (p *prober) wait() map[*pathEntry]observation {
-	if p.started == 0 {
-		p.record(p.statBatch(p.batch, newDirFds(p.res)))
-	} else {
-		if len(p.batch) > 0 {
-			p.send()
-		}
-		close(p.work)
-		p.wg.Wait()
+	close(p.work)
+	if len(p.batch.entries) > 0 {
+		p.sent = append(p.sent, p.batch)
+		dirs := newDirFds(p.res)
+		p.stat(p.batch, dirs)
+		dirs.close()
 	}
-	p.batch = nil
-	return p.obs
+	p.wg.Wait()
+	n := 0
+	for _, b := range p.sent {
+		n += len(b.entries)
+	}
+	found := make(map[*pathEntry]observation, n)
+	for _, b := range p.sent {
+		for i, e := range b.entries {
+			found[e] = b.obs[i]
+		}
+	}
+	p.reset()
+	return found
 }
 
 func (p *prober) worker() {
 	defer p.wg.Done()
 	dirs := newDirFds(p.res)
 	defer dirs.close()
-	for batch := range p.work {
-		p.record(p.statBatch(batch, dirs))
+	for b := range p.work {
+		p.stat(b, dirs)
 	}
 }
 
-type probed struct {
-	entry *pathEntry
-	obs   observation
-}
-
-func (p *prober) statBatch(batch []*pathEntry, dirs *dirFds) []probed {
-	out := make([]probed, len(batch))
+func (p *prober) stat(b *probeBatch, dirs *dirFds) {
+	b.obs = make([]observation, len(b.entries))
 	var st unix.Stat_t
-	for i, e := range batch {
-		out[i].entry = e
-		o := &out[i].obs
+	for i, e := range b.entries {
+		o := &b.obs[i]
 		if err := p.ctx.Err(); err != nil {
 			o.err = err
 			continue
@@ -126,15 +147,6 @@ func (p *prober) statBatch(batch []*pathEntry, dirs *dirFds) []probed {
 			continue
 		}
 		o.size, o.mode = st.Size, st.Mode
-	}
-	return out
-}
-
-func (p *prober) record(found []probed) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, f := range found {
-		p.obs[f.entry] = f.obs
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -495,4 +496,33 @@ func TestProbedNewFiles(t *testing.T) {
 			t.Fatalf("a canceled verification: complete %v, unknown %v", got.Complete, got.Unknown)
 		}
 	})
+}
+
+// TestProberStopsOnParseError: a _metadata that fails to parse after
+// many new paths leaves no stat worker behind.
+func TestProberStopsOnParseError(t *testing.T) {
+	j := newTestJob(t, 400)
+	j.checkpoint(t, 1, span(0, 400))
+	meta := filepath.Join(j.chk(1), MetadataFile)
+	fi, err := os.Stat(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(meta, fi.Size()*9/10); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	v := trustingVerifier(t, j.root, &testClock{now: time.Unix(1000, 0)})
+	v.cfg.Workers = 4
+	got := v.VerifyDir(context.Background(), j.chk(1))
+	if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemParseError {
+		t.Fatalf("problems %v, want one parse error", got.Problems)
+	}
+	// A worker that returned may take a moment to be gone.
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines before, %d after", before, runtime.NumGoroutine())
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -100,6 +100,7 @@ func (v *Verifier) VerifyDir(ctx context.Context, dir string) *Verdict {
 	// already complete.
 	now := v.cfg.Now().UnixNano()
 	probes := v.newProber(ctx)
+	defer probes.stop()
 	parsed := v.loadManifest(dir, probes)
 	if parsed.prob != nil {
 		verdict.addProblem(*parsed.prob)
@@ -240,12 +241,22 @@ func (v *Verifier) checkFiles(ctx context.Context, now int64, probes *prober, fi
 		}
 	}
 	c.mu.Unlock()
-	for i := range targets {
-		probes.probe(targets[i].entry)
-	}
+	// What the scan had stat'ed, then the rest.
 	found := probes.wait()
+	var rest []int
 	for i := range targets {
-		targets[i].obs = found[targets[i].entry]
+		if o, ok := found[targets[i].entry]; ok {
+			targets[i].obs = o
+		} else {
+			probes.probe(targets[i].entry)
+			rest = append(rest, i)
+		}
+	}
+	if len(rest) > 0 {
+		found = probes.wait()
+		for _, i := range rest {
+			targets[i].obs = found[targets[i].entry]
+		}
 	}
 	complete := 0
 	for i := range targets {

@@ -71,12 +71,9 @@ func (p *prober) reset() {
 	p.work = make(chan *probeBatch, p.workers)
 }
 
-// probe asks for a stat of e's file, unless e lies outside the roots
-// (such a path is never opened). A nil prober ignores it.
+// probe asks for a stat of e's file. e must lie inside the roots: a path
+// outside is never opened.
 func (p *prober) probe(e *pathEntry) {
-	if p == nil || e.err != nil {
-		return
-	}
 	p.batch.entries = append(p.batch.entries, e)
 	if len(p.batch.entries) == probeBatchSize {
 		p.send()
@@ -94,9 +91,9 @@ func (p *prober) send() {
 	p.batch = &probeBatch{}
 }
 
-// wait returns what the stats of the paths probed since the last wait
-// found.
-func (p *prober) wait() map[*pathEntry]observation {
+// wait returns the batches probed since the last wait, in the order the
+// paths were probed, with what their stats found.
+func (p *prober) wait() []*probeBatch {
 	close(p.work)
 	if len(p.batch.entries) > 0 {
 		p.sent = append(p.sent, p.batch)
@@ -105,18 +102,9 @@ func (p *prober) wait() map[*pathEntry]observation {
 		dirs.close()
 	}
 	p.wg.Wait()
-	n := 0
-	for _, b := range p.sent {
-		n += len(b.entries)
-	}
-	found := make(map[*pathEntry]observation, n)
-	for _, b := range p.sent {
-		for i, e := range b.entries {
-			found[e] = b.obs[i]
-		}
-	}
+	sent := p.sent
 	p.reset()
-	return found
+	return sent
 }
 
 func (p *prober) worker() {

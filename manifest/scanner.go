@@ -64,7 +64,7 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 		if e = s.relative[string(r.Path)]; e == nil {
 			e = newEntry(s.res, string(r.Path), true, s.dir)
 			s.relative[e.path] = e
-			s.probes.probe(e)
+			s.probe(e)
 		}
 	case s.next < len(s.prev) && !s.prev[s.next].relative && s.prev[s.next].path == string(r.Path):
 		e = s.prev[s.next]
@@ -75,7 +75,7 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 		var index int
 		e, made, mark, index = s.cache.entryOf(s.res, r.Path)
 		if made {
-			s.probes.probe(e)
+			s.probe(e)
 		} else if mark == s.prevMark {
 			s.next = index + 1
 		}
@@ -86,6 +86,14 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 	}
 	s.files = append(s.files, fileOf(e.path, r.Relative(), kind, r.Size, r.MinLength()))
 	s.entries = append(s.entries, e)
+}
+
+// probe has a path met for the first time stat'ed, unless it lies outside
+// the roots.
+func (s *scanner) probe(e *pathEntry) {
+	if s.probes != nil && e.err == nil {
+		s.probes.probe(e)
+	}
 }
 
 func (s *scanner) Restart() {

@@ -207,9 +207,11 @@ func fileProblem(name string, err error) *Problem {
 
 // target is a file to stat.
 type target struct {
-	file  *File
-	entry *pathEntry
-	obs   observation
+	file   *File
+	index  int // of file in the manifest
+	entry  *pathEntry
+	obs    observation
+	probed bool // obs holds what the scan's stat found
 }
 
 // observation is what one stat found.
@@ -237,25 +239,27 @@ func (v *Verifier) checkFiles(ctx context.Context, now int64, probes *prober, fi
 		case trust && !f.IsDir() && e.seen != 0 && e.seen >= notBefore && f.Satisfied(e.size):
 			// Found complete within MaxAge.
 		default:
-			targets = append(targets, target{file: f, entry: e})
+			targets = append(targets, target{file: f, index: i, entry: e})
 		}
 	}
 	c.mu.Unlock()
-	// What the scan had stat'ed, then the rest.
-	found := probes.wait()
+	if scanned := probes.wait(); len(scanned) > 0 {
+		v.matchProbed(targets, entries, scanned)
+	}
 	var rest []int
 	for i := range targets {
-		if o, ok := found[targets[i].entry]; ok {
-			targets[i].obs = o
-		} else {
+		if !targets[i].probed {
 			probes.probe(targets[i].entry)
 			rest = append(rest, i)
 		}
 	}
 	if len(rest) > 0 {
-		found = probes.wait()
-		for _, i := range rest {
-			targets[i].obs = found[targets[i].entry]
+		k := 0
+		for _, b := range probes.wait() {
+			for j := range b.entries {
+				targets[rest[k]].obs = b.obs[j]
+				k++
+			}
 		}
 	}
 	complete := 0
@@ -302,6 +306,27 @@ func (v *Verifier) checkFiles(ctx context.Context, now int64, probes *prober, fi
 	}
 	if err := ctx.Err(); err != nil {
 		verdict.addProblem(Problem{Path: ".", Kind: ProblemIOError, Detail: err.Error()})
+	}
+}
+
+// matchProbed gives targets what the scan's stats found. An entry is
+// matched to its file by the position distinct gave it, which holds as
+// long as entries still has the entry there; an entry it does not match
+// (the scan was restarted, or a sweep replaced it) is stat'ed again.
+func (v *Verifier) matchProbed(targets []target, entries []*pathEntry, scanned []*probeBatch) {
+	slot := make([]int32, len(entries)) // file index -> target index + 1
+	for t := range targets {
+		slot[targets[t].index] = int32(t + 1)
+	}
+	v.cache.mu.Lock()
+	defer v.cache.mu.Unlock()
+	for _, b := range scanned {
+		for j, e := range b.entries {
+			if i := e.index; i < len(entries) && entries[i] == e && slot[i] > 0 {
+				t := &targets[slot[i]-1]
+				t.obs, t.probed = b.obs[j], true
+			}
+		}
 	}
 }
 

@@ -155,6 +155,7 @@ type decoder struct {
 	// at that depth overwrites. Paths go to ref, which is reported.
 	visit       Visitor
 	ref         RawReference
+	pathBuf     []byte         // holds ref.Path when it cannot stay in buf
 	scratch     []StreamHandle // by depth
 	changelog   int            // > 0 inside changelog handles
 	inlineCount int
@@ -293,15 +294,23 @@ func (d *decoder) path(what string) (string, error) {
 		return "", err
 	}
 	if isPlainASCII(b) {
-		d.ref.Path = append(d.ref.Path[:0], b...)
+		d.ref.Path = b // valid until the buffer is next filled
 		return "", nil
 	}
 	s, err := javaser.DecodeModifiedUTF8(b)
 	if err != nil {
 		return "", d.badUTF(b, what, err)
 	}
-	d.ref.Path = append(d.ref.Path[:0], s...)
+	d.pathBuf = append(d.pathBuf[:0], s...)
+	d.ref.Path = d.pathBuf
 	return "", nil
+}
+
+// keepPath makes the path just read survive further reads: path leaves it
+// in the read buffer, which the next fill overwrites.
+func (d *decoder) keepPath() {
+	d.pathBuf = append(d.pathBuf[:0], d.ref.Path...)
+	d.ref.Path = d.pathBuf
 }
 
 // badUTF reports the string b, just read, as not modified UTF-8.
@@ -1182,6 +1191,7 @@ func (d *decoder) streamHandleBody(tag byte, what string) (*StreamHandle, error)
 		if h.Path, err = d.path("relative path"); err != nil {
 			return nil, err
 		}
+		d.keepPath()
 		if h.Size, err = d.i64("file size"); err != nil {
 			return nil, err
 		}
@@ -1223,6 +1233,7 @@ func (d *decoder) streamHandleBody(tag byte, what string) (*StreamHandle, error)
 		if h.Path, err = d.path("segment path"); err != nil {
 			return nil, err
 		}
+		d.keepPath()
 		if h.LogicalFileID, err = d.utf("logical file id"); err != nil {
 			return nil, err
 		}

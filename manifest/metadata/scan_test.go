@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/ckptfs/ckptfs/integration/flinkdata"
@@ -161,5 +162,37 @@ func TestIsPlainASCII(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestScanMatchesDecodeAcrossRefills: a file several read buffers long,
+// whose relative and segment paths (which further reads follow before
+// they are reported) and plain file paths fall at every distance from a
+// buffer refill, scans to what it decodes to.
+func TestScanMatchesDecodeAcrossRefills(t *testing.T) {
+	m := &Metadata{Version: 3, CheckpointID: 7, ChannelLayout: ChannelLayout112}
+	op := Operator{IDLower: 1, IDUpper: 2, Parallelism: 1, MaxParallelism: 128}
+	k := &KeyedHandle{Tag: TagIncrementalKeyGroupsV2, CheckpointID: 7, BackendID: "b", KeyGroupCount: 1, StateHandleID: "x"}
+	for i := range 6000 {
+		pad := strings.Repeat("p", i%97)
+		var h *StreamHandle
+		switch i % 3 {
+		case 0:
+			h = &StreamHandle{Tag: TagRelativeStream, Path: fmt.Sprintf("rel-%d-%s", i, pad), Size: int64(i)}
+		case 1:
+			h = &StreamHandle{Tag: TagSegmentFile, Path: fmt.Sprintf("file:/d/shared/seg-%d-%s", i, pad), Offset: int64(i), Size: 3, LogicalFileID: "l" + pad}
+		default:
+			h = &StreamHandle{Tag: TagFileStream, Path: fmt.Sprintf("file:/d/shared/f-%d-%s", i, pad), Size: int64(i)}
+		}
+		k.Shared = append(k.Shared, NamedHandle{LocalName: fmt.Sprintf("%06d.sst", i), Handle: h})
+	}
+	op.Subtasks = []Subtask{{Index: 0, ManagedKeyed: k}}
+	m.Operators = []Operator{op}
+	data := encode(t, m)
+	if len(data) < 3*readBufferSize {
+		t.Fatalf("only %d bytes", len(data))
+	}
+	if c := sameAsDecode(t, data, Options{}); len(c.refs) != len(k.Shared) {
+		t.Fatalf("%d references, want %d", len(c.refs), len(k.Shared))
 	}
 }

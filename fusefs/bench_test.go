@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -323,7 +324,10 @@ type benchTarget struct {
 func benchCreate(b *testing.B) {
 	data := randomBytes(4096)
 	dir := b.TempDir()
-	ck := mounttest.New(b, &mounttest.Options{Dir: dir, Mode: fusefs.ModePrimary, Sealer: nopSealer{}})
+	var ck *mounttest.Mount
+	servedAs("ckptfs", func() {
+		ck = mounttest.New(b, &mounttest.Options{Dir: dir, Mode: fusefs.ModePrimary, Sealer: nopSealer{}})
+	})
 	ckWaiting := fuseWaiting(b, ck.Mnt)
 	loopRoot, err := fs.NewLoopbackRoot(ck.Orig)
 	if err != nil {
@@ -361,7 +365,9 @@ func benchCreate(b *testing.B) {
 			settle()
 			before := ck.Server.Latencies()
 			start := time.Now()
-			createSmallFiles(b, d, data)
+			pprof.Do(context.Background(), pprof.Labels("client", t.kind), func(context.Context) {
+				createSmallFiles(b, d, data)
+			})
 			times[t.kind] = append(times[t.kind], time.Since(start))
 			if t.idle != nil {
 				t.idle()
@@ -436,7 +442,10 @@ func benchList(b *testing.B, lstat bool) {
 	mount := func(kind string) (string, func(), func()) {
 		switch kind {
 		case "ckptfs":
-			m := mounttest.New(b, &mounttest.Options{Dir: dir, Mode: fusefs.ModeReplica, Visibility: vis})
+			var m *mounttest.Mount
+			servedAs(kind, func() {
+				m = mounttest.New(b, &mounttest.Options{Dir: dir, Mode: fusefs.ModeReplica, Visibility: vis})
+			})
 			waiting := fuseWaiting(b, m.Mnt)
 			return m.Path("shared"), func() { waitIdle(b, waiting) }, func() {
 				if err := m.Unmount(); err != nil {
@@ -581,7 +590,8 @@ type goFuseMount struct {
 	once    sync.Once
 }
 
-// mountGoFuse mounts root at mnt and unmounts it in b.Cleanup.
+// mountGoFuse mounts root at mnt, served as the base name of mnt, and
+// unmounts it in b.Cleanup.
 func mountGoFuse(b *testing.B, root fs.InodeEmbedder, mnt string) *goFuseMount {
 	b.Helper()
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
@@ -592,7 +602,9 @@ func mountGoFuse(b *testing.B, root fs.InodeEmbedder, mnt string) *goFuseMount {
 	cfg.FsName = "gofuse-" + filepath.Base(mnt)
 	opts := fusefs.MountOptions(cfg)
 	opts.Name = "gofuse" // not taken for a ckptfs mount by anyone looking
-	srv, err := fs.Mount(mnt, root, opts)
+	var srv *fuse.Server
+	var err error
+	servedAs(filepath.Base(mnt), func() { srv, err = fs.Mount(mnt, root, opts) })
 	if err != nil {
 		b.Fatalf("mount go-fuse at %s: %v", mnt, err)
 	}
@@ -667,6 +679,14 @@ func (d *memDir) Create(ctx context.Context, name string, flags, mode uint32, ou
 	out.Attr = attr
 	out.Mode |= syscall.S_IFREG
 	return d.NewInode(ctx, &fs.MemRegularFile{Attr: attr}, fs.StableAttr{Mode: syscall.S_IFREG}), nil, 0, 0
+}
+
+// servedAs runs mount, which starts a FUSE server, with the profiler
+// label server=kind. The goroutines the server starts inherit it, so
+// pprof -tagfocus server=ckptfs shows that daemon alone (the loop that
+// uses a mount has the label client=kind).
+func servedAs(kind string, mount func()) {
+	pprof.Do(context.Background(), pprof.Labels("server", kind), func(context.Context) { mount() })
 }
 
 // fuseWaiting is the fusectl file that counts the requests of the FUSE

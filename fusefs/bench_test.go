@@ -297,8 +297,10 @@ const smallFiles = 10000
 // inodes freed in the last minutes when it allocates (recently_deleted),
 // which made creating in a directory next to one just emptied more than
 // 10x slower. Measured one after the other, with a cleanup in between,
-// two kinds compared ext4's allocator, not FUSE. Runs still disturb the
-// next one for minutes; tmpfs (TMPDIR=/dev/shm) shows FUSE alone.
+// two kinds compared ext4's allocator, not FUSE. A run's removals still
+// slow the next run down for about six minutes (the window while the
+// inode table block is dirty, and creating dirties it): wait between
+// runs, or measure FUSE alone on tmpfs (TMPDIR=/dev/shm).
 //
 // A listing is cold (the first through a fresh mount: the kernel knows
 // no entry yet) or warm (the same mount right after, so entries looked

@@ -167,25 +167,25 @@ func (h *handle) report(release bool) {
 	if !h.writer || !fsys.sealing() {
 		return
 	}
-	rel, ok := h.node.rel()
-	if !ok {
-		return // unlinked, or never linked (O_TMPFILE)
-	}
 	fd := fdOf(h.lf)
 	h.mu.Lock()
 	reported, revoked := h.reported, h.revoked
 	h.mu.Unlock()
-	switch {
-	case revoked != nil:
+	if release && revoked == nil && reported != nil {
+		if st, err := fstamp(fd); err == nil && st == *reported {
+			return // unchanged since FLUSH reported it: the common RELEASE
+		}
+	}
+	rel, ok := h.node.rel()
+	if !ok {
+		return // unlinked, or never linked (O_TMPFILE)
+	}
+	if revoked != nil {
 		// Cut off by fencing: whatever it holds was not closed cleanly.
 		if release {
 			fsys.writtenWithoutChecksum(rel)
 		}
 		return
-	case release && reported != nil:
-		if st, err := fstamp(fd); err == nil && st == *reported {
-			return
-		}
 	}
 	st, err := fsys.reports.written(rel, fd, fsys.now())
 	if err != nil {

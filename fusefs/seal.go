@@ -2,8 +2,8 @@ package fusefs
 
 import (
 	"errors"
+	"fmt"
 	"hash/crc32"
-	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -76,9 +76,9 @@ type sealEvent struct {
 	newRel   string // opRenamed
 	exchange bool   // opRenamed
 	at       time.Time
-	// file is the written file opened again for reading, and stamp the
-	// file when the writer closed it (opWritten).
-	file  *os.File
+	// fd is the written file opened again for reading, and stamp the
+	// file when the writer closed it (opWritten only: 0 is a descriptor).
+	fd    int
 	stamp fileStamp
 	// synced is closed once every earlier event was delivered (opSync).
 	synced chan struct{}
@@ -120,8 +120,8 @@ func (r *reporter) add(ev sealEvent) {
 		r.more.Wait()
 	}
 	if r.closed {
-		if ev.file != nil {
-			ev.file.Close()
+		if ev.op == opWritten {
+			unix.Close(ev.fd)
 		}
 		if ev.synced != nil {
 			close(ev.synced)
@@ -130,8 +130,8 @@ func (r *reporter) add(ev sealEvent) {
 	}
 	if ev.op == opWritten {
 		if r.readbacks >= maxQueuedReadbacks {
-			ev.file.Close()
-			ev.op, ev.file = opWithoutChecksum, nil
+			unix.Close(ev.fd)
+			ev.op = opWithoutChecksum
 		} else {
 			r.readbacks++
 		}
@@ -145,9 +145,9 @@ func (r *reporter) add(ev sealEvent) {
 func (r *reporter) written(rel string, fd int, at time.Time) (fileStamp, error) {
 	st, err := fstamp(fd)
 	if err == nil {
-		var f *os.File
-		if f, err = reopen(fd); err == nil {
-			r.add(sealEvent{op: opWritten, rel: rel, at: at, file: f, stamp: st})
+		var rfd int
+		if rfd, err = reopen(fd); err == nil {
+			r.add(sealEvent{op: opWritten, rel: rel, at: at, fd: rfd, stamp: st})
 			return st, nil
 		}
 	}
@@ -158,17 +158,18 @@ func (r *reporter) written(rel string, fd int, at time.Time) (fileStamp, error) 
 // reopen opens the file behind fd again, for reading and without
 // touching its access time (a write-only descriptor cannot be read, and
 // reading through the writer's own one would change what the writer's
-// stat shows).
-func reopen(fd int) (*os.File, error) {
+// stat shows). It returns a plain descriptor: an os.File would cost a
+// finalizer and the poller on every close(2) through the mount.
+func reopen(fd int) (int, error) {
 	p := "/proc/self/fd/" + strconv.Itoa(fd)
 	nfd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOATIME|unix.O_CLOEXEC, 0)
 	if err == unix.EPERM { // O_NOATIME needs the file's owner or CAP_FOWNER
 		nfd, err = unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	}
 	if err != nil {
-		return nil, &os.PathError{Op: "reopen", Path: p, Err: err}
+		return -1, &os.PathError{Op: "reopen", Path: p, Err: err}
 	}
-	return os.NewFile(uintptr(nfd), p), nil
+	return nfd, nil
 }
 
 // sync returns once every event queued before it was delivered.
@@ -214,8 +215,8 @@ func (r *reporter) run() {
 func (r *reporter) deliver(ev sealEvent) {
 	switch ev.op {
 	case opWritten:
-		size, crc, err := r.readBack(ev.file, ev.stamp)
-		ev.file.Close()
+		size, crc, err := r.readBack(ev.fd, ev.stamp)
+		unix.Close(ev.fd)
 		if err != nil {
 			r.log.Debug("no checksum for a written file", "file", ev.rel, "err", err)
 			r.withoutChecksum(ev.rel, ev.at)
@@ -248,36 +249,37 @@ var testHookReadBack atomic.Pointer[func()]
 // errChanged: the file is not the version its writer closed.
 var errChanged = errors.New("file changed after its writer closed it")
 
-// readBack returns the size and CRC-32C of f, provided it is still the
-// version stamped when its writer closed it, before and after reading.
-func (r *reporter) readBack(f *os.File, want fileStamp) (int64, uint32, error) {
+// readBack returns the size and CRC-32C of the file behind fd, provided
+// that, once read, it is still the version stamped when its writer
+// closed it: the stamped size was read and the stamp is unchanged. A
+// file changed before or during the read fails one of the two (a write
+// changes the size or the modification time).
+func (r *reporter) readBack(fd int, want fileStamp) (int64, uint32, error) {
 	if hook := testHookReadBack.Load(); hook != nil {
 		(*hook)()
-	}
-	if st, err := fstamp(int(f.Fd())); err != nil {
-		return 0, 0, err
-	} else if st != want {
-		return 0, 0, errChanged
 	}
 	if r.buf == nil {
 		r.buf = make([]byte, readBackChunk)
 	}
 	var crc uint32
 	var off int64
-	for {
-		n, err := f.ReadAt(r.buf, off)
-		crc = crc32.Update(crc, castagnoli, r.buf[:n])
-		off += int64(n)
-		if err == io.EOF {
-			break
+	for off < want.size {
+		n, err := unix.Pread(fd, r.buf[:min(int64(len(r.buf)), want.size-off)], off)
+		if err == unix.EINTR {
+			continue
 		}
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, fmt.Errorf("read back: %w", err)
 		}
+		if n == 0 {
+			return 0, 0, errChanged // shorter than when its writer closed it
+		}
+		crc = crc32.Update(crc, castagnoli, r.buf[:n])
+		off += int64(n)
 	}
-	if st, err := fstamp(int(f.Fd())); err != nil {
+	if st, err := fstamp(fd); err != nil {
 		return 0, 0, err
-	} else if st != want || off != want.size {
+	} else if st != want {
 		return 0, 0, errChanged
 	}
 	r.stats.readBackBytes.Add(uint64(off))

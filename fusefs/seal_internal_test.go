@@ -1,13 +1,17 @@
 package fusefs
 
 import (
+	"errors"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // blockingSealer counts calls; the first FileWritten blocks until
@@ -181,5 +185,53 @@ func TestReporterOrder(t *testing.T) {
 	r.sync()
 	if after := openFDs(t); after != before {
 		t.Errorf("a report after close left a descriptor open")
+	}
+}
+
+// TestReadBack: a file is checksummed only while it is the version its
+// writer closed: growing or shrinking it after the stamp, even by one
+// byte, means no checksum.
+func TestReadBack(t *testing.T) {
+	data := []byte("0123456789abcdef")
+	for _, tc := range []struct {
+		name   string
+		change func(f *os.File) error
+		want   error
+	}{
+		{"unchanged", func(*os.File) error { return nil }, nil},
+		{"grown", func(f *os.File) error { _, err := f.WriteAt([]byte("x"), int64(len(data))); return err }, errChanged},
+		{"shrunk", func(f *os.File) error { return f.Truncate(int64(len(data)) - 1) }, errChanged},
+		{"emptied", func(f *os.File) error { return f.Truncate(0) }, errChanged},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.Write(data); err != nil {
+				t.Fatal(err)
+			}
+			stamp, err := fstamp(int(f.Fd()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rfd, err := reopen(int(f.Fd()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(rfd)
+			if err := tc.change(f); err != nil {
+				t.Fatal(err)
+			}
+			r := &reporter{stats: &counters{}}
+			size, crc, err := r.readBack(rfd, stamp)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("readBack: %v, want %v", err, tc.want)
+			}
+			if tc.want == nil && (size != int64(len(data)) || crc != crc32.Checksum(data, castagnoli)) {
+				t.Errorf("size %d crc %08x, want %d %08x", size, crc, len(data), crc32.Checksum(data, castagnoli))
+			}
+		})
 	}
 }

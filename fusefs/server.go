@@ -62,6 +62,36 @@ func Mount(cfg Config) (*Server, error) {
 	}
 	root.RootData.RootNode = root
 
+	opts := mountOptions(cfg)
+	raw := &timedFS{RawFileSystem: fs.NewNodeFS(root, opts), lat: &fsys.latency}
+	srv, err := fuse.NewServer(raw, mountPoint, &opts.MountOptions)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", mountPoint, err)
+	}
+	if cfg.Sealer != nil {
+		fsys.reports = newReporter(cfg.Sealer, log, &fsys.stats)
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		err = errors.Join(fmt.Errorf("mount %s: %w", mountPoint, err), srv.Unmount())
+		if fsys.reports != nil {
+			fsys.reports.close()
+		}
+		return nil, err
+	}
+	// Passthrough needs the kernel's consent and CAP_SYS_ADMIN to register
+	// backing files.
+	if cfg.Passthrough && os.Geteuid() == 0 && srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 {
+		fsys.passthrough.Store(true)
+	}
+	log.Info("mounted", "backing", backing, "mode", cfg.Mode.String(), "passthrough", fsys.passthrough.Load(),
+		"passthrough_writes", fsys.passthrough.Load() && cfg.PassthroughWrites)
+	return &Server{fsys: fsys, root: root, fuse: srv, mountPoint: mountPoint}, nil
+}
+
+// mountOptions are the go-fuse options of a mount of cfg: kernel
+// caching, permissions, capabilities and where go-fuse logs.
+func mountOptions(cfg Config) *fs.Options {
 	level := slog.LevelWarn
 	if cfg.Debug {
 		level = slog.LevelDebug
@@ -70,7 +100,7 @@ func Mount(cfg Config) (*Server, error) {
 	entry, attr, negative := cfg.EntryTimeout, cfg.AttrTimeout, cfg.NegativeTimeout
 	fsName := cfg.FsName
 	if fsName == "" {
-		fsName = backing
+		fsName = filepath.Clean(cfg.Backing)
 	}
 	mo := fuse.MountOptions{
 		AllowOther:  cfg.AllowOther,
@@ -104,37 +134,13 @@ func Mount(cfg Config) (*Server, error) {
 	// plain listing about 10x, and that with stats about 3x. Lookup hides
 	// the same names either way.
 	mo.ExtraCapabilities |= fuse.CAP_READDIRPLUS_AUTO
-	opts := &fs.Options{
+	return &fs.Options{
 		MountOptions:    mo,
 		EntryTimeout:    &entry,
 		AttrTimeout:     &attr,
 		NegativeTimeout: &negative,
 		Logger:          fuseLog,
 	}
-	raw := &timedFS{RawFileSystem: fs.NewNodeFS(root, opts), lat: &fsys.latency}
-	srv, err := fuse.NewServer(raw, mountPoint, &opts.MountOptions)
-	if err != nil {
-		return nil, fmt.Errorf("mount %s: %w", mountPoint, err)
-	}
-	if cfg.Sealer != nil {
-		fsys.reports = newReporter(cfg.Sealer, log, &fsys.stats)
-	}
-	go srv.Serve()
-	if err := srv.WaitMount(); err != nil {
-		err = errors.Join(fmt.Errorf("mount %s: %w", mountPoint, err), srv.Unmount())
-		if fsys.reports != nil {
-			fsys.reports.close()
-		}
-		return nil, err
-	}
-	// Passthrough needs the kernel's consent and CAP_SYS_ADMIN to register
-	// backing files.
-	if cfg.Passthrough && os.Geteuid() == 0 && srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 {
-		fsys.passthrough.Store(true)
-	}
-	log.Info("mounted", "backing", backing, "mode", cfg.Mode.String(), "passthrough", fsys.passthrough.Load(),
-		"passthrough_writes", fsys.passthrough.Load() && cfg.PassthroughWrites)
-	return &Server{fsys: fsys, root: root, fuse: srv, mountPoint: mountPoint}, nil
 }
 
 // MountPoint is where the file system is mounted.

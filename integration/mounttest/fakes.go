@@ -3,36 +3,47 @@ package mounttest
 import (
 	"fmt"
 	"path"
+	"strings"
 	"sync"
 	"time"
 )
 
 // Visibility is a settable manifest.Visibility: everything is visible
-// unless a verdict says otherwise.
+// unless a verdict says otherwise. A listing through a replica mount asks
+// about every entry, so Visible neither allocates nor excludes other
+// readers, as manifest.Catalog does not: benchmarks then measure the
+// mount, not the fake.
 type Visibility struct {
-	mu       sync.Mutex
-	verdicts map[string]error // by path relative to the mount root; GUARDED_BY(mu)
+	mu sync.RWMutex
+	// verdicts are by directory (relative to the mount root, "" for the
+	// root), then name. GUARDED_BY(mu)
+	verdicts map[string]map[string]error
 }
 
 // NewVisibility returns a Visibility that shows everything.
-func NewVisibility() *Visibility { return &Visibility{verdicts: make(map[string]error)} }
+func NewVisibility() *Visibility { return &Visibility{verdicts: make(map[string]map[string]error)} }
 
 // Set records the verdict for rel; nil makes it visible again.
 func (v *Visibility) Set(rel string, err error) {
+	dir, name := path.Split(path.Clean(rel))
+	dir = strings.TrimSuffix(dir, "/")
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if err == nil {
-		delete(v.verdicts, rel)
+		delete(v.verdicts[dir], name)
 		return
 	}
-	v.verdicts[rel] = err
+	if v.verdicts[dir] == nil {
+		v.verdicts[dir] = make(map[string]error)
+	}
+	v.verdicts[dir][name] = err
 }
 
 // Visible implements manifest.Visibility.
 func (v *Visibility) Visible(dir, name string) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.verdicts[path.Join(dir, name)]
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.verdicts[dir][name]
 }
 
 // SealerCall is one call a Sealer received.

@@ -72,23 +72,54 @@ func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	}
 	inst := requireInstallation(t)
 
-	c, err := newCluster(t, n, cfg, inst)
-	if err != nil {
-		t.Fatalf("zktest: StartCluster: %v", err)
+	for attempt := 1; ; attempt++ {
+		c, err := newCluster(t, n, cfg, inst)
+		if err != nil {
+			t.Fatalf("zktest: StartCluster: %v", err)
+		}
+		start := time.Now()
+		var errs []error
+		for _, s := range c.servers {
+			errs = append(errs, c.spawn(s))
+		}
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		err = c.waitReady(c.indexes(), cfg.StartTimeout)
+		if err == nil {
+			c.log.Printf("%d server(s) ready in %v: %s", n, time.Since(start).Round(time.Millisecond), c.ConnectString())
+			return c
+		}
+		if attempt < startAttempts && c.lostPortRace() {
+			// The servers it started are stopped; what they said stays
+			// in the log.
+			c.Close()
+			c.log.Printf("another process took a port before ZooKeeper bound it; starting again on other ports (attempt %d of %d)", attempt+1, startAttempts)
+			continue
+		}
+		t.Fatal(err)
 	}
-	start := time.Now()
-	var errs []error
+}
+
+// testHookPortsTaken, when set by a test, sees the ports of every new
+// cluster before its servers start.
+var testHookPortsTaken func(ports []int)
+
+// startAttempts bounds how often StartCluster starts a cluster again after
+// losing a port to another process.
+const startAttempts = 3
+
+// lostPortRace reports whether a server could not bind a port it was
+// given (see Caveats in the package documentation).
+func (c *Cluster) lostPortRace() bool {
 	for _, s := range c.servers {
-		errs = append(errs, c.spawn(s))
+		for _, line := range s.out.Tail() {
+			if strings.Contains(line, "java.net.BindException: Address already in use") {
+				return true
+			}
+		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.waitReady(c.indexes(), cfg.StartTimeout); err != nil {
-		t.Fatal(err)
-	}
-	c.log.Printf("%d server(s) ready in %v: %s", n, time.Since(start).Round(time.Millisecond), c.ConnectString())
-	return c
+	return false
 }
 
 // newCluster writes every server's files and registers the cleanup.
@@ -113,6 +144,9 @@ func newCluster(t testing.TB, n int, cfg Config, inst installation) (*Cluster, e
 	ps, err := ports.take(n * perServer)
 	if err != nil {
 		return nil, err
+	}
+	if testHookPortsTaken != nil {
+		testHookPortsTaken(ps)
 	}
 	peers := make([]peer, n)
 	for i := range peers {

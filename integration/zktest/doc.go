@@ -78,7 +78,9 @@
 // Ports come from binding port 0, and are never handed out twice within a
 // process, but another process can take one between allocation and the
 // server binding it; the server then fails to start with "Address already
-// in use" in its output. go-zookeeper redials after a one-second pause when
+// in use" in its output. StartCluster then starts the cluster again on
+// other ports, up to three times; a server restarted with Start keeps its
+// ports and has no such retry. go-zookeeper redials after a one-second pause when
 // it has tried every server, so a client of a single server needs a session
 // timeout well above a second to survive a reconnect. On Linux the servers
 // are killed by the kernel if the test binary dies without cleanup

@@ -2,6 +2,8 @@ package zktest
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -490,5 +492,43 @@ func TestIntegration_ZookeeperHomeLayout(t *testing.T) {
 	}
 	if got := processesUnder(t, home); len(got) != 1 {
 		t.Fatalf("processes using %s = %v, want the server", home, got)
+	}
+}
+
+// TestIntegration_StartClusterRetriesLostPort: a port taken by someone
+// else before ZooKeeper binds it costs StartCluster one more attempt on
+// other ports, not the test.
+func TestIntegration_StartClusterRetriesLostPort(t *testing.T) {
+	var taken []net.Listener
+	t.Cleanup(func() {
+		testHookPortsTaken = nil
+		for _, l := range taken {
+			l.Close()
+		}
+	})
+	clusters := 0
+	testHookPortsTaken = func(ps []int) {
+		clusters++
+		if clusters > 1 {
+			return
+		}
+		// The client port of the first server, the race make test once
+		// lost: that server exits at once.
+		l, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", ps[0]))
+		if err != nil {
+			t.Fatalf("take port %d: %v", ps[0], err)
+		}
+		taken = append(taken, l)
+	}
+	c := StartCluster(t, 3)
+	if clusters != 2 {
+		t.Fatalf("%d clusters started, want 2", clusters)
+	}
+	if _, err := c.Leader(); err != nil {
+		t.Fatal(err)
+	}
+	cl := Connect(t, c.Servers())
+	if _, err := cl.Create("/after-retry", nil, 0, acl); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -99,8 +99,10 @@ type opHistogram struct {
 type latencies [numOps]opHistogram
 
 // observe records one request of o that started at start.
-func (l *latencies) observe(o op, start time.Time) {
-	d := time.Since(start)
+func (l *latencies) observe(o op, start time.Time) { l.record(o, time.Since(start)) }
+
+// record records one request of o that took d.
+func (l *latencies) record(o op, d time.Duration) {
 	i := 0
 	for i < len(latencyBounds) && d > latencyBounds[i] {
 		i++

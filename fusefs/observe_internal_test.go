@@ -8,25 +8,33 @@ import (
 
 func TestLatencyBucketPlacement(t *testing.T) {
 	var l latencies
-	// observe measures from start to now: a start d ago lands in the
-	// first bucket whose bound is at least d (each case leaves a margin
-	// for the time the test itself takes).
+	// A request lands in the first bucket whose bound is at least its
+	// duration.
 	for _, c := range []struct {
-		ago    time.Duration
+		took   time.Duration
 		bucket int
 	}{
+		{0, 0},
+		{10 * time.Microsecond, 0},
+		{10*time.Microsecond + 1, 1},
 		{30 * time.Microsecond, 2},
 		{700 * time.Microsecond, 6},
 		{3 * time.Millisecond, 8},
 		{time.Hour, len(latencyBounds)},
 	} {
-		l.observe(opRead, time.Now().Add(-c.ago))
-		if got := l[opRead].buckets[c.bucket].Load(); got != 1 {
-			t.Errorf("%v ago: bucket %d (≤%v) holds %d, want 1", c.ago, c.bucket, bound(c.bucket), got)
+		before := l[opRead].buckets[c.bucket].Load()
+		l.record(opRead, c.took)
+		if got := l[opRead].buckets[c.bucket].Load() - before; got != 1 {
+			t.Errorf("%v: bucket %d (≤%v) got %d, want 1", c.took, c.bucket, bound(c.bucket), got)
 		}
 	}
 	if sum := time.Duration(l[opRead].sumNanos.Load()); sum < time.Hour {
 		t.Errorf("sum %v lacks the hour-long request", sum)
+	}
+	// observe measures from start to now.
+	l.observe(opWrite, time.Now().Add(-time.Hour))
+	if got := l[opWrite].buckets[len(latencyBounds)].Load(); got != 1 {
+		t.Errorf("a request started an hour ago: +Inf bucket holds %d, want 1", got)
 	}
 }
 

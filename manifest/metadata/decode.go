@@ -1126,6 +1126,9 @@ func (d *decoder) namedHandles(what string) ([]NamedHandle, error) {
 	}
 	if d.scanning() {
 		for range n {
+			if d.namedFileStream() {
+				continue
+			}
 			if _, err := d.utf("local name"); err != nil {
 				return nil, err
 			}
@@ -1145,6 +1148,35 @@ func (d *decoder) namedHandles(what string) ([]NamedHandle, error) {
 		}
 	}
 	return out, nil
+}
+
+// namedFileStream scans one named file handle (a local name and a
+// TagFileStream handle), most of what an incremental checkpoint's
+// _metadata holds, straight from the buffer. It does what utf and
+// streamHandle do for it. For anything else, or when its bytes are not
+// all buffered, it reads nothing and reports false: the general path
+// then reads the handle, with its errors.
+func (d *decoder) namedFileStream() bool {
+	b := d.buf[d.pos:]
+	if len(b) < 2 {
+		return false
+	}
+	name := int(binary.BigEndian.Uint16(b))
+	p := 2 + name // the tag
+	if len(b) < p+1+8+2 || b[p] != TagFileStream || d.depth >= d.opts.MaxDepth || !isPlainASCII(b[2:p]) {
+		return false
+	}
+	size := int64(binary.BigEndian.Uint64(b[p+1:]))
+	p += 1 + 8
+	n := int(binary.BigEndian.Uint16(b[p:]))
+	p += 2
+	if len(b) < p+n || !isPlainASCII(b[p:p+n]) {
+		return false
+	}
+	d.ref.Path = b[p : p+n : p+n]
+	d.pos += p + n
+	d.report(TagFileStream, size, 0)
+	return true
 }
 
 func (d *decoder) streamHandle(what string) (*StreamHandle, error) {

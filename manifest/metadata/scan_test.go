@@ -177,7 +177,7 @@ func TestScanMatchesDecodeAcrossRefills(t *testing.T) {
 		pad := strings.Repeat("p", i%97)
 		var h *StreamHandle
 		switch i % 3 {
-		case 0:
+		case 2:
 			h = &StreamHandle{Tag: TagRelativeStream, Path: fmt.Sprintf("rel-%d-%s", i, pad), Size: int64(i)}
 		case 1:
 			h = &StreamHandle{Tag: TagSegmentFile, Path: fmt.Sprintf("file:/d/shared/seg-%d-%s", i, pad), Offset: int64(i), Size: 3, LogicalFileID: "l" + pad}
@@ -194,5 +194,10 @@ func TestScanMatchesDecodeAcrossRefills(t *testing.T) {
 	}
 	if c := sameAsDecode(t, data, Options{}); len(c.refs) != len(k.Shared) {
 		t.Fatalf("%d references, want %d", len(c.refs), len(k.Shared))
+	}
+	// Nesting limits fail Scan where they fail Decode, also for the
+	// handles Scan reads straight from its buffer.
+	for depth := 1; depth <= 3; depth++ {
+		sameAsDecode(t, data, Options{MaxDepth: depth})
 	}
 }

@@ -3,29 +3,65 @@ package metadata
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"unsafe"
 )
 
-// Kind says what role a referenced file plays in Flink's layout.
-type Kind string
+// Kind says what role a referenced file plays in Flink's layout. It is
+// written as its name ("shared"), in JSON and wherever it is printed.
+type Kind uint8
 
 const (
+	kindUnknown Kind = iota
 	// KindExclusive is state owned by this checkpoint (chk-N/...).
-	KindExclusive Kind = "exclusive"
+	KindExclusive
 	// KindShared is state shared between checkpoints (shared/...).
-	KindShared Kind = "shared"
+	KindShared
 	// KindTaskOwned is state owned by TaskManagers (taskowned/...).
-	KindTaskOwned Kind = "taskowned"
+	KindTaskOwned
 	// KindSegment is a range of a file-merging physical file.
-	KindSegment Kind = "segment"
+	KindSegment
 	// KindChangelog is a changelog (DSTL) file.
-	KindChangelog Kind = "changelog"
+	KindChangelog
 	// KindDirectory is a file-merging managed directory that must exist.
-	KindDirectory Kind = "directory"
+	KindDirectory
 	// KindOther is any other file (another job's or a savepoint's files).
-	KindOther Kind = "other"
+	KindOther
+	numKinds
 )
+
+var kindNames = [numKinds]string{
+	KindExclusive: "exclusive", KindShared: "shared", KindTaskOwned: "taskowned", KindSegment: "segment",
+	KindChangelog: "changelog", KindDirectory: "directory", KindOther: "other",
+}
+
+// String returns the kind's name; the zero Kind has the empty name.
+func (k Kind) String() string {
+	if k < numKinds {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// MarshalText writes the kind's name.
+func (k Kind) MarshalText() ([]byte, error) {
+	if k >= numKinds {
+		return nil, fmt.Errorf("metadata: unknown kind %d", uint8(k))
+	}
+	return []byte(kindNames[k]), nil
+}
+
+// UnmarshalText reads a kind's name.
+func (k *Kind) UnmarshalText(b []byte) error {
+	for i, name := range kindNames {
+		if string(b) == name {
+			*k = Kind(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("metadata: unknown file kind %q", b)
+}
 
 // Reference is one file (or directory) that a checkpoint needs.
 type Reference struct {

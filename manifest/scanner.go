@@ -35,11 +35,12 @@ func (v *Verifier) newScanner(dir string, metadataSize int64, probes *prober) *s
 	c := v.cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	// The last checkpoint had about as many files; without one, guess
+	// The last checkpoint had about as many files (every slot is zeroed
+	// and kept with the manifest, so little more); without one, guess
 	// from the size, bounded so that inline state cannot inflate it.
-	n := len(c.last) + len(c.last)/8
-	if n == 0 {
-		n = int(min(metadataSize/bytesPerFile, 1<<16))
+	n := int(min(metadataSize/bytesPerFile, 1<<16))
+	if len(c.last) > 0 {
+		n = len(c.last) + len(c.last)/64 + 8
 	}
 	if len(c.paths) == 0 {
 		// The first checkpoint sizes the path table.

@@ -1,6 +1,8 @@
 package manifest
 
 import (
+	"slices"
+
 	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
@@ -85,7 +87,12 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 	if r.Tag != metadata.TagFileStream || r.Changelog {
 		kind = r.Kind("")
 	}
-	s.files = append(s.files, fileOf(e.path, r.Relative(), kind, r.Size, r.MinLength()))
+	n := len(s.files)
+	if n == cap(s.files) {
+		s.files = slices.Grow(s.files, 1)
+	}
+	s.files = s.files[:n+1]
+	s.files[n].set(e.path, r.Relative(), kind, r.Size, r.MinLength())
 	s.entries = append(s.entries, e)
 }
 

@@ -163,7 +163,7 @@ func (v *Verifier) loadManifest(dir string, probes *prober) manifestEntry {
 	}
 	parsed := manifestEntry{stamp: stamp}
 	s := v.newScanner(local, st.Size, probes)
-	sum, err := metadata.Scan(f, st.Size, metadata.Options{}, s)
+	sum, err := scanMetadata(f, st.Size, s)
 	if err != nil {
 		parsed.prob = parseProblem(err)
 	} else {

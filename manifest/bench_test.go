@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"syscall"
 	"testing"
@@ -181,9 +182,11 @@ func benchVerify(b *testing.B, dropCaches func(), next string) {
 		a2 := settle()
 		coldBytes += a2 - a
 		start = time.Now()
-		if got := v.VerifyDir(context.Background(), chk2); !got.Complete {
-			b.Fatal(got.Problems)
-		}
+		pprof.Do(context.Background(), pprof.Labels("phase", "reverify"), func(ctx context.Context) {
+			if got := v.VerifyDir(ctx, chk2); !got.Complete {
+				b.Fatal(got.Problems)
+			}
+		})
 		d = time.Since(start)
 		reverify += d
 		bestReverify = min(bestReverify, d)

@@ -43,9 +43,11 @@ type pathEntry struct {
 	size int64
 	seen int64 // unix nanoseconds
 	used int64 // unix nanoseconds of the last verification that listed it
-	// mark and index: the verification that last listed the entry, and
-	// its position in that verification's files (for removing
-	// duplicates).
+
+	// GUARDED_BY(cache.scanning). The scan that last met the entry, and
+	// the position of its file in that scan's list: a scan merges a path
+	// it meets again into its first file, and the next scan finds where
+	// the previous manifest listed it.
 	mark  uint64
 	index int
 
@@ -59,18 +61,23 @@ type pathEntry struct {
 // ctime) of their _metadata, paths with where they resolve and when they
 // were found complete, and checksums by the stamp of their file.
 type cache struct {
-	mu sync.Mutex
+	// scanning is held by one scan of a _metadata at a time and by
+	// sweeps: a scan marks the entries it meets, and a sweep cannot
+	// remove an entry a scan holds. Lock order: scanning, then mu.
+	scanning sync.Mutex
+	mu       sync.Mutex
 	// manifests: GUARDED_BY(mu). Key: local path of _metadata.
 	manifests map[string]manifestEntry
 	// paths: GUARDED_BY(mu). Key: an absolute path as checkpoints name
 	// it. INVARIANT: entries are only removed by sweep, and sweeps counts
-	// the sweeps that removed some.
+	// the sweeps that removed some; sweeps changes under both locks, so
+	// either guards reading it.
 	paths  map[string]*pathEntry
 	sweeps uint64
-	// marks: GUARDED_BY(mu). The last mark given to a verification.
+	// marks: GUARDED_BY(scanning). The last mark given to a scan.
 	marks uint64
-	// last: GUARDED_BY(mu). The entries of the manifest parsed last, in
-	// its order, the mark they got and the sweeps then: the next
+	// last: GUARDED_BY(scanning). The entries of the manifest parsed
+	// last, in its order, the mark they got and the sweeps then: the next
 	// checkpoint likely lists most of them, in the same order.
 	last       []*pathEntry
 	lastMark   uint64
@@ -113,18 +120,16 @@ func (c *cache) putManifest(path string, e manifestEntry) {
 }
 
 // entryOf returns the entry of an absolute path, making and storing it
-// when there is none (made). For an entry that was there it also returns
-// the mark of the last verification that listed it, and its position
-// there. path is copied only into a new entry.
-func (c *cache) entryOf(res *Resolver, path []byte) (e *pathEntry, made bool, mark uint64, index int) {
+// when there is none (made). path is copied only into a new entry.
+func (c *cache) entryOf(res *Resolver, path []byte) (e *pathEntry, made bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e = c.paths[string(path)]; e != nil {
-		return e, false, e.mark, e.index
+		return e, false
 	}
 	e = newEntry(res, string(path), false, "")
 	c.paths[e.path] = e
-	return e, true, 0, 0
+	return e, true
 }
 
 // newEntry resolves a path: a relative one against the checkpoint
@@ -166,6 +171,8 @@ func (c *cache) putChecksum(path string, s stamp, sum string, now time.Time) {
 // sweep drops paths and checksums not used since notBefore and manifests
 // whose path keep rejects, bounding the cache to what is still in use.
 func (c *cache) sweep(notBefore time.Time, keep func(metadataPath string) bool) {
+	c.scanning.Lock()
+	defer c.scanning.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	removed := false

@@ -161,7 +161,7 @@ func (v *Verifier) verifyHA(ctx context.Context, pointerID int64, znode flinkha.
 	verdict.Manifest = man
 	entries := make([]*pathEntry, len(man.Files))
 	for i := range man.Files {
-		entries[i], _, _, _ = v.cache.entryOf(v.cfg.Resolver, []byte(man.Files[i].Path))
+		entries[i], _ = v.cache.entryOf(v.cfg.Resolver, []byte(man.Files[i].Path))
 	}
 	probes := v.newProber(ctx)
 	defer probes.stop()

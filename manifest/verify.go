@@ -162,6 +162,8 @@ func (v *Verifier) loadManifest(dir string, probes *prober) manifestEntry {
 		return e
 	}
 	parsed := manifestEntry{stamp: stamp}
+	v.cache.scanning.Lock()
+	defer v.cache.scanning.Unlock()
 	s := v.newScanner(local, st.Size, probes)
 	sum, err := scanMetadata(f, st.Size, s)
 	if err != nil {
@@ -175,7 +177,7 @@ func (v *Verifier) loadManifest(dir string, probes *prober) manifestEntry {
 			InlineCount:     sum.InlineCount,
 			InlineBytes:     sum.InlineBytes,
 		}
-		parsed.man.Files, parsed.entries = s.distinct()
+		parsed.man.Files, parsed.entries = s.finish()
 	}
 	v.cache.putManifest(path, parsed)
 	return parsed
@@ -249,7 +251,7 @@ func (v *Verifier) checkFiles(ctx context.Context, now int64, probes *prober, fi
 	var rest []int
 	for i := range targets {
 		if !targets[i].probed {
-			probes.probe(targets[i].entry)
+			probes.probe(targets[i].entry, targets[i].index)
 			rest = append(rest, i)
 		}
 	}
@@ -309,20 +311,18 @@ func (v *Verifier) checkFiles(ctx context.Context, now int64, probes *prober, fi
 	}
 }
 
-// matchProbed gives targets what the scan's stats found. An entry is
-// matched to its file by the position distinct gave it, which holds as
-// long as entries still has the entry there; an entry it does not match
-// (the scan was restarted, or a sweep replaced it) is stat'ed again.
+// matchProbed gives targets what the scan's stats found. A stat is
+// matched to its file by the position the scan gave it, which holds as
+// long as entries still has the entry there; one it does not match (the
+// scan was restarted) is made again.
 func (v *Verifier) matchProbed(targets []target, entries []*pathEntry, scanned []*probeBatch) {
 	slot := make([]int32, len(entries)) // file index -> target index + 1
 	for t := range targets {
 		slot[targets[t].index] = int32(t + 1)
 	}
-	v.cache.mu.Lock()
-	defer v.cache.mu.Unlock()
 	for _, b := range scanned {
 		for j, e := range b.entries {
-			if i := e.index; i < len(entries) && entries[i] == e && slot[i] > 0 {
+			if i := b.index[j]; i < len(entries) && entries[i] == e && slot[i] > 0 {
 				t := &targets[slot[i]-1]
 				t.obs, t.probed = b.obs[j], true
 			}

@@ -37,14 +37,14 @@ type pathEntry struct {
 	class    metadata.Kind // metadata.Classify(path, ""), absolute paths
 	relative bool          // path is relative to one checkpoint directory
 
-	// GUARDED_BY(cache.mu).
+	// GUARDED_BY(cache.entryMu).
 	// INVARIANT: seen is non-zero only when a stat at seen found a file
 	// of size bytes that satisfied a reference to path.
 	size int64
 	seen int64 // unix nanoseconds
 	used int64 // unix nanoseconds of the last verification that listed it
 
-	// GUARDED_BY(cache.scanning). The scan that last met the entry, and
+	// GUARDED_BY(cache.entryMu). The scan that last met the entry, and
 	// the position of its file in that scan's list: a scan merges a path
 	// it meets again into its first file, and the next scan finds where
 	// the previous manifest listed it.
@@ -61,11 +61,16 @@ type pathEntry struct {
 // ctime) of their _metadata, paths with where they resolve and when they
 // were found complete, and checksums by the stamp of their file.
 type cache struct {
-	// scanning is held by one scan of a _metadata at a time and by
-	// sweeps: a scan marks the entries it meets, and a sweep cannot
-	// remove an entry a scan holds. Lock order: scanning, then mu.
-	scanning sync.Mutex
-	mu       sync.Mutex
+	// entryMu guards what verifications record in path entries: when
+	// each was last found complete and last listed, and the marks of
+	// scans. A scan of a _metadata holds it from start to end, so that it
+	// can merge repeated paths and judge each file as it meets it;
+	// checkFiles holds it to judge the files of a manifest parsed before
+	// and to record what its stats found; a sweep holds it, so that it
+	// cannot remove an entry a scan holds. Lock order: entryMu, then mu.
+	entryMu sync.Mutex
+	// mu guards the tables.
+	mu sync.Mutex
 	// manifests: GUARDED_BY(mu). Key: local path of _metadata.
 	manifests map[string]manifestEntry
 	// paths: GUARDED_BY(mu). Key: an absolute path as checkpoints name
@@ -74,9 +79,9 @@ type cache struct {
 	// either guards reading it.
 	paths  map[string]*pathEntry
 	sweeps uint64
-	// marks: GUARDED_BY(scanning). The last mark given to a scan.
+	// marks: GUARDED_BY(entryMu). The last mark given to a scan.
 	marks uint64
-	// last: GUARDED_BY(scanning). The entries of the manifest parsed
+	// last: GUARDED_BY(entryMu). The entries of the manifest parsed
 	// last, in its order, the mark they got and the sweeps then: the next
 	// checkpoint likely lists most of them, in the same order.
 	last       []*pathEntry
@@ -171,8 +176,8 @@ func (c *cache) putChecksum(path string, s stamp, sum string, now time.Time) {
 // sweep drops paths and checksums not used since notBefore and manifests
 // whose path keep rejects, bounding the cache to what is still in use.
 func (c *cache) sweep(notBefore time.Time, keep func(metadataPath string) bool) {
-	c.scanning.Lock()
-	defer c.scanning.Unlock()
+	c.entryMu.Lock()
+	defer c.entryMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	removed := false

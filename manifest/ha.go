@@ -165,7 +165,8 @@ func (v *Verifier) verifyHA(ctx context.Context, pointerID int64, znode flinkha.
 	}
 	probes := v.newProber(ctx)
 	defer probes.stop()
-	v.checkFiles(ctx, v.cfg.Now().UnixNano(), probes, man.Files, entries, verdict)
+	judge := v.judgeAt(v.cfg.Now().UnixNano())
+	v.checkFiles(ctx, judge, probes, man.Files, entries, v.judgeAll(judge, man.Files, entries), verdict)
 	verdict.Files = len(man.Files) + 1
 	verdict.Bytes = man.Bytes() + int64(len(data))
 	if len(verdict.Problems) == 0 {

@@ -262,6 +262,24 @@ func TestReverifyFindsFaults(t *testing.T) {
 		}
 	})
 
+	t.Run("later segment beyond a trusted physical file", func(t *testing.T) {
+		// chk-4's first segment of phys ends at 30, which the size
+		// trusted for chk-1 satisfies; its second ends at 50, so the
+		// file is judged again, stat'ed, and found short.
+		v, _ := warm(t)
+		j.checkpoint(t, 4, span(0, 30))
+		m, err := metadata.DecodeFile(filepath.Join(j.chk(4), MetadataFile), metadata.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Operators[0].Subtasks[2].ManagedOperator.Delegate.Offset = 40 // end 50
+		j.writeMetadata(t, "chk-4", m)
+		got := v.VerifyDir(context.Background(), j.chk(4))
+		if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemSizeMismatch || got.Problems[0].Expected != 50 {
+			t.Fatalf("got %v", got.Problems)
+		}
+	})
+
 	t.Run("shared file deleted", func(t *testing.T) {
 		v, clock := warm(t)
 		path := filepath.Join(j.dir, j.shared(10))
@@ -364,8 +382,8 @@ func TestSweepWaitsForScan(t *testing.T) {
 	ref := func(s *scanner, i int) {
 		s.Reference(&metadata.RawReference{Tag: metadata.TagFileStream, Path: []byte(j.uri(j.shared(i))), Size: int64(i%5 + 1)})
 	}
-	v.cache.scanning.Lock()
-	s := v.newScanner(j.chk(2), 0, nil)
+	v.cache.entryMu.Lock()
+	s := v.newScanner(j.chk(2), 0, nil, v.judgeAt(clock.Now().UnixNano()))
 	ref(s, 0)
 	ref(s, 1)
 	clock.add(2 * time.Minute) // every path is now past MaxAge
@@ -383,13 +401,13 @@ func TestSweepWaitsForScan(t *testing.T) {
 	ref(s, 0)
 	ref(s, 2)
 	ref(s, 1)
-	files, entries := s.finish()
+	files, entries, _ := s.finish()
 	for i, e := range entries {
 		if v.cache.paths[files[i].Path] != e {
 			t.Fatalf("%s: the manifest's entry is not the cache's", files[i].Path)
 		}
 	}
-	v.cache.scanning.Unlock()
+	v.cache.entryMu.Unlock()
 	<-swept
 	if len(files) != 3 {
 		t.Fatalf("%d files, want 3: %+v", len(files), files)
@@ -411,16 +429,16 @@ func TestScanRestart(t *testing.T) {
 	}
 	probes := v.newProber(context.Background())
 	defer probes.stop()
-	v.cache.scanning.Lock()
-	defer v.cache.scanning.Unlock()
-	s := v.newScanner(j.chk(1), 0, probes)
+	v.cache.entryMu.Lock()
+	defer v.cache.entryMu.Unlock()
+	s := v.newScanner(j.chk(1), 0, probes, v.judgeAt(0))
 	ref(s, 0)
 	ref(s, 1)
 	s.Restart()
 	for _, i := range []int{2, 1, 0, 1} {
 		ref(s, i)
 	}
-	files, entries := s.finish()
+	files, entries, _ := s.finish()
 	var got []string
 	for _, f := range files {
 		got = append(got, f.Path)

@@ -12,9 +12,10 @@ import (
 // handed to probes to be stat'ed while the scan goes on. A path the
 // previous checkpoint listed costs a comparison when it comes in the same
 // order as there (files shared between checkpoints mostly do), and a map
-// lookup otherwise.
+// lookup otherwise. Each file is judged as it is met: need lists those
+// that need a check, in order.
 //
-// A scanner runs with cache.scanning held: it marks the entries it meets.
+// A scanner runs with cache.entryMu held: it marks the entries it meets.
 type scanner struct {
 	cache    *cache
 	res      *Resolver
@@ -22,8 +23,10 @@ type scanner struct {
 	dir      string                // the checkpoint directory
 	relative map[string]*pathEntry // its relative paths, resolved against dir
 	mark     uint64                // marks the entries this scan met
+	judge    judge
 	files    []File
 	entries  []*pathEntry // entries[i] is the path of files[i]
+	need     []int        // positions of the files that need a check, ascending
 
 	// prev: the entries of the manifest parsed last (cache.last), which
 	// were marked prevMark; next is where the next path is expected.
@@ -37,8 +40,9 @@ type scanner struct {
 const bytesPerFile = 96
 
 // newScanner returns a scanner of the _metadata of dir, of metadataSize
-// bytes. The caller holds cache.scanning.
-func (v *Verifier) newScanner(dir string, metadataSize int64, probes *prober) *scanner {
+// bytes, for a verification that judges files with judge. The caller
+// holds cache.entryMu.
+func (v *Verifier) newScanner(dir string, metadataSize int64, probes *prober, judge judge) *scanner {
 	c := v.cache
 	// The last checkpoint had about as many files (every slot is zeroed
 	// and kept with the manifest, so little more); without one, guess
@@ -55,7 +59,7 @@ func (v *Verifier) newScanner(dir string, metadataSize int64, probes *prober) *s
 	c.mu.Unlock()
 	c.marks++
 	s := &scanner{
-		cache: c, res: v.cfg.Resolver, probes: probes, dir: dir, relative: make(map[string]*pathEntry), mark: c.marks,
+		cache: c, res: v.cfg.Resolver, probes: probes, dir: dir, relative: make(map[string]*pathEntry), mark: c.marks, judge: judge,
 		files: make([]File, 0, n), entries: make([]*pathEntry, 0, n),
 	}
 	if c.lastSweeps == c.sweeps {
@@ -94,8 +98,7 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 	if e.mark == s.mark {
 		// Met before in this scan: the same file, which a later segment
 		// of it may extend.
-		again := fileOf(e.path, r.Relative(), kind, r.Size, r.MinLength())
-		s.files[e.index].absorb(&again)
+		s.again(e, kind, r)
 		return
 	}
 	e.mark, e.index = s.mark, len(s.files)
@@ -104,8 +107,27 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 		s.files = slices.Grow(s.files, 1)
 	}
 	s.files = s.files[:n+1]
-	s.files[n].set(e.path, r.Relative(), kind, r.Size, r.MinLength())
+	f := &s.files[n]
+	f.set(e.path, r.Relative(), kind, r.Size, r.MinLength())
 	s.entries = append(s.entries, e)
+	if s.judge.needsCheck(f, e) {
+		s.need = append(s.need, n)
+	}
+}
+
+// again merges another reference to e's path into its file. A file that
+// must now be longer is judged again.
+func (s *scanner) again(e *pathEntry, kind metadata.Kind, r *metadata.RawReference) {
+	f := &s.files[e.index]
+	minLength := f.MinLength
+	g := fileOf(e.path, r.Relative(), kind, r.Size, r.MinLength())
+	f.absorb(&g)
+	if f.MinLength == minLength {
+		return
+	}
+	if i, listed := slices.BinarySearch(s.need, e.index); !listed && s.judge.needsCheck(f, e) {
+		s.need = slices.Insert(s.need, i, e.index)
+	}
 }
 
 // probe has a path met for the first time stat'ed, unless it lies outside
@@ -118,18 +140,19 @@ func (s *scanner) probe(e *pathEntry) {
 
 // Restart forgets what the scan collected: the same paths come again.
 func (s *scanner) Restart() {
-	s.files, s.entries = s.files[:0], s.entries[:0]
+	s.files, s.entries, s.need = s.files[:0], s.entries[:0], s.need[:0]
 	clear(s.relative)
 	s.cache.marks++
 	s.mark, s.next = s.cache.marks, 0
 }
 
-// finish returns the manifest's files and their entries, and keeps the
-// entries as the last manifest parsed.
-func (s *scanner) finish() ([]File, []*pathEntry) {
+// finish returns the manifest's files, their entries and the positions of
+// those that need a check, and keeps the entries as the last manifest
+// parsed.
+func (s *scanner) finish() ([]File, []*pathEntry, []int) {
 	n := len(s.files)
 	files, entries := s.files[:n:n], s.entries[:n:n]
 	c := s.cache
 	c.last, c.lastMark, c.lastSweeps = entries, s.mark, c.sweeps
-	return files, entries
+	return files, entries, s.need
 }

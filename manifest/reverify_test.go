@@ -382,7 +382,7 @@ func TestSweepWaitsForScan(t *testing.T) {
 	ref := func(s *scanner, i int) {
 		s.Reference(&metadata.RawReference{Tag: metadata.TagFileStream, Path: []byte(j.uri(j.shared(i))), Size: int64(i%5 + 1)})
 	}
-	v.cache.entryMu.Lock()
+	v.cache.pathsMu.Lock()
 	s := v.newScanner(j.chk(2), 0, nil, v.judgeAt(clock.Now().UnixNano()))
 	ref(s, 0)
 	ref(s, 1)
@@ -407,7 +407,7 @@ func TestSweepWaitsForScan(t *testing.T) {
 			t.Fatalf("%s: the manifest's entry is not the cache's", files[i].Path)
 		}
 	}
-	v.cache.entryMu.Unlock()
+	v.cache.pathsMu.Unlock()
 	<-swept
 	if len(files) != 3 {
 		t.Fatalf("%d files, want 3: %+v", len(files), files)
@@ -429,8 +429,8 @@ func TestScanRestart(t *testing.T) {
 	}
 	probes := v.newProber(context.Background())
 	defer probes.stop()
-	v.cache.entryMu.Lock()
-	defer v.cache.entryMu.Unlock()
+	v.cache.pathsMu.Lock()
+	defer v.cache.pathsMu.Unlock()
 	s := v.newScanner(j.chk(1), 0, probes, v.judgeAt(0))
 	ref(s, 0)
 	ref(s, 1)

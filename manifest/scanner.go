@@ -15,7 +15,7 @@ import (
 // lookup otherwise. Each file is judged as it is met: need lists those
 // that need a check, in order.
 //
-// A scanner runs with cache.entryMu held: it marks the entries it meets.
+// A scanner runs with cache.pathsMu held: it marks the entries it meets.
 type scanner struct {
 	cache    *cache
 	res      *Resolver
@@ -41,7 +41,7 @@ const bytesPerFile = 96
 
 // newScanner returns a scanner of the _metadata of dir, of metadataSize
 // bytes, for a verification that judges files with judge. The caller
-// holds cache.entryMu.
+// holds cache.pathsMu.
 func (v *Verifier) newScanner(dir string, metadataSize int64, probes *prober, judge judge) *scanner {
 	c := v.cache
 	// The last checkpoint had about as many files (every slot is zeroed
@@ -51,12 +51,10 @@ func (v *Verifier) newScanner(dir string, metadataSize int64, probes *prober, ju
 	if len(c.last) > 0 {
 		n = len(c.last) + len(c.last)/64 + 8
 	}
-	c.mu.Lock()
 	if len(c.paths) == 0 {
 		// The first checkpoint sizes the path table.
 		c.paths = make(map[string]*pathEntry, n)
 	}
-	c.mu.Unlock()
 	c.marks++
 	s := &scanner{
 		cache: c, res: v.cfg.Resolver, probes: probes, dir: dir, relative: make(map[string]*pathEntry), mark: c.marks, judge: judge,

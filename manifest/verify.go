@@ -162,12 +162,14 @@ func (v *Verifier) loadManifest(dir string, probes *prober, judge judge) (parsed
 	stamp := stampOf(&st)
 	if e, ok := v.cache.manifest(path, stamp); ok {
 		if e.man != nil {
-			need = v.judgeAll(judge, e.man.Files, e.entries)
+			v.cache.pathsMu.Lock()
+			need = judge.all(e.man.Files, e.entries)
+			v.cache.pathsMu.Unlock()
 		}
 		return e, need
 	}
 	parsed = manifestEntry{stamp: stamp}
-	v.cache.entryMu.Lock()
+	v.cache.pathsMu.Lock()
 	s := v.newScanner(local, st.Size, probes, judge)
 	sum, err := scanMetadata(f, st.Size, s)
 	if err != nil {
@@ -183,7 +185,7 @@ func (v *Verifier) loadManifest(dir string, probes *prober, judge judge) (parsed
 		}
 		parsed.man.Files, parsed.entries, need = s.finish()
 	}
-	v.cache.entryMu.Unlock()
+	v.cache.pathsMu.Unlock()
 	v.cache.putManifest(path, parsed)
 	return parsed, need
 }
@@ -226,19 +228,17 @@ func (v *Verifier) judgeAt(now int64) judge {
 // needsCheck records that the verification lists f, whose path is e, and
 // reports whether f needs a check: a stat, or a problem when it lies
 // outside the roots. A file found complete within MaxAge does not. The
-// caller holds cache.entryMu.
+// caller holds cache.pathsMu.
 func (j judge) needsCheck(f *File, e *pathEntry) bool {
 	e.used = j.now
 	trusted := j.trust && e.err == nil && !f.IsDir() && e.seen != 0 && e.seen >= j.notBefore && f.Satisfied(e.size)
 	return !trusted
 }
 
-// judgeAll returns the positions of the files that need a check
-// (entries[i] is the path of files[i]).
-func (v *Verifier) judgeAll(j judge, files []File, entries []*pathEntry) []int {
+// all returns the positions of the files that need a check (entries[i]
+// is the path of files[i]). The caller holds cache.pathsMu.
+func (j judge) all(files []File, entries []*pathEntry) []int {
 	var need []int
-	v.cache.entryMu.Lock()
-	defer v.cache.entryMu.Unlock()
 	for i := range files {
 		if j.needsCheck(&files[i], entries[i]) {
 			need = append(need, i)
@@ -333,12 +333,12 @@ func (v *Verifier) checkFiles(ctx context.Context, judge judge, probes *prober, 
 	}
 	if judge.trust && complete > 0 {
 		c := v.cache
-		c.entryMu.Lock()
+		c.pathsMu.Lock()
 		for i := range targets[:complete] {
 			t := &targets[i]
 			t.entry.size, t.entry.seen = t.obs.size, judge.now
 		}
-		c.entryMu.Unlock()
+		c.pathsMu.Unlock()
 	}
 	if err := ctx.Err(); err != nil {
 		verdict.addProblem(Problem{Path: ".", Kind: ProblemIOError, Detail: err.Error()})

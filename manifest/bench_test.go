@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"syscall"
 	"testing"
@@ -105,7 +106,8 @@ func writeMetadataPerSubtask(b *testing.B, dir string, id int64, handles []*meta
 // in a random order: a new checkpoint whose shared files do not come in
 // the order of the previous one. "dropcaches" drops the page, dentry and
 // inode caches before each phase, as a replica sees freshly replicated
-// files (needs root).
+// files (needs root). The re-verification runs under the pprof label
+// phase=reverify.
 func BenchmarkVerify10kFiles(b *testing.B) {
 	b.Run("warm", func(b *testing.B) { benchVerify(b, func() {}, "chk-2") })
 	b.Run("warm-shuffled", func(b *testing.B) { benchVerify(b, func() {}, "chk-3") })
@@ -181,9 +183,11 @@ func benchVerify(b *testing.B, dropCaches func(), next string) {
 		a2 := settle()
 		coldBytes += a2 - a
 		start = time.Now()
-		if got := v.VerifyDir(context.Background(), chk2); !got.Complete {
-			b.Fatal(got.Problems)
-		}
+		pprof.Do(context.Background(), pprof.Labels("phase", "reverify"), func(ctx context.Context) {
+			if got := v.VerifyDir(ctx, chk2); !got.Complete {
+				b.Fatal(got.Problems)
+			}
+		})
 		d = time.Since(start)
 		reverify += d
 		bestReverify = min(bestReverify, d)

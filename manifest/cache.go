@@ -37,15 +37,17 @@ type pathEntry struct {
 	class    metadata.Kind // metadata.Classify(path, ""), absolute paths
 	relative bool          // path is relative to one checkpoint directory
 
-	// GUARDED_BY(cache.mu).
+	// GUARDED_BY(cache.pathsMu).
 	// INVARIANT: seen is non-zero only when a stat at seen found a file
 	// of size bytes that satisfied a reference to path.
 	size int64
 	seen int64 // unix nanoseconds
 	used int64 // unix nanoseconds of the last verification that listed it
-	// mark and index: the verification that last listed the entry, and
-	// its position in that verification's files (for removing
-	// duplicates).
+
+	// GUARDED_BY(cache.pathsMu). The scan that last met the entry, and
+	// the position of its file in that scan's list: a scan merges a path
+	// it meets again into its first file, and the next scan finds where
+	// the previous manifest listed it.
 	mark  uint64
 	index int
 
@@ -59,22 +61,32 @@ type pathEntry struct {
 // ctime) of their _metadata, paths with where they resolve and when they
 // were found complete, and checksums by the stamp of their file.
 type cache struct {
-	mu sync.Mutex
-	// manifests: GUARDED_BY(mu). Key: local path of _metadata.
-	manifests map[string]manifestEntry
-	// paths: GUARDED_BY(mu). Key: an absolute path as checkpoints name
-	// it. INVARIANT: entries are only removed by sweep, and sweeps counts
-	// the sweeps that removed some.
+	// pathsMu guards the path table and what verifications record in
+	// its entries: when each was last found complete and last listed,
+	// and the marks of scans. A scan of a _metadata holds it from start
+	// to end, so that it can look paths up, merge repeated ones and judge
+	// each file as it meets them; checkFiles holds it to judge the files
+	// of a manifest parsed before and to record what its stats found; a
+	// sweep holds it, so it cannot remove an entry a scan holds.
+	pathsMu sync.Mutex
+	// paths: GUARDED_BY(pathsMu). Key: an absolute path as checkpoints
+	// name it. INVARIANT: entries are only removed by sweep, and sweeps
+	// counts the sweeps that removed some.
 	paths  map[string]*pathEntry
 	sweeps uint64
-	// marks: GUARDED_BY(mu). The last mark given to a verification.
+	// marks: GUARDED_BY(pathsMu). The last mark given to a scan.
 	marks uint64
-	// last: GUARDED_BY(mu). The entries of the manifest parsed last, in
-	// its order, the mark they got and the sweeps then: the next
+	// last: GUARDED_BY(pathsMu). The entries of the manifest parsed
+	// last, in its order, the mark they got and the sweeps then: the next
 	// checkpoint likely lists most of them, in the same order.
 	last       []*pathEntry
 	lastMark   uint64
 	lastSweeps uint64
+
+	// mu guards the other tables; never held with pathsMu.
+	mu sync.Mutex
+	// manifests: GUARDED_BY(mu). Key: local path of _metadata.
+	manifests map[string]manifestEntry
 	// checksums: GUARDED_BY(mu). Key: local path. The CRC-32C of the
 	// version of the file given by stamp.
 	checksums map[string]checksumEntry
@@ -113,18 +125,15 @@ func (c *cache) putManifest(path string, e manifestEntry) {
 }
 
 // entryOf returns the entry of an absolute path, making and storing it
-// when there is none (made). For an entry that was there it also returns
-// the mark of the last verification that listed it, and its position
-// there. path is copied only into a new entry.
-func (c *cache) entryOf(res *Resolver, path []byte) (e *pathEntry, made bool, mark uint64, index int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// when there is none (made). path is copied only into a new entry. The
+// caller holds pathsMu.
+func (c *cache) entryOf(res *Resolver, path []byte) (e *pathEntry, made bool) {
 	if e = c.paths[string(path)]; e != nil {
-		return e, false, e.mark, e.index
+		return e, false
 	}
 	e = newEntry(res, string(path), false, "")
 	c.paths[e.path] = e
-	return e, true, 0, 0
+	return e, true
 }
 
 // newEntry resolves a path: a relative one against the checkpoint
@@ -166,8 +175,7 @@ func (c *cache) putChecksum(path string, s stamp, sum string, now time.Time) {
 // sweep drops paths and checksums not used since notBefore and manifests
 // whose path keep rejects, bounding the cache to what is still in use.
 func (c *cache) sweep(notBefore time.Time, keep func(metadataPath string) bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.pathsMu.Lock()
 	removed := false
 	for p, e := range c.paths {
 		if e.used < notBefore.UnixNano() {
@@ -178,6 +186,10 @@ func (c *cache) sweep(notBefore time.Time, keep func(metadataPath string) bool) 
 	if removed {
 		c.sweeps++
 	}
+	c.pathsMu.Unlock()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for p, e := range c.checksums {
 		if e.used.Before(notBefore) {
 			delete(c.checksums, p)

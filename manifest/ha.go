@@ -159,13 +159,17 @@ func (v *Verifier) verifyHA(ctx context.Context, pointerID int64, znode flinkha.
 	}
 	man := haManifest(cc)
 	verdict.Manifest = man
+	judge := v.judgeAt(v.cfg.Now().UnixNano())
 	entries := make([]*pathEntry, len(man.Files))
+	v.cache.pathsMu.Lock()
 	for i := range man.Files {
-		entries[i], _, _, _ = v.cache.entryOf(v.cfg.Resolver, []byte(man.Files[i].Path))
+		entries[i], _ = v.cache.entryOf(v.cfg.Resolver, []byte(man.Files[i].Path))
 	}
+	need := judge.all(man.Files, entries)
+	v.cache.pathsMu.Unlock()
 	probes := v.newProber(ctx)
 	defer probes.stop()
-	v.checkFiles(ctx, v.cfg.Now().UnixNano(), probes, man.Files, entries, verdict)
+	v.checkFiles(ctx, judge, probes, man.Files, entries, need, verdict)
 	verdict.Files = len(man.Files) + 1
 	verdict.Bytes = man.Bytes() + int64(len(data))
 	if len(verdict.Problems) == 0 {

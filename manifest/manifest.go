@@ -99,14 +99,21 @@ func FromMetadata(m *metadata.Metadata, size int64) *Manifest {
 
 // fileOf is the manifest entry of one reference.
 func fileOf(path string, relative bool, kind metadata.Kind, size, minLength int64) File {
-	f := File{Path: path, Relative: relative, Kind: kind, Size: size}
+	var f File
+	f.set(path, relative, kind, size, minLength)
+	return f
+}
+
+// set makes f the manifest entry of one reference. It writes f's fields
+// in place, for a scan that fills a long list.
+func (f *File) set(path string, relative bool, kind metadata.Kind, size, minLength int64) {
+	f.Path, f.Relative, f.Kind, f.Size, f.MinLength = path, relative, kind, size, 0
 	switch kind {
 	case metadata.KindSegment:
 		f.Size, f.MinLength = -1, minLength
 	case metadata.KindDirectory:
 		f.Size = -1
 	}
-	return f
 }
 
 // absorb merges g, a later reference to the same file, into f: a

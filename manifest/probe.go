@@ -32,10 +32,11 @@ type prober struct {
 	wg      sync.WaitGroup
 }
 
-// probeBatch is a run of paths and, once a worker is done, what their
-// stats found.
+// probeBatch is a run of paths, the position of each one's file in the
+// verification's list and, once a worker is done, what their stats found.
 type probeBatch struct {
 	entries []*pathEntry
+	index   []int
 	obs     []observation
 }
 
@@ -71,10 +72,11 @@ func (p *prober) reset() {
 	p.work = make(chan *probeBatch, p.workers)
 }
 
-// probe asks for a stat of e's file. e must lie inside the roots: a path
-// outside is never opened.
-func (p *prober) probe(e *pathEntry) {
+// probe asks for a stat of e's file, files[index] of the verification. e
+// must lie inside the roots: a path outside is never opened.
+func (p *prober) probe(e *pathEntry, index int) {
 	p.batch.entries = append(p.batch.entries, e)
+	p.batch.index = append(p.batch.index, index)
 	if len(p.batch.entries) == probeBatchSize {
 		p.send()
 	}

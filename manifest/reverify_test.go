@@ -262,6 +262,24 @@ func TestReverifyFindsFaults(t *testing.T) {
 		}
 	})
 
+	t.Run("later segment beyond a trusted physical file", func(t *testing.T) {
+		// chk-4's first segment of phys ends at 30, which the size
+		// trusted for chk-1 satisfies; its second ends at 50, so the
+		// file is judged again, stat'ed, and found short.
+		v, _ := warm(t)
+		j.checkpoint(t, 4, span(0, 30))
+		m, err := metadata.DecodeFile(filepath.Join(j.chk(4), MetadataFile), metadata.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Operators[0].Subtasks[2].ManagedOperator.Delegate.Offset = 40 // end 50
+		j.writeMetadata(t, "chk-4", m)
+		got := v.VerifyDir(context.Background(), j.chk(4))
+		if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemSizeMismatch || got.Problems[0].Expected != 50 {
+			t.Fatalf("got %v", got.Problems)
+		}
+	})
+
 	t.Run("shared file deleted", func(t *testing.T) {
 		v, clock := warm(t)
 		path := filepath.Join(j.dir, j.shared(10))
@@ -351,9 +369,9 @@ func TestReverifyFindsFaults(t *testing.T) {
 	})
 }
 
-// TestScanSurvivesSweep: a sweep that removes the entries a scan already
-// used does not make a path appear twice in the manifest.
-func TestScanSurvivesSweep(t *testing.T) {
+// TestSweepWaitsForScan: a sweep cannot remove the entries a scan holds;
+// it waits for the scan, and a path the scan met twice is one file.
+func TestSweepWaitsForScan(t *testing.T) {
 	j := newTestJob(t, 3)
 	clock := &testClock{now: time.Unix(1000, 0)}
 	v := trustingVerifier(t, j.root, clock)
@@ -364,24 +382,75 @@ func TestScanSurvivesSweep(t *testing.T) {
 	ref := func(s *scanner, i int) {
 		s.Reference(&metadata.RawReference{Tag: metadata.TagFileStream, Path: []byte(j.uri(j.shared(i))), Size: int64(i%5 + 1)})
 	}
-	s := v.newScanner(j.chk(2), 0, nil)
+	v.cache.pathsMu.Lock()
+	s := v.newScanner(j.chk(2), 0, nil, v.judgeAt(clock.Now().UnixNano()))
 	ref(s, 0)
 	ref(s, 1)
-	clock.add(2 * time.Minute)
-	v.Sweep(nil) // removes every path
-	if len(v.cache.paths) != 0 {
-		t.Fatalf("sweep kept %d paths", len(v.cache.paths))
+	clock.add(2 * time.Minute) // every path is now past MaxAge
+	swept := make(chan struct{})
+	go func() {
+		v.Sweep(nil)
+		close(swept)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-swept:
+		t.Fatal("a sweep ran while a scan held the entries")
+	default:
 	}
 	ref(s, 0)
 	ref(s, 2)
 	ref(s, 1)
-	files, entries := s.distinct()
-	if len(files) != 3 {
-		t.Fatalf("%d files, want 3: %+v", len(files), files)
-	}
+	files, entries, _ := s.finish()
 	for i, e := range entries {
 		if v.cache.paths[files[i].Path] != e {
 			t.Fatalf("%s: the manifest's entry is not the cache's", files[i].Path)
+		}
+	}
+	v.cache.pathsMu.Unlock()
+	<-swept
+	if len(files) != 3 {
+		t.Fatalf("%d files, want 3: %+v", len(files), files)
+	}
+	if len(v.cache.paths) != 0 {
+		t.Fatalf("the sweep after the scan kept %d paths", len(v.cache.paths))
+	}
+}
+
+// TestScanRestart: after a restart (metadata.Scan trying another channel
+// layout) the paths come again and are listed once each, in their new
+// order; the probe of a path first met after the restart names its
+// position in the new list.
+func TestScanRestart(t *testing.T) {
+	j := newTestJob(t, 4)
+	v := trustingVerifier(t, j.root, &testClock{now: time.Unix(1000, 0)})
+	ref := func(s *scanner, i int) {
+		s.Reference(&metadata.RawReference{Tag: metadata.TagFileStream, Path: []byte(j.uri(j.shared(i))), Size: int64(i%5 + 1)})
+	}
+	probes := v.newProber(context.Background())
+	defer probes.stop()
+	v.cache.pathsMu.Lock()
+	defer v.cache.pathsMu.Unlock()
+	s := v.newScanner(j.chk(1), 0, probes, v.judgeAt(0))
+	ref(s, 0)
+	ref(s, 1)
+	s.Restart()
+	for _, i := range []int{2, 1, 0, 1} {
+		ref(s, i)
+	}
+	files, entries, _ := s.finish()
+	var got []string
+	for _, f := range files {
+		got = append(got, f.Path)
+	}
+	if want := []string{j.uri(j.shared(2)), j.uri(j.shared(1)), j.uri(j.shared(0))}; !slices.Equal(got, want) {
+		t.Fatalf("files %q, want %q", got, want)
+	}
+	for _, b := range probes.wait() {
+		for k, e := range b.entries {
+			if e == entries[0] && b.index[k] != 0 {
+				t.Fatalf("%s was probed at %d, not at its position 0", e.path, b.index[k])
+			}
 		}
 	}
 }

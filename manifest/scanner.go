@@ -1,24 +1,32 @@
 package manifest
 
 import (
+	"slices"
+
 	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
-// scanner collects what metadata.Scan reports: a file for every reference
-// (as FromMetadata makes it) and the entry of its path. Only new paths are
-// copied and resolved, and handed to probes to be stat'ed while the scan
-// goes on. A path the previous checkpoint listed costs a
-// comparison when it comes in the same order as there (files shared
-// between checkpoints mostly do), and a map lookup otherwise.
+// scanner collects what metadata.Scan reports: a file for every path
+// (as FromMetadata makes it, repeated paths merged into their first file)
+// and the entry of its path. Only new paths are copied and resolved, and
+// handed to probes to be stat'ed while the scan goes on. A path the
+// previous checkpoint listed costs a comparison when it comes in the same
+// order as there (files shared between checkpoints mostly do), and a map
+// lookup otherwise. Each file is judged as it is met: need lists those
+// that need a check, in order.
+//
+// A scanner runs with cache.pathsMu held: it marks the entries it meets.
 type scanner struct {
 	cache    *cache
 	res      *Resolver
 	probes   *prober
 	dir      string                // the checkpoint directory
 	relative map[string]*pathEntry // its relative paths, resolved against dir
-	sweeps   uint64                // cache.sweeps when the scan began
+	mark     uint64                // marks the entries this scan met
+	judge    judge
 	files    []File
 	entries  []*pathEntry // entries[i] is the path of files[i]
+	need     []int        // positions of the files that need a check, ascending
 
 	// prev: the entries of the manifest parsed last (cache.last), which
 	// were marked prevMark; next is where the next path is expected.
@@ -31,10 +39,11 @@ type scanner struct {
 // takes in _metadata (its path, mostly): it sizes the first file list.
 const bytesPerFile = 96
 
-func (v *Verifier) newScanner(dir string, metadataSize int64, probes *prober) *scanner {
+// newScanner returns a scanner of the _metadata of dir, of metadataSize
+// bytes, for a verification that judges files with judge. The caller
+// holds cache.pathsMu.
+func (v *Verifier) newScanner(dir string, metadataSize int64, probes *prober, judge judge) *scanner {
 	c := v.cache
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	// The last checkpoint had about as many files (every slot is zeroed
 	// and kept with the manifest, so little more); without one, guess
 	// from the size, bounded so that inline state cannot inflate it.
@@ -46,8 +55,9 @@ func (v *Verifier) newScanner(dir string, metadataSize int64, probes *prober) *s
 		// The first checkpoint sizes the path table.
 		c.paths = make(map[string]*pathEntry, n)
 	}
+	c.marks++
 	s := &scanner{
-		cache: c, res: v.cfg.Resolver, probes: probes, dir: dir, relative: make(map[string]*pathEntry), sweeps: c.sweeps,
+		cache: c, res: v.cfg.Resolver, probes: probes, dir: dir, relative: make(map[string]*pathEntry), mark: c.marks, judge: judge,
 		files: make([]File, 0, n), entries: make([]*pathEntry, 0, n),
 	}
 	if c.lastSweeps == c.sweeps {
@@ -72,71 +82,75 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 		s.next++
 	default:
 		var made bool
-		var mark uint64
-		var index int
-		e, made, mark, index = s.cache.entryOf(s.res, r.Path)
+		e, made = s.cache.entryOf(s.res, r.Path)
 		if made {
 			s.probe(e)
-		} else if mark == s.prevMark {
-			s.next = index + 1
+		} else if e.mark == s.prevMark {
+			s.next = e.index + 1
 		}
 	}
 	kind := e.class
 	if r.Tag != metadata.TagFileStream || r.Changelog {
 		kind = r.Kind("")
 	}
-	s.files = append(s.files, fileOf(e.path, r.Relative(), kind, r.Size, r.MinLength()))
+	if e.mark == s.mark {
+		// Met before in this scan: the same file, which a later segment
+		// of it may extend.
+		s.again(e, kind, r)
+		return
+	}
+	e.mark, e.index = s.mark, len(s.files)
+	n := len(s.files)
+	if n == cap(s.files) {
+		s.files = slices.Grow(s.files, 1)
+	}
+	s.files = s.files[:n+1]
+	f := &s.files[n]
+	f.set(e.path, r.Relative(), kind, r.Size, r.MinLength())
 	s.entries = append(s.entries, e)
+	if s.judge.needsCheck(f, e) {
+		s.need = append(s.need, n)
+	}
+}
+
+// again merges another reference to e's path into its file. A file that
+// must now be longer is judged again.
+func (s *scanner) again(e *pathEntry, kind metadata.Kind, r *metadata.RawReference) {
+	f := &s.files[e.index]
+	minLength := f.MinLength
+	g := fileOf(e.path, r.Relative(), kind, r.Size, r.MinLength())
+	f.absorb(&g)
+	if f.MinLength == minLength {
+		return
+	}
+	if i, listed := slices.BinarySearch(s.need, e.index); !listed && s.judge.needsCheck(f, e) {
+		s.need = slices.Insert(s.need, i, e.index)
+	}
 }
 
 // probe has a path met for the first time stat'ed, unless it lies outside
-// the roots.
+// the roots. Its file will be files[len(files)].
 func (s *scanner) probe(e *pathEntry) {
 	if s.probes != nil && e.err == nil {
-		s.probes.probe(e)
+		s.probes.probe(e, len(s.files))
 	}
 }
 
+// Restart forgets what the scan collected: the same paths come again.
 func (s *scanner) Restart() {
-	s.files, s.entries = s.files[:0], s.entries[:0]
+	s.files, s.entries, s.need = s.files[:0], s.entries[:0], s.need[:0]
 	clear(s.relative)
+	s.cache.marks++
+	s.mark, s.next = s.cache.marks, 0
 }
 
-// distinct returns the manifest's files, with duplicates merged into their
-// first occurrence, and their entries. The cache holds one entry per path,
-// so equal paths have equal entries, unless a sweep removed one during the
-// scan: then each path is looked up again.
-func (s *scanner) distinct() ([]File, []*pathEntry) {
-	c := s.cache
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.marks++
-	mark := c.marks
-	swept := c.sweeps != s.sweeps
-	n := 0
-	for i := range s.files {
-		e := s.entries[i]
-		if swept && !e.relative {
-			if cur, ok := c.paths[e.path]; ok {
-				e = cur
-			} else {
-				c.paths[e.path] = e
-			}
-		}
-		if e.mark == mark {
-			s.files[e.index].absorb(&s.files[i])
-			continue
-		}
-		e.mark, e.index = mark, n
-		if n != i {
-			s.files[n] = s.files[i]
-		}
-		s.entries[n] = e
-		n++
-	}
-	clear(s.files[n:])
-	clear(s.entries[n:])
+// finish returns the manifest's files, their entries and the positions of
+// those that need a check, and keeps the entries as the last manifest
+// parsed.
+func (s *scanner) finish() ([]File, []*pathEntry, []int) {
+	n := len(s.files)
 	files, entries := s.files[:n:n], s.entries[:n:n]
-	c.last, c.lastMark, c.lastSweeps = entries, mark, c.sweeps
-	return files, entries
+	c := s.cache
+	c.last, c.lastMark, c.lastSweeps = entries, s.mark, c.sweeps
+	return files, entries, s.need
 }

@@ -98,10 +98,10 @@ func (v *Verifier) VerifyDir(ctx context.Context, dir string) *Verdict {
 	}
 	// Taken before any stat: a file is trusted from a moment it was
 	// already complete.
-	now := v.cfg.Now().UnixNano()
+	judge := v.judgeAt(v.cfg.Now().UnixNano())
 	probes := v.newProber(ctx)
 	defer probes.stop()
-	parsed := v.loadManifest(dir, probes)
+	parsed, need := v.loadManifest(dir, probes, judge)
 	if parsed.prob != nil {
 		verdict.addProblem(*parsed.prob)
 		return verdict
@@ -116,7 +116,7 @@ func (v *Verifier) VerifyDir(ctx context.Context, dir string) *Verdict {
 			Expected: nameID, Found: man.CheckpointID,
 		})
 	}
-	v.checkFiles(ctx, now, probes, man.Files, parsed.entries, verdict)
+	v.checkFiles(ctx, judge, probes, man.Files, parsed.entries, need, verdict)
 	verdict.Files = len(man.Files) + 1
 	verdict.Bytes = man.Bytes() + man.MetadataSize
 	if len(verdict.Problems) == 0 {
@@ -137,33 +137,41 @@ func (v *Verdict) addProblem(p Problem) {
 }
 
 // loadManifest parses dir/_metadata, or reuses what was parsed from the
-// same file (same inode, size and times) before. A parse hands the paths
-// it meets for the first time to probes.
-func (v *Verifier) loadManifest(dir string, probes *prober) manifestEntry {
+// same file (same inode, size and times) before. It also returns the
+// positions of the files that need a check, as judge decides. A parse
+// hands the paths it meets for the first time to probes, and judges each
+// file as it meets it.
+func (v *Verifier) loadManifest(dir string, probes *prober, judge judge) (parsed manifestEntry, need []int) {
 	local, err := v.cfg.Resolver.Confine(dir)
 	if err != nil {
-		return manifestEntry{prob: &Problem{Path: MetadataFile, Kind: ProblemOutsideRoot, Detail: err.Error()}}
+		return manifestEntry{prob: &Problem{Path: MetadataFile, Kind: ProblemOutsideRoot, Detail: err.Error()}}, nil
 	}
 	path := filepath.Join(local, MetadataFile)
 	f, err := openBeneath(v.cfg.Resolver, path)
 	if err != nil {
-		return manifestEntry{prob: fileProblem(MetadataFile, err)}
+		return manifestEntry{prob: fileProblem(MetadataFile, err)}, nil
 	}
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return manifestEntry{prob: fileProblem(MetadataFile, err)}
+		return manifestEntry{prob: fileProblem(MetadataFile, err)}, nil
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return manifestEntry{prob: &Problem{Path: MetadataFile, Kind: ProblemMissing, Detail: "not a regular file"}}
+		return manifestEntry{prob: &Problem{Path: MetadataFile, Kind: ProblemMissing, Detail: "not a regular file"}}, nil
 	}
 	stamp := stampOf(&st)
 	if e, ok := v.cache.manifest(path, stamp); ok {
-		return e
+		if e.man != nil {
+			v.cache.pathsMu.Lock()
+			need = judge.all(e.man.Files, e.entries)
+			v.cache.pathsMu.Unlock()
+		}
+		return e, need
 	}
-	parsed := manifestEntry{stamp: stamp}
-	s := v.newScanner(local, st.Size, probes)
-	sum, err := metadata.Scan(f, st.Size, metadata.Options{}, s)
+	parsed = manifestEntry{stamp: stamp}
+	v.cache.pathsMu.Lock()
+	s := v.newScanner(local, st.Size, probes, judge)
+	sum, err := scanMetadata(f, st.Size, s)
 	if err != nil {
 		parsed.prob = parseProblem(err)
 	} else {
@@ -175,10 +183,11 @@ func (v *Verifier) loadManifest(dir string, probes *prober) manifestEntry {
 			InlineCount:     sum.InlineCount,
 			InlineBytes:     sum.InlineBytes,
 		}
-		parsed.man.Files, parsed.entries = s.distinct()
+		parsed.man.Files, parsed.entries, need = s.finish()
 	}
+	v.cache.pathsMu.Unlock()
 	v.cache.putManifest(path, parsed)
-	return parsed
+	return parsed, need
 }
 
 func parseProblem(err error) *Problem {
@@ -205,6 +214,39 @@ func fileProblem(name string, err error) *Problem {
 	return &Problem{Path: name, Kind: ProblemIOError, Detail: err.Error()}
 }
 
+// judge decides which files one verification must check.
+type judge struct {
+	now       int64 // unix nanoseconds
+	notBefore int64 // a file found complete since then is trusted
+	trust     bool  // MaxAge is not zero
+}
+
+func (v *Verifier) judgeAt(now int64) judge {
+	return judge{now: now, notBefore: now - v.cfg.MaxAge.Nanoseconds(), trust: v.cfg.MaxAge > 0}
+}
+
+// needsCheck records that the verification lists f, whose path is e, and
+// reports whether f needs a check: a stat, or a problem when it lies
+// outside the roots. A file found complete within MaxAge does not. The
+// caller holds cache.pathsMu.
+func (j judge) needsCheck(f *File, e *pathEntry) bool {
+	e.used = j.now
+	trusted := j.trust && e.err == nil && !f.IsDir() && e.seen != 0 && e.seen >= j.notBefore && f.Satisfied(e.size)
+	return !trusted
+}
+
+// all returns the positions of the files that need a check (entries[i]
+// is the path of files[i]). The caller holds cache.pathsMu.
+func (j judge) all(files []File, entries []*pathEntry) []int {
+	var need []int
+	for i := range files {
+		if j.needsCheck(&files[i], entries[i]) {
+			need = append(need, i)
+		}
+	}
+	return need
+}
+
 // target is a file to stat.
 type target struct {
 	file   *File
@@ -221,35 +263,27 @@ type observation struct {
 	mode uint32
 }
 
-// checkFiles checks files (entries[i] is the path of files[i]) as of now:
-// every file not found complete within MaxAge before now is stat'ed, by
-// probes, which may have stat'ed some already.
-func (v *Verifier) checkFiles(ctx context.Context, now int64, probes *prober, files []File, entries []*pathEntry, verdict *Verdict) {
-	trust := v.cfg.MaxAge > 0
-	notBefore := now - v.cfg.MaxAge.Nanoseconds()
-	var targets []target
-	c := v.cache
-	c.mu.Lock()
-	for i := range files {
+// checkFiles checks the files at the positions need lists (entries[i] is
+// the path of files[i]) as of the judge's time. It stats them, with
+// probes, which may have stat'ed some already, except those outside the
+// roots, which are never opened.
+func (v *Verifier) checkFiles(ctx context.Context, judge judge, probes *prober, files []File, entries []*pathEntry, need []int, verdict *Verdict) {
+	targets := make([]target, 0, len(need))
+	for _, i := range need {
 		f, e := &files[i], entries[i]
-		e.used = now
-		switch {
-		case e.err != nil:
+		if e.err != nil {
 			verdict.addProblem(Problem{Path: f.Path, Kind: ProblemOutsideRoot, Detail: e.err.Error()})
-		case trust && !f.IsDir() && e.seen != 0 && e.seen >= notBefore && f.Satisfied(e.size):
-			// Found complete within MaxAge.
-		default:
-			targets = append(targets, target{file: f, index: i, entry: e})
+			continue
 		}
+		targets = append(targets, target{file: f, index: i, entry: e})
 	}
-	c.mu.Unlock()
 	if scanned := probes.wait(); len(scanned) > 0 {
 		v.matchProbed(targets, entries, scanned)
 	}
 	var rest []int
 	for i := range targets {
 		if !targets[i].probed {
-			probes.probe(targets[i].entry)
+			probes.probe(targets[i].entry, targets[i].index)
 			rest = append(rest, i)
 		}
 	}
@@ -297,32 +331,32 @@ func (v *Verifier) checkFiles(ctx context.Context, now int64, probes *prober, fi
 			complete++
 		}
 	}
-	if trust && complete > 0 {
-		c.mu.Lock()
-		for _, t := range targets[:complete] {
-			t.entry.size, t.entry.seen = t.obs.size, now
+	if judge.trust && complete > 0 {
+		c := v.cache
+		c.pathsMu.Lock()
+		for i := range targets[:complete] {
+			t := &targets[i]
+			t.entry.size, t.entry.seen = t.obs.size, judge.now
 		}
-		c.mu.Unlock()
+		c.pathsMu.Unlock()
 	}
 	if err := ctx.Err(); err != nil {
 		verdict.addProblem(Problem{Path: ".", Kind: ProblemIOError, Detail: err.Error()})
 	}
 }
 
-// matchProbed gives targets what the scan's stats found. An entry is
-// matched to its file by the position distinct gave it, which holds as
-// long as entries still has the entry there; an entry it does not match
-// (the scan was restarted, or a sweep replaced it) is stat'ed again.
+// matchProbed gives targets what the scan's stats found. A stat is
+// matched to its file by the position the scan gave it, which holds as
+// long as entries still has the entry there; one it does not match (the
+// scan was restarted) is made again.
 func (v *Verifier) matchProbed(targets []target, entries []*pathEntry, scanned []*probeBatch) {
 	slot := make([]int32, len(entries)) // file index -> target index + 1
 	for t := range targets {
 		slot[targets[t].index] = int32(t + 1)
 	}
-	v.cache.mu.Lock()
-	defer v.cache.mu.Unlock()
 	for _, b := range scanned {
 		for j, e := range b.entries {
-			if i := e.index; i < len(entries) && entries[i] == e && slot[i] > 0 {
+			if i := b.index[j]; i < len(entries) && entries[i] == e && slot[i] > 0 {
 				t := &targets[slot[i]-1]
 				t.obs, t.probed = b.obs[j], true
 			}

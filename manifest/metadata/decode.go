@@ -51,7 +51,7 @@ func DecodeFile(path string, opts Options) (*Metadata, error) {
 // sequentially, checks every length against the bytes that remain before
 // allocating, and requires the structure to end exactly at size.
 func Decode(r io.ReaderAt, size int64, opts Options) (*Metadata, error) {
-	m, _, err := run(r, size, opts, nil)
+	m, _, err := run(r, nil, size, opts, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -71,13 +71,28 @@ func Scan(r io.ReaderAt, size int64, opts Options, v Visitor) (Summary, error) {
 	if v == nil {
 		return Summary{}, errors.New("metadata: Scan needs a Visitor")
 	}
-	_, sum, err := run(r, size, opts, v)
+	_, sum, err := run(r, nil, size, opts, v)
 	return sum, err
 }
 
-// run decodes (visit nil) or scans, trying Flink 1.11's channel layout
-// when the 1.12 layout fails on a version-3 file with channel state.
-func run(r io.ReaderAt, size int64, opts Options, visit Visitor) (*Metadata, Summary, error) {
+// ScanBytes is Scan of a _metadata image held in memory, such as a mapped
+// file: it decodes data where it lies instead of copying it into a read
+// buffer, and only reads it. The paths it reports may alias data.
+func ScanBytes(data []byte, opts Options, v Visitor) (Summary, error) {
+	if v == nil {
+		return Summary{}, errors.New("metadata: ScanBytes needs a Visitor")
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	_, sum, err := run(nil, data, int64(len(data)), opts, v)
+	return sum, err
+}
+
+// run decodes (visit nil) or scans size bytes, read from r or, when data
+// is not nil, held in data. It tries Flink 1.11's channel layout when the
+// 1.12 layout fails on a version-3 file with channel state.
+func run(r io.ReaderAt, data []byte, size int64, opts Options, visit Visitor) (*Metadata, Summary, error) {
 	if opts.MaxDepth <= 0 {
 		opts.MaxDepth = DefaultMaxDepth
 	}
@@ -88,14 +103,14 @@ func run(r io.ReaderAt, size int64, opts Options, visit Visitor) (*Metadata, Sum
 	if layout == ChannelLayoutAuto {
 		layout = ChannelLayout112
 	}
-	m, d, err := decodeWithLayout(r, size, opts, layout, visit)
+	m, d, err := decodeWithLayout(r, data, size, opts, layout, visit)
 	if err != nil && d.sawChannels && opts.ChannelLayout == ChannelLayoutAuto && m != nil && m.Version == 3 {
 		// Flink 1.11 wrote version 3 without the subtask index in channel
 		// entries; the header does not say which, so try that layout too.
 		if visit != nil {
 			visit.Restart()
 		}
-		if m2, d2, err2 := decodeWithLayout(r, size, opts, ChannelLayout111, visit); err2 == nil {
+		if m2, d2, err2 := decodeWithLayout(r, data, size, opts, ChannelLayout111, visit); err2 == nil {
 			return m2, d2.summary(m2), nil
 		}
 	}
@@ -105,19 +120,21 @@ func run(r io.ReaderAt, size int64, opts Options, visit Visitor) (*Metadata, Sum
 	return m, d.summary(m), nil
 }
 
-func decodeWithLayout(r io.ReaderAt, size int64, opts Options, layout ChannelLayout, visit Visitor) (*Metadata, *decoder, error) {
+func decodeWithLayout(r io.ReaderAt, data []byte, size int64, opts Options, layout ChannelLayout, visit Visitor) (*Metadata, *decoder, error) {
 	d := &decoder{
-		src:    io.NewSectionReader(r, 0, size),
 		size:   size,
 		opts:   opts,
 		layout: layout,
 		visit:  visit,
 	}
-	bufSize := int64(readBufferSize)
-	if size < bufSize {
-		bufSize = size
+	if data != nil {
+		// Every byte is buffered: fill finds none missing or fails in
+		// need, so it never writes to data.
+		d.buf = data[:size:size]
+	} else {
+		d.src = io.NewSectionReader(r, 0, size)
+		d.buf = make([]byte, 0, min(size, readBufferSize))
 	}
-	d.buf = make([]byte, 0, bufSize)
 	m, err := d.metadata()
 	return m, d, err
 }

@@ -35,8 +35,9 @@ func (c *collector) Reference(r *RawReference) {
 
 func (c *collector) Restart() { c.refs, c.restarts = nil, c.restarts+1 }
 
-// sameAsDecode fails unless Scan and Decode agree on data: the same error,
-// or the same references, header and inline totals.
+// sameAsDecode fails unless Scan, ScanBytes and Decode agree on data: the
+// same error, or the same references, header and inline totals. ScanBytes
+// must leave data as it was.
 func sameAsDecode(t *testing.T, data []byte, opts Options) *collector {
 	t.Helper()
 	const dir = "/replica/job/chk-42"
@@ -45,6 +46,18 @@ func sameAsDecode(t *testing.T, data []byte, opts Options) *collector {
 	sum, serr := Scan(bytes.NewReader(data), int64(len(data)), opts, c)
 	if (derr == nil) != (serr == nil) || (derr != nil && derr.Error() != serr.Error()) {
 		t.Fatalf("Decode: %v\nScan:   %v", derr, serr)
+	}
+	inMemory := bytes.Clone(data)
+	cb := &collector{dir: dir}
+	bsum, berr := ScanBytes(inMemory, opts, cb)
+	if (berr == nil) != (serr == nil) || (berr != nil && berr.Error() != serr.Error()) {
+		t.Fatalf("Scan:      %v\nScanBytes: %v", serr, berr)
+	}
+	if !bytes.Equal(inMemory, data) {
+		t.Fatalf("ScanBytes changed its input at byte %d", firstDiff(inMemory, data))
+	}
+	if bsum != sum || !reflect.DeepEqual(cb.refs, c.refs) || cb.restarts != c.restarts {
+		t.Fatalf("ScanBytes: %+v, %d references, %d restarts; Scan: %+v, %d, %d", bsum, len(cb.refs), cb.restarts, sum, len(c.refs), c.restarts)
 	}
 	if derr != nil {
 		return c

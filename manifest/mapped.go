@@ -1,0 +1,63 @@
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"runtime/debug"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ckptfs/ckptfs/manifest/metadata"
+)
+
+// errShrankWhileRead: a mapped _metadata lost bytes during its scan.
+var errShrankWhileRead = errors.New("_metadata shrank while it was read")
+
+// testHookMapped, when set by a test, runs once _metadata is mapped.
+var testHookMapped atomic.Pointer[func()]
+
+// scanMetadata scans the first size bytes of the open _metadata f. It maps
+// the file rather than reading it: a re-verification is mostly this scan,
+// and decoding the page cache in place spares copying every byte through a
+// read buffer. A file system that cannot map is read instead.
+func scanMetadata(f *os.File, size int64, v metadata.Visitor) (metadata.Summary, error) {
+	if size <= 0 || size > math.MaxInt {
+		return metadata.Scan(f, size, metadata.Options{}, v)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return metadata.Scan(f, size, metadata.Options{}, v)
+	}
+	defer unix.Munmap(data)
+	if hook := testHookMapped.Load(); hook != nil {
+		(*hook)()
+	}
+	return scanMapped(data, v)
+}
+
+// scanMapped scans a mapped file. A file truncated while mapped makes a
+// read past its new end fault (SIGBUS); that fault is recovered here and
+// returned as an error, so a replica rewriting a _metadata cannot crash
+// the verifier. Any other panic goes on.
+func scanMapped(data []byte, v metadata.Visitor) (sum metadata.Summary, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		if fault, ok := r.(interface{ Addr() uintptr }); ok {
+			start := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+			if a := fault.Addr(); a >= start && a-start < uintptr(len(data)) {
+				sum, err = metadata.Summary{}, fmt.Errorf("%w: no byte at offset %d of %d", errShrankWhileRead, a-start, len(data))
+				return
+			}
+		}
+		panic(r)
+	}()
+	return metadata.ScanBytes(data, metadata.Options{}, v)
+}

@@ -168,25 +168,32 @@ func (v *Verifier) loadManifest(dir string, probes *prober, judge judge) (parsed
 		}
 		return e, need
 	}
-	parsed = manifestEntry{stamp: stamp}
+	parsed, need = v.parse(local, f, &st, probes, judge)
+	v.cache.putManifest(path, parsed)
+	return parsed, need
+}
+
+// parse scans the open _metadata of the checkpoint directory local, whose
+// stat is st, holding cache.pathsMu: scans on one Verifier take turns.
+func (v *Verifier) parse(local string, f *os.File, st *unix.Stat_t, probes *prober, judge judge) (parsed manifestEntry, need []int) {
 	v.cache.pathsMu.Lock()
+	defer v.cache.pathsMu.Unlock()
+	parsed.stamp = stampOf(st)
 	s := v.newScanner(local, st.Size, probes, judge)
 	sum, err := scanMetadata(f, st.Size, s)
 	if err != nil {
 		parsed.prob = parseProblem(err)
-	} else {
-		parsed.man = &Manifest{
-			CheckpointID:    sum.CheckpointID,
-			Source:          SourceMetadata,
-			MetadataVersion: sum.Version,
-			MetadataSize:    st.Size,
-			InlineCount:     sum.InlineCount,
-			InlineBytes:     sum.InlineBytes,
-		}
-		parsed.man.Files, parsed.entries, need = s.finish()
+		return parsed, nil
 	}
-	v.cache.pathsMu.Unlock()
-	v.cache.putManifest(path, parsed)
+	parsed.man = &Manifest{
+		CheckpointID:    sum.CheckpointID,
+		Source:          SourceMetadata,
+		MetadataVersion: sum.Version,
+		MetadataSize:    st.Size,
+		InlineCount:     sum.InlineCount,
+		InlineBytes:     sum.InlineBytes,
+	}
+	parsed.man.Files, parsed.entries, need = s.finish()
 	return parsed, need
 }
 
@@ -347,8 +354,8 @@ func (v *Verifier) checkFiles(ctx context.Context, judge judge, probes *prober, 
 
 // matchProbed gives targets what the scan's stats found. A stat is
 // matched to its file by the position the scan gave it, which holds as
-// long as entries still has the entry there; one it does not match (the
-// scan was restarted) is made again.
+// long as entries still has the entry there; a file it does not match
+// (the scan was restarted) is stat'ed again.
 func (v *Verifier) matchProbed(targets []target, entries []*pathEntry, scanned []*probeBatch) {
 	slot := make([]int32, len(entries)) // file index -> target index + 1
 	for t := range targets {

@@ -6,14 +6,14 @@ import (
 	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
-// scanner collects what metadata.Scan reports: a file for every path
-// (as FromMetadata makes it, repeated paths merged into their first file)
-// and the entry of its path. Only new paths are copied and resolved, and
-// handed to probes to be stat'ed while the scan goes on. A path the
-// previous checkpoint listed costs a comparison when it comes in the same
-// order as there (files shared between checkpoints mostly do), and a map
-// lookup otherwise. Each file is judged as it is met: need lists those
-// that need a check, in order.
+// scanner collects what metadata.Scan or ScanBytes reports: a file for
+// every path (as FromMetadata makes it, repeated paths merged into their
+// first file) and the entry of its path. Only new paths are copied and
+// resolved, and handed to probes to be stat'ed while the scan goes on. A
+// path the previous checkpoint listed costs a comparison when it comes in
+// the same order as there (files shared between checkpoints mostly do),
+// and a map lookup otherwise. Each file is judged as it is met: need
+// lists those that need a check, in order.
 //
 // A scanner runs with cache.pathsMu held: it marks the entries it meets.
 type scanner struct {

@@ -245,40 +245,38 @@ func TestReverifyFindsFaults(t *testing.T) {
 		}
 	})
 
-	t.Run("physical file shorter than a new segment", func(t *testing.T) {
-		// chk-1 needs phys up to byte 30; a chk-3 needing 50 is not
-		// satisfied by the size trusted for chk-1.
-		v, _ := warm(t)
-		j.checkpoint(t, 3, span(0, 30))
-		m, err := metadata.DecodeFile(filepath.Join(j.chk(3), MetadataFile), metadata.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.Operators[0].Subtasks[1].ManagedOperator.Delegate.Size = 30 // offset 20: end 50
-		j.writeMetadata(t, "chk-3", m)
-		got := v.VerifyDir(context.Background(), j.chk(3))
-		if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemSizeMismatch || got.Problems[0].Expected != 50 {
-			t.Fatalf("got %v", got.Problems)
-		}
-	})
-
-	t.Run("later segment beyond a trusted physical file", func(t *testing.T) {
-		// chk-4's first segment of phys ends at 30, which the size
-		// trusted for chk-1 satisfies; its second ends at 50, so the
-		// file is judged again, stat'ed, and found short.
-		v, _ := warm(t)
-		j.checkpoint(t, 4, span(0, 30))
-		m, err := metadata.DecodeFile(filepath.Join(j.chk(4), MetadataFile), metadata.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.Operators[0].Subtasks[2].ManagedOperator.Delegate.Offset = 40 // end 50
-		j.writeMetadata(t, "chk-4", m)
-		got := v.VerifyDir(context.Background(), j.chk(4))
-		if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemSizeMismatch || got.Problems[0].Expected != 50 {
-			t.Fatalf("got %v", got.Problems)
-		}
-	})
+	// chk-1 needs phys up to byte 30, and the size found for it (40) is
+	// trusted. A checkpoint with a segment of phys ending at 50 is not
+	// satisfied by it, whether that segment comes first or after one the
+	// trusted size satisfies (then the file is judged again).
+	for _, c := range []struct {
+		name   string
+		id     int64
+		extend func(m *metadata.Metadata)
+	}{
+		{"physical file shorter than a new segment", 3, func(m *metadata.Metadata) {
+			m.Operators[0].Subtasks[1].ManagedOperator.Delegate.Size = 30 // offset 20: end 50
+		}},
+		{"later segment beyond a trusted physical file", 4, func(m *metadata.Metadata) {
+			m.Operators[0].Subtasks[2].ManagedOperator.Delegate.Offset = 40 // size 10: end 50
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v, _ := warm(t)
+			j.checkpoint(t, c.id, span(0, 30))
+			chk := fmt.Sprintf("chk-%d", c.id)
+			m, err := metadata.DecodeFile(filepath.Join(j.dir, chk, MetadataFile), metadata.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.extend(m)
+			j.writeMetadata(t, chk, m)
+			got := v.VerifyDir(context.Background(), j.chk(int(c.id)))
+			if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemSizeMismatch || got.Problems[0].Expected != 50 {
+				t.Fatalf("got %v", got.Problems)
+			}
+		})
+	}
 
 	t.Run("shared file deleted", func(t *testing.T) {
 		v, clock := warm(t)

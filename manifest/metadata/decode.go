@@ -340,6 +340,7 @@ func (d *decoder) badUTF(b []byte, what string, err error) error {
 func (d *decoder) report(tag byte, size, offset int64) {
 	d.ref.Tag, d.ref.Size, d.ref.Offset, d.ref.Changelog = tag, size, offset, d.changelog > 0
 	d.visit.Reference(&d.ref)
+	d.ref.AsExpected = false
 }
 
 // arenaChunk is the allocation unit of the string arena.
@@ -364,6 +365,13 @@ func (d *decoder) ascii(b []byte) string {
 	d.arena = append(d.arena, b...)
 	// The arena is append-only: bytes once written never change.
 	return unsafe.String(&d.arena[start], len(b))
+}
+
+// PlainASCII reports whether s holds no byte with its high bit set and no
+// zero byte: modified UTF-8 that is its own decoding, as
+// RawReference.Expect must be.
+func PlainASCII(s string) bool {
+	return isPlainASCII(unsafe.Slice(unsafe.StringData(s), len(s)))
 }
 
 // isPlainASCII reports whether b holds no byte with its high bit set and no
@@ -1187,10 +1195,17 @@ func (d *decoder) namedFileStream() bool {
 	p += 1 + 8
 	n := int(binary.BigEndian.Uint16(b[p:]))
 	p += 2
-	if len(b) < p+n || !isPlainASCII(b[p:p+n]) {
+	if len(b) < p+n {
 		return false
 	}
-	d.ref.Path = b[p : p+n : p+n]
+	path := b[p : p+n : p+n]
+	// A path the visitor expected is a path it met before: the
+	// comparison it would make anyway also proves the bytes valid.
+	expected := n != 0 && n == len(d.ref.Expect) && string(path) == d.ref.Expect
+	if !expected && !isPlainASCII(path) {
+		return false
+	}
+	d.ref.Path, d.ref.AsExpected = path, expected
 	d.pos += p + n
 	d.report(TagFileStream, size, 0)
 	return true

@@ -186,6 +186,15 @@ type RawReference struct {
 	// Size and Offset are as in Reference.
 	Size   int64
 	Offset int64
+
+	// Expect is set by the visitor, not by Scan: the path it expects the
+	// next reference to name, which must be plain ASCII (PlainASCII), or
+	// "" for none. Scan may compare a path with it before checking the
+	// path's bytes: a path equal to plain ASCII needs no other check.
+	Expect string
+	// AsExpected reports that Scan found Path equal to Expect. When it is
+	// false, Path may still equal Expect.
+	AsExpected bool
 }
 
 // Relative reports a path relative to the directory holding _metadata.

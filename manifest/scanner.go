@@ -12,8 +12,9 @@ import (
 // resolved, and handed to probes to be stat'ed while the scan goes on. A
 // path the previous checkpoint listed costs a comparison when it comes in
 // the same order as there (files shared between checkpoints mostly do),
-// and a map lookup otherwise. Each file is judged as it is met: need
-// lists those that need a check, in order.
+// which Scan makes as it reads the path (RawReference.Expect), and a map
+// lookup otherwise. Each file is judged as it is met: need lists those
+// that need a check, in order.
 //
 // A scanner runs with cache.pathsMu held: it marks the entries it meets.
 type scanner struct {
@@ -77,6 +78,10 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 			s.relative[e.path] = e
 			s.probe(e)
 		}
+	case r.AsExpected && s.next < len(s.prev) && r.Expect == s.prev[s.next].path:
+		// Scan found the path expected below: it compared the bytes.
+		e = s.prev[s.next]
+		s.next++
 	case s.next < len(s.prev) && !s.prev[s.next].relative && s.prev[s.next].path == string(r.Path):
 		e = s.prev[s.next]
 		s.next++
@@ -88,6 +93,12 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 		} else if e.mark == s.prevMark {
 			s.next = e.index + 1
 		}
+	}
+	// Expect the next path of the last manifest: Scan then compares the
+	// next path with it rather than checking its bytes first.
+	r.Expect = ""
+	if s.next < len(s.prev) && s.prev[s.next].plain {
+		r.Expect = s.prev[s.next].path
 	}
 	kind := e.class
 	if r.Tag != metadata.TagFileStream || r.Changelog {

@@ -105,6 +105,7 @@ type manifestEntry struct {
 	stamp   stamp
 	man     *Manifest
 	entries []*pathEntry // entries[i] is the path of man.Files[i]
+	bytes   int64        // man.Bytes()
 	prob    *Problem
 }
 

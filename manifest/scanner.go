@@ -28,6 +28,7 @@ type scanner struct {
 	files    []File
 	entries  []*pathEntry // entries[i] is the path of files[i]
 	need     []int        // positions of the files that need a check, ascending
+	bytes    int64        // the Bytes of files
 
 	// prev: the entries of the manifest parsed last (cache.last), which
 	// were marked prevMark; next is where the next path is expected.
@@ -118,6 +119,7 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 	s.files = s.files[:n+1]
 	f := &s.files[n]
 	f.set(e.path, r.Relative(), kind, r.Size, r.MinLength())
+	s.bytes += f.knownBytes()
 	s.entries = append(s.entries, e)
 	if s.judge.needsCheck(f, e) {
 		s.need = append(s.need, n)
@@ -128,12 +130,13 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 // must now be longer is judged again.
 func (s *scanner) again(e *pathEntry, kind metadata.Kind, r *metadata.RawReference) {
 	f := &s.files[e.index]
-	minLength := f.MinLength
+	minLength, known := f.MinLength, f.knownBytes()
 	g := fileOf(e.path, r.Relative(), kind, r.Size, r.MinLength())
 	f.absorb(&g)
 	if f.MinLength == minLength {
 		return
 	}
+	s.bytes += f.knownBytes() - known
 	if i, listed := slices.BinarySearch(s.need, e.index); !listed && s.judge.needsCheck(f, e) {
 		s.need = slices.Insert(s.need, i, e.index)
 	}
@@ -149,19 +152,19 @@ func (s *scanner) probe(e *pathEntry) {
 
 // Restart forgets what the scan collected: the same paths come again.
 func (s *scanner) Restart() {
-	s.files, s.entries, s.need = s.files[:0], s.entries[:0], s.need[:0]
+	s.files, s.entries, s.need, s.bytes = s.files[:0], s.entries[:0], s.need[:0], 0
 	clear(s.relative)
 	s.cache.marks++
 	s.mark, s.next = s.cache.marks, 0
 }
 
-// finish returns the manifest's files, their entries and the positions of
-// those that need a check, and keeps the entries as the last manifest
-// parsed.
-func (s *scanner) finish() ([]File, []*pathEntry, []int) {
+// finish puts the manifest's files, their entries and their Bytes into
+// parsed, returns the positions of those that need a check, and keeps the
+// entries as the last manifest parsed.
+func (s *scanner) finish(parsed *manifestEntry) (need []int) {
 	n := len(s.files)
-	files, entries := s.files[:n:n], s.entries[:n:n]
+	parsed.man.Files, parsed.entries, parsed.bytes = s.files[:n:n], s.entries[:n:n], s.bytes
 	c := s.cache
-	c.last, c.lastMark, c.lastSweeps = entries, s.mark, c.sweeps
-	return files, entries, s.need
+	c.last, c.lastMark, c.lastSweeps = parsed.entries, s.mark, c.sweeps
+	return s.need
 }

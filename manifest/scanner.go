@@ -13,8 +13,8 @@ import (
 // path the previous checkpoint listed costs a comparison when it comes in
 // the same order as there (files shared between checkpoints mostly do),
 // which Scan makes as it reads the path (RawReference.Expect), and a map
-// lookup otherwise. Each file is judged as it is met: need lists those
-// that need a check, in order.
+// lookup that does not copy it otherwise. Each file is judged as it is
+// met: need lists those that need a check, in order.
 //
 // A scanner runs with cache.pathsMu held: it marks the entries it meets.
 type scanner struct {
@@ -80,10 +80,7 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 			s.probe(e)
 		}
 	case r.AsExpected && s.next < len(s.prev) && r.Expect == s.prev[s.next].path:
-		// Scan found the path expected below: it compared the bytes.
-		e = s.prev[s.next]
-		s.next++
-	case s.next < len(s.prev) && !s.prev[s.next].relative && s.prev[s.next].path == string(r.Path):
+		// Scan found the path expected below.
 		e = s.prev[s.next]
 		s.next++
 	default:

@@ -310,7 +310,7 @@ func (d *decoder) path(what string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if isPlainASCII(b) {
+	if d.plainPath(b) {
 		d.ref.Path = b // valid until the buffer is next filled
 		return "", nil
 	}
@@ -321,6 +321,16 @@ func (d *decoder) path(what string) (string, error) {
 	d.pathBuf = append(d.pathBuf[:0], s...)
 	d.ref.Path = d.pathBuf
 	return "", nil
+}
+
+// plainPath reports whether the path b is plain ASCII, and whether it is
+// the path the visitor expects (RawReference.AsExpected). An expected path
+// is one the visitor met before: the comparison it would make anyway also
+// proves the bytes plain, and they need no other check.
+func (d *decoder) plainPath(b []byte) bool {
+	e := d.ref.Expect
+	d.ref.AsExpected = len(b) != 0 && len(b) == len(e) && string(b) == e
+	return d.ref.AsExpected || isPlainASCII(b)
 }
 
 // keepPath makes the path just read survive further reads: path leaves it
@@ -340,7 +350,6 @@ func (d *decoder) badUTF(b []byte, what string, err error) error {
 func (d *decoder) report(tag byte, size, offset int64) {
 	d.ref.Tag, d.ref.Size, d.ref.Offset, d.ref.Changelog = tag, size, offset, d.changelog > 0
 	d.visit.Reference(&d.ref)
-	d.ref.AsExpected = false
 }
 
 // arenaChunk is the allocation unit of the string arena.
@@ -1199,13 +1208,10 @@ func (d *decoder) namedFileStream() bool {
 		return false
 	}
 	path := b[p : p+n : p+n]
-	// A path the visitor expected is a path it met before: the
-	// comparison it would make anyway also proves the bytes valid.
-	expected := n != 0 && n == len(d.ref.Expect) && string(path) == d.ref.Expect
-	if !expected && !isPlainASCII(path) {
+	if !d.plainPath(path) {
 		return false
 	}
-	d.ref.Path, d.ref.AsExpected = path, expected
+	d.ref.Path = path
 	d.pos += p + n
 	d.report(TagFileStream, size, 0)
 	return true

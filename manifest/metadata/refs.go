@@ -189,11 +189,10 @@ type RawReference struct {
 
 	// Expect is set by the visitor, not by Scan: the path it expects the
 	// next reference to name, which must be plain ASCII (PlainASCII), or
-	// "" for none. Scan may compare a path with it before checking the
+	// "" for none. Scan compares each path with it before checking the
 	// path's bytes: a path equal to plain ASCII needs no other check.
 	Expect string
-	// AsExpected reports that Scan found Path equal to Expect. When it is
-	// false, Path may still equal Expect.
+	// AsExpected reports whether Path equals Expect (which is not "").
 	AsExpected bool
 }
 

@@ -37,8 +37,8 @@ func (c *collector) Restart() { c.refs, c.restarts = nil, c.restarts+1 }
 
 // expecter is a collector that expects each path to be paths[i] for the
 // i-th reference, except every third, for which it expects the path
-// before: it checks that Scan reports AsExpected only for a path equal to
-// what it expected, and counts those.
+// before: it checks that Scan reports AsExpected exactly for the paths
+// equal to what it expected, and counts those.
 type expecter struct {
 	collector
 	paths    []string
@@ -47,10 +47,10 @@ type expecter struct {
 }
 
 func (c *expecter) Reference(r *RawReference) {
+	if r.AsExpected != (r.Expect != "" && string(r.Path) == r.Expect) {
+		c.wrong = fmt.Sprintf("reference %d: path %q, expected %q, AsExpected %v", len(c.refs), r.Path, r.Expect, r.AsExpected)
+	}
 	if r.AsExpected {
-		if r.Expect == "" || string(r.Path) != r.Expect {
-			c.wrong = fmt.Sprintf("reference %d: path %q reported as expected %q", len(c.refs), r.Path, r.Expect)
-		}
 		c.expected++
 	}
 	c.collector.Reference(r)
@@ -205,10 +205,13 @@ func TestScanKeepsNothing(t *testing.T) {
 	}
 }
 
-// TestScanExpected: ScanBytes reports a plain file path as expected
-// exactly when the visitor expected it.
+// TestScanExpected: ScanBytes reports a path as expected exactly when the
+// visitor expected it.
 func TestScanExpected(t *testing.T) {
-	data := encode(t, synthetic(1000, 10))
+	m := synthetic(1000, 10)
+	// An empty path is never expected: "" expects nothing.
+	m.Operators[0].Subtasks[3].ManagedKeyed.Shared[5].Handle.Path = ""
+	data := encode(t, m)
 	c := sameAsDecode(t, data, Options{})
 	e := &expecter{paths: refPaths(c.refs)}
 	if _, err := ScanBytes(data, Options{}, e); err != nil {
@@ -224,7 +227,7 @@ func TestScanExpected(t *testing.T) {
 		default:
 			expect = r.Path
 		}
-		if !r.Relative && r.Path == expect {
+		if expect != "" && r.Path == expect {
 			want++
 		}
 	}

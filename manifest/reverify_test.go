@@ -422,6 +422,48 @@ func TestSweepWaitsForScan(t *testing.T) {
 	}
 }
 
+// TestScanExpectsWhileOrderHolds: a scan expects the next path of the
+// previous checkpoint; once two known paths came out of order it expects
+// only every 16th, and a path that comes as expected makes it expect the
+// next one again.
+func TestScanExpectsWhileOrderHolds(t *testing.T) {
+	j := newTestJob(t, 40)
+	v := trustingVerifier(t, j.root, &testClock{now: time.Unix(1000, 0)})
+	j.checkpoint(t, 1, span(0, 40))
+	if got := v.VerifyDir(context.Background(), j.chk(1)); !got.Complete {
+		t.Fatal(got.Problems)
+	}
+	v.cache.pathsMu.Lock()
+	defer v.cache.pathsMu.Unlock()
+	s := v.newScanner(j.chk(2), 0, nil, v.judgeAt(0))
+	var r metadata.RawReference
+	// ref reports shared file i as Scan does and returns what the scan
+	// expects next.
+	ref := func(i int) string {
+		path := j.uri(j.shared(i))
+		r = metadata.RawReference{Tag: metadata.TagFileStream, Path: []byte(path), Size: int64(i%5 + 1), Expect: r.Expect, AsExpected: r.Expect != "" && r.Expect == path}
+		s.Reference(&r)
+		return r.Expect
+	}
+	shared := func(i int) string { return j.uri(j.shared(i)) }
+	for _, step := range []struct{ file, expect int }{
+		{5, 6}, {6, 7}, // in order
+		{20, 21},                                                             // out of order once
+		{10, -1}, {30, -1}, {12, -1}, {32, -1}, {14, -1}, {34, -1}, {16, -1}, // twice: no more
+		{36, -1}, {18, -1}, {38, -1}, {1, -1}, {3, -1}, {25, -1}, {27, -1}, // 15 out of order
+		{8, 9},  // the 16th
+		{9, 10}, // in order again
+	} {
+		want := ""
+		if step.expect >= 0 {
+			want = shared(step.expect)
+		}
+		if got := ref(step.file); got != want {
+			t.Fatalf("after %s, expected %q, want %q", shared(step.file), got, want)
+		}
+	}
+}
+
 // TestScanRestart: after a restart (metadata.Scan trying another channel
 // layout) the paths come again and are listed once each, in their new
 // order; the probe of a path first met after the restart names its

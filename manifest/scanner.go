@@ -31,10 +31,12 @@ type scanner struct {
 	bytes    int64        // the Bytes of files
 
 	// prev: the entries of the manifest parsed last (cache.last), which
-	// were marked prevMark; next is where the next path is expected.
-	prev     []*pathEntry
-	prevMark uint64
-	next     int
+	// were marked prevMark; next is where the next path is expected, and
+	// outOfOrder counts its paths met elsewhere since one came there.
+	prev       []*pathEntry
+	prevMark   uint64
+	next       int
+	outOfOrder int
 }
 
 // bytesPerFile is a little less than what a reference to a shared file
@@ -80,9 +82,10 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 			s.probe(e)
 		}
 	case r.AsExpected && s.next < len(s.prev) && r.Expect == s.prev[s.next].path:
-		// Scan found the path expected below.
+		// Scan found the path expecting chose.
 		e = s.prev[s.next]
 		s.next++
+		s.outOfOrder = 0
 	default:
 		var made bool
 		e, made = s.cache.entryOf(s.res, r.Path)
@@ -90,12 +93,11 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 			s.probe(e)
 		} else if e.mark == s.prevMark {
 			s.next = e.index + 1
+			s.outOfOrder++
 		}
 	}
-	// Expect the next path of the last manifest: Scan then compares the
-	// next path with it rather than checking its bytes first.
 	r.Expect = ""
-	if s.next < len(s.prev) && s.prev[s.next].plain {
+	if s.expecting() {
 		r.Expect = s.prev[s.next].path
 	}
 	kind := e.class
@@ -121,6 +123,18 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 	if s.judge.needsCheck(f, e) {
 		s.need = append(s.need, n)
 	}
+}
+
+// expecting reports whether the next path is worth expecting to be the
+// last manifest's next one: Scan then compares it with that path rather
+// than checking its bytes first. A wrong expectation costs a comparison
+// too, so once two known paths came out of order, only every 16th is
+// expected, to notice the order coming back.
+func (s *scanner) expecting() bool {
+	if s.outOfOrder >= 2 && s.outOfOrder%16 != 0 {
+		return false
+	}
+	return s.next < len(s.prev) && s.prev[s.next].plain
 }
 
 // again merges another reference to e's path into its file. A file that
@@ -152,7 +166,7 @@ func (s *scanner) Restart() {
 	s.files, s.entries, s.need, s.bytes = s.files[:0], s.entries[:0], s.need[:0], 0
 	clear(s.relative)
 	s.cache.marks++
-	s.mark, s.next = s.cache.marks, 0
+	s.mark, s.next, s.outOfOrder = s.cache.marks, 0, 0
 }
 
 // finish puts the manifest's files, their entries and their Bytes into

@@ -165,7 +165,8 @@ func (m *Metadata) EachReference(exclusiveDir string, fn func(Reference)) {
 type Visitor interface {
 	// Reference is called for every reference, in file order. r and
 	// r.Path are reused for the next reference: copy what is kept, and
-	// do not modify r.Path (it may be the decoder's read buffer).
+	// change nothing but r.Expect (r.Path may be the decoder's read
+	// buffer).
 	Reference(r *RawReference)
 	// Restart says that Scan reads the file again, with Flink 1.11's
 	// channel layout, after Flink 1.12's failed (only version-3 files

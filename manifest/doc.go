@@ -28,8 +28,9 @@
 // resolved and classified once) and when it was found complete, and
 // builds a new manifest while scanning _metadata, mapped and decoded where
 // it lies (metadata.ScanBytes), without a decoded tree: a path it knows
-// costs a comparison when it comes in the order the previous checkpoint
-// listed it, or a map lookup that does not copy it. The same pass merges
+// costs one comparison, made by the decoder, when it comes in the order
+// the previous checkpoint listed it, or a map lookup that does not copy
+// it. The same pass merges
 // repeated paths, decides which files need a stat, and hands new files to
 // stat workers. Scans on one Verifier take turns.
 //

@@ -128,13 +128,19 @@ func (f *File) absorb(g *File) {
 func (m *Manifest) Bytes() int64 {
 	var n int64
 	for i := range m.Files {
-		f := &m.Files[i]
-		switch {
-		case f.Size > 0:
-			n += f.Size
-		case f.MinLength > 0:
-			n += f.MinLength
-		}
+		n += m.Files[i].knownBytes()
 	}
 	return n
+}
+
+// knownBytes is what f adds to Bytes: its size, or the length a physical
+// file of segments must reach.
+func (f *File) knownBytes() int64 {
+	switch {
+	case f.Size > 0:
+		return f.Size
+	case f.MinLength > 0:
+		return f.MinLength
+	}
+	return 0
 }

@@ -56,7 +56,7 @@ func (j *testJob) uri(rel string) string { return "file:" + filepath.Join(j.dir,
 
 // checkpoint writes chk-<id> referencing the shared files in the order
 // given, the first of them twice, two relative files of its own, two
-// segments of one file-merging physical file (ends 10 and 30), the
+// segments of one file-merging physical file (ends 10, then 30), the
 // file-merging directories and a changelog file. It returns the files the
 // checkpoint needs, _metadata aside.
 func (j *testJob) checkpoint(t *testing.T, id int64, shared []int) int {
@@ -81,8 +81,8 @@ func (j *testJob) checkpoint(t *testing.T, id int64, shared []int) int {
 			KeyGroupCount: 1, StateHandleID: "x", Shared: named,
 			Meta:    &metadata.StreamHandle{Tag: metadata.TagRelativeStream, Path: "meta", Size: 9},
 			Private: []metadata.NamedHandle{{LocalName: "MANIFEST", Handle: &metadata.StreamHandle{Tag: metadata.TagRelativeStream, Path: "private", Size: 7}}}}},
-		{Index: 1, ManagedOperatorFlag: 1, ManagedOperator: merging(20, 10)},
-		{Index: 2, ManagedOperatorFlag: 1, ManagedOperator: merging(0, 10)},
+		{Index: 1, ManagedOperatorFlag: 1, ManagedOperator: merging(0, 10)},
+		{Index: 2, ManagedOperatorFlag: 1, ManagedOperator: merging(20, 10)},
 		{Index: 3, ManagedKeyed: &metadata.KeyedHandle{Tag: metadata.TagChangelogV2, KeyGroupCount: 1, StateHandleID: "c", CheckpointID: id,
 			NonMaterialized: []*metadata.KeyedHandle{{Tag: metadata.TagChangelogFileIncrement, KeyGroupCount: 1, StateHandleID: "f",
 				Parts: []metadata.OffsetHandle{{Handle: &metadata.StreamHandle{Tag: metadata.TagFileStream, Path: j.uri("dstl/f1"), Size: 300}}}}}}},
@@ -166,8 +166,12 @@ func decodedManifest(t *testing.T, dir string) *Manifest {
 func TestVerifiedManifestIsFromMetadata(t *testing.T) {
 	for _, dir := range flinkdata.StateDirs(t) {
 		got := newVerifier(t, nil, dir).VerifyDir(context.Background(), dir)
-		if got.Manifest == nil || !reflect.DeepEqual(got.Manifest, decodedManifest(t, dir)) {
+		want := decodedManifest(t, dir)
+		if got.Manifest == nil || !reflect.DeepEqual(got.Manifest, want) {
 			t.Fatalf("%s: manifest differs from FromMetadata:\n%+v", dir, got.Manifest)
+		}
+		if got.Bytes != want.Bytes()+want.MetadataSize {
+			t.Fatalf("%s: %d bytes, want %d", dir, got.Bytes, want.Bytes()+want.MetadataSize)
 		}
 	}
 	j := newTestJob(t, 60)
@@ -186,6 +190,9 @@ func TestVerifiedManifestIsFromMetadata(t *testing.T) {
 		want := decodedManifest(t, j.chk(id))
 		if !reflect.DeepEqual(got.Manifest, want) {
 			t.Fatalf("chk-%d: manifest differs from FromMetadata:\n got %+v\nwant %+v", id, got.Manifest, want)
+		}
+		if got.Bytes != want.Bytes()+want.MetadataSize {
+			t.Fatalf("chk-%d: %d bytes, want %d", id, got.Bytes, want.Bytes()+want.MetadataSize)
 		}
 		i := slices.IndexFunc(want.Files, func(f File) bool { return f.Kind == metadata.KindSegment })
 		if i < 0 || want.Files[i].MinLength != 30 {
@@ -255,10 +262,10 @@ func TestReverifyFindsFaults(t *testing.T) {
 		extend func(m *metadata.Metadata)
 	}{
 		{"physical file shorter than a new segment", 3, func(m *metadata.Metadata) {
-			m.Operators[0].Subtasks[1].ManagedOperator.Delegate.Size = 30 // offset 20: end 50
+			m.Operators[0].Subtasks[1].ManagedOperator.Delegate.Offset = 40 // size 10: end 50
 		}},
 		{"later segment beyond a trusted physical file", 4, func(m *metadata.Metadata) {
-			m.Operators[0].Subtasks[2].ManagedOperator.Delegate.Offset = 40 // size 10: end 50
+			m.Operators[0].Subtasks[2].ManagedOperator.Delegate.Size = 30 // offset 20: end 50
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -399,7 +406,7 @@ func TestSweepWaitsForScan(t *testing.T) {
 	ref(s, 0)
 	ref(s, 2)
 	ref(s, 1)
-	files, entries, _ := s.finish()
+	files, entries := finished(s)
 	for i, e := range entries {
 		if v.cache.paths[files[i].Path] != e {
 			t.Fatalf("%s: the manifest's entry is not the cache's", files[i].Path)
@@ -412,6 +419,48 @@ func TestSweepWaitsForScan(t *testing.T) {
 	}
 	if len(v.cache.paths) != 0 {
 		t.Fatalf("the sweep after the scan kept %d paths", len(v.cache.paths))
+	}
+}
+
+// TestScanExpectsWhileOrderHolds: a scan expects the next path of the
+// previous checkpoint; once two known paths came out of order it expects
+// only every 16th, and a path that comes as expected makes it expect the
+// next one again.
+func TestScanExpectsWhileOrderHolds(t *testing.T) {
+	j := newTestJob(t, 40)
+	v := trustingVerifier(t, j.root, &testClock{now: time.Unix(1000, 0)})
+	j.checkpoint(t, 1, span(0, 40))
+	if got := v.VerifyDir(context.Background(), j.chk(1)); !got.Complete {
+		t.Fatal(got.Problems)
+	}
+	v.cache.pathsMu.Lock()
+	defer v.cache.pathsMu.Unlock()
+	s := v.newScanner(j.chk(2), 0, nil, v.judgeAt(0))
+	var r metadata.RawReference
+	// ref reports shared file i as Scan does and returns what the scan
+	// expects next.
+	ref := func(i int) string {
+		path := j.uri(j.shared(i))
+		r = metadata.RawReference{Tag: metadata.TagFileStream, Path: []byte(path), Size: int64(i%5 + 1), Expect: r.Expect, AsExpected: r.Expect != "" && r.Expect == path}
+		s.Reference(&r)
+		return r.Expect
+	}
+	shared := func(i int) string { return j.uri(j.shared(i)) }
+	for _, step := range []struct{ file, expect int }{
+		{5, 6}, {6, 7}, // in order
+		{20, 21},                                                             // out of order once
+		{10, -1}, {30, -1}, {12, -1}, {32, -1}, {14, -1}, {34, -1}, {16, -1}, // twice: no more
+		{36, -1}, {18, -1}, {38, -1}, {1, -1}, {3, -1}, {25, -1}, {27, -1}, // 15 out of order
+		{8, 9},  // the 16th
+		{9, 10}, // in order again
+	} {
+		want := ""
+		if step.expect >= 0 {
+			want = shared(step.expect)
+		}
+		if got := ref(step.file); got != want {
+			t.Fatalf("after %s, expected %q, want %q", shared(step.file), got, want)
+		}
 	}
 }
 
@@ -436,7 +485,7 @@ func TestScanRestart(t *testing.T) {
 	for _, i := range []int{2, 1, 0, 1} {
 		ref(s, i)
 	}
-	files, entries, _ := s.finish()
+	files, entries := finished(s)
 	var got []string
 	for _, f := range files {
 		got = append(got, f.Path)
@@ -592,4 +641,12 @@ func TestProberStopsOnParseError(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// finished finishes a scan made by a test and returns its files and their
+// entries.
+func finished(s *scanner) ([]File, []*pathEntry) {
+	parsed := manifestEntry{man: &Manifest{}}
+	s.finish(&parsed)
+	return parsed.man.Files, parsed.entries
 }

@@ -12,8 +12,9 @@ import (
 // resolved, and handed to probes to be stat'ed while the scan goes on. A
 // path the previous checkpoint listed costs a comparison when it comes in
 // the same order as there (files shared between checkpoints mostly do),
-// and a map lookup otherwise. Each file is judged as it is met: need
-// lists those that need a check, in order.
+// which Scan makes as it reads the path (RawReference.Expect), and a map
+// lookup that does not copy it otherwise. Each file is judged as it is
+// met: need lists those that need a check, in order.
 //
 // A scanner runs with cache.pathsMu held: it marks the entries it meets.
 type scanner struct {
@@ -27,12 +28,15 @@ type scanner struct {
 	files    []File
 	entries  []*pathEntry // entries[i] is the path of files[i]
 	need     []int        // positions of the files that need a check, ascending
+	bytes    int64        // the Bytes of files
 
 	// prev: the entries of the manifest parsed last (cache.last), which
-	// were marked prevMark; next is where the next path is expected.
-	prev     []*pathEntry
-	prevMark uint64
-	next     int
+	// were marked prevMark; next is where the next path is expected, and
+	// outOfOrder counts its paths met elsewhere since one came there.
+	prev       []*pathEntry
+	prevMark   uint64
+	next       int
+	outOfOrder int
 }
 
 // bytesPerFile is a little less than what a reference to a shared file
@@ -77,9 +81,11 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 			s.relative[e.path] = e
 			s.probe(e)
 		}
-	case s.next < len(s.prev) && !s.prev[s.next].relative && s.prev[s.next].path == string(r.Path):
+	case r.AsExpected && s.next < len(s.prev) && r.Expect == s.prev[s.next].path:
+		// Scan found the path expecting chose.
 		e = s.prev[s.next]
 		s.next++
+		s.outOfOrder = 0
 	default:
 		var made bool
 		e, made = s.cache.entryOf(s.res, r.Path)
@@ -87,7 +93,12 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 			s.probe(e)
 		} else if e.mark == s.prevMark {
 			s.next = e.index + 1
+			s.outOfOrder++
 		}
+	}
+	r.Expect = ""
+	if s.expecting() {
+		r.Expect = s.prev[s.next].path
 	}
 	kind := e.class
 	if r.Tag != metadata.TagFileStream || r.Changelog {
@@ -107,22 +118,36 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 	s.files = s.files[:n+1]
 	f := &s.files[n]
 	f.set(e.path, r.Relative(), kind, r.Size, r.MinLength())
+	s.bytes += f.knownBytes()
 	s.entries = append(s.entries, e)
 	if s.judge.needsCheck(f, e) {
 		s.need = append(s.need, n)
 	}
 }
 
+// expecting reports whether the next path is worth expecting to be the
+// last manifest's next one: Scan then compares it with that path rather
+// than checking its bytes first. A wrong expectation costs a comparison
+// too, so once two known paths came out of order, only every 16th is
+// expected, to notice the order coming back.
+func (s *scanner) expecting() bool {
+	if s.outOfOrder >= 2 && s.outOfOrder%16 != 0 {
+		return false
+	}
+	return s.next < len(s.prev) && s.prev[s.next].plain
+}
+
 // again merges another reference to e's path into its file. A file that
 // must now be longer is judged again.
 func (s *scanner) again(e *pathEntry, kind metadata.Kind, r *metadata.RawReference) {
 	f := &s.files[e.index]
-	minLength := f.MinLength
+	minLength, known := f.MinLength, f.knownBytes()
 	g := fileOf(e.path, r.Relative(), kind, r.Size, r.MinLength())
 	f.absorb(&g)
 	if f.MinLength == minLength {
 		return
 	}
+	s.bytes += f.knownBytes() - known
 	if i, listed := slices.BinarySearch(s.need, e.index); !listed && s.judge.needsCheck(f, e) {
 		s.need = slices.Insert(s.need, i, e.index)
 	}
@@ -138,19 +163,19 @@ func (s *scanner) probe(e *pathEntry) {
 
 // Restart forgets what the scan collected: the same paths come again.
 func (s *scanner) Restart() {
-	s.files, s.entries, s.need = s.files[:0], s.entries[:0], s.need[:0]
+	s.files, s.entries, s.need, s.bytes = s.files[:0], s.entries[:0], s.need[:0], 0
 	clear(s.relative)
 	s.cache.marks++
-	s.mark, s.next = s.cache.marks, 0
+	s.mark, s.next, s.outOfOrder = s.cache.marks, 0, 0
 }
 
-// finish returns the manifest's files, their entries and the positions of
-// those that need a check, and keeps the entries as the last manifest
-// parsed.
-func (s *scanner) finish() ([]File, []*pathEntry, []int) {
+// finish puts the manifest's files, their entries and their Bytes into
+// parsed, returns the positions of those that need a check, and keeps the
+// entries as the last manifest parsed.
+func (s *scanner) finish(parsed *manifestEntry) (need []int) {
 	n := len(s.files)
-	files, entries := s.files[:n:n], s.entries[:n:n]
+	parsed.man.Files, parsed.entries, parsed.bytes = s.files[:n:n], s.entries[:n:n], s.bytes
 	c := s.cache
-	c.last, c.lastMark, c.lastSweeps = entries, s.mark, c.sweeps
-	return files, entries, s.need
+	c.last, c.lastMark, c.lastSweeps = parsed.entries, s.mark, c.sweeps
+	return s.need
 }

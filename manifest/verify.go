@@ -118,7 +118,7 @@ func (v *Verifier) VerifyDir(ctx context.Context, dir string) *Verdict {
 	}
 	v.checkFiles(ctx, judge, probes, man.Files, parsed.entries, need, verdict)
 	verdict.Files = len(man.Files) + 1
-	verdict.Bytes = man.Bytes() + man.MetadataSize
+	verdict.Bytes = parsed.bytes + man.MetadataSize
 	if len(verdict.Problems) == 0 {
 		verdict.Complete = true
 		verdict.Level = L1
@@ -193,7 +193,7 @@ func (v *Verifier) parse(local string, f *os.File, st *unix.Stat_t, probes *prob
 		InlineCount:     sum.InlineCount,
 		InlineBytes:     sum.InlineBytes,
 	}
-	parsed.man.Files, parsed.entries, need = s.finish()
+	need = s.finish(&parsed)
 	return parsed, need
 }
 

@@ -310,7 +310,7 @@ func (d *decoder) path(what string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if isPlainASCII(b) {
+	if d.plainPath(b) {
 		d.ref.Path = b // valid until the buffer is next filled
 		return "", nil
 	}
@@ -321,6 +321,16 @@ func (d *decoder) path(what string) (string, error) {
 	d.pathBuf = append(d.pathBuf[:0], s...)
 	d.ref.Path = d.pathBuf
 	return "", nil
+}
+
+// plainPath reports whether the path b is plain ASCII, and whether it is
+// the path the visitor expects (RawReference.AsExpected). An expected path
+// is one the visitor met before: the comparison it would make anyway also
+// proves the bytes plain, and they need no other check.
+func (d *decoder) plainPath(b []byte) bool {
+	e := d.ref.Expect
+	d.ref.AsExpected = len(b) != 0 && len(b) == len(e) && string(b) == e
+	return d.ref.AsExpected || isPlainASCII(b)
 }
 
 // keepPath makes the path just read survive further reads: path leaves it
@@ -364,6 +374,13 @@ func (d *decoder) ascii(b []byte) string {
 	d.arena = append(d.arena, b...)
 	// The arena is append-only: bytes once written never change.
 	return unsafe.String(&d.arena[start], len(b))
+}
+
+// PlainASCII reports whether s holds no byte with its high bit set and no
+// zero byte: modified UTF-8 that is its own decoding, as
+// RawReference.Expect must be.
+func PlainASCII(s string) bool {
+	return isPlainASCII(unsafe.Slice(unsafe.StringData(s), len(s)))
 }
 
 // isPlainASCII reports whether b holds no byte with its high bit set and no
@@ -1187,10 +1204,14 @@ func (d *decoder) namedFileStream() bool {
 	p += 1 + 8
 	n := int(binary.BigEndian.Uint16(b[p:]))
 	p += 2
-	if len(b) < p+n || !isPlainASCII(b[p:p+n]) {
+	if len(b) < p+n {
 		return false
 	}
-	d.ref.Path = b[p : p+n : p+n]
+	path := b[p : p+n : p+n]
+	if !d.plainPath(path) {
+		return false
+	}
+	d.ref.Path = path
 	d.pos += p + n
 	d.report(TagFileStream, size, 0)
 	return true

@@ -31,11 +31,14 @@ type scanner struct {
 	bytes    int64        // the Bytes of files
 
 	// prev: the entries of the manifest parsed last (cache.last), which
-	// were marked prevMark; next is where the next path is expected, and
-	// outOfOrder counts its paths met elsewhere since one came there.
+	// were marked prevMark; next is where the next path is expected,
+	// expected is prev[next] when Scan was told to expect it, and
+	// outOfOrder counts the paths of prev met elsewhere since one came
+	// where expected.
 	prev       []*pathEntry
 	prevMark   uint64
 	next       int
+	expected   *pathEntry
 	outOfOrder int
 }
 
@@ -81,9 +84,9 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 			s.relative[e.path] = e
 			s.probe(e)
 		}
-	case r.AsExpected && s.next < len(s.prev) && r.Expect == s.prev[s.next].path:
-		// Scan found the path expecting chose.
-		e = s.prev[s.next]
+	case r.AsExpected && s.expected != nil:
+		// Scan found the path expected below.
+		e = s.expected
 		s.next++
 		s.outOfOrder = 0
 	default:
@@ -96,9 +99,11 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 			s.outOfOrder++
 		}
 	}
-	r.Expect = ""
+	// Expect the last manifest's next path, if worth it.
+	r.Expect, s.expected = "", nil
 	if s.expecting() {
-		r.Expect = s.prev[s.next].path
+		s.expected = s.prev[s.next]
+		r.Expect = s.expected.path
 	}
 	kind := e.class
 	if r.Tag != metadata.TagFileStream || r.Changelog {
@@ -166,7 +171,7 @@ func (s *scanner) Restart() {
 	s.files, s.entries, s.need, s.bytes = s.files[:0], s.entries[:0], s.need[:0], 0
 	clear(s.relative)
 	s.cache.marks++
-	s.mark, s.next, s.outOfOrder = s.cache.marks, 0, 0
+	s.mark, s.next, s.expected, s.outOfOrder = s.cache.marks, 0, nil, 0
 }
 
 // finish puts the manifest's files, their entries and their Bytes into

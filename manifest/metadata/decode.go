@@ -328,8 +328,7 @@ func (d *decoder) path(what string) (string, error) {
 // is one the visitor met before: the comparison it would make anyway also
 // proves the bytes plain, and they need no other check.
 func (d *decoder) plainPath(b []byte) bool {
-	e := d.ref.Expect
-	d.ref.AsExpected = len(b) != 0 && len(b) == len(e) && string(b) == e
+	d.ref.AsExpected = string(b) == d.ref.Expect
 	return d.ref.AsExpected || isPlainASCII(b)
 }
 

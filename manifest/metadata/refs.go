@@ -193,7 +193,8 @@ type RawReference struct {
 	// "" for none. Scan compares each path with it before checking the
 	// path's bytes: a path equal to plain ASCII needs no other check.
 	Expect string
-	// AsExpected reports whether Path equals Expect (which is not "").
+	// AsExpected reports whether Path equals Expect (an empty path
+	// equals an empty Expect).
 	AsExpected bool
 }
 

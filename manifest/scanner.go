@@ -100,10 +100,11 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 		}
 	}
 	// Expect the last manifest's next path, if worth it.
-	r.Expect, s.expected = "", nil
 	if s.expecting() {
 		s.expected = s.prev[s.next]
 		r.Expect = s.expected.path
+	} else if s.expected != nil {
+		s.expected, r.Expect = nil, ""
 	}
 	kind := e.class
 	if r.Tag != metadata.TagFileStream || r.Changelog {

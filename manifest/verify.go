@@ -238,7 +238,8 @@ func (v *Verifier) judgeAt(now int64) judge {
 // caller holds cache.pathsMu.
 func (j judge) needsCheck(f *File, e *pathEntry) bool {
 	e.used = j.now
-	trusted := j.trust && e.err == nil && !f.IsDir() && e.seen != 0 && e.seen >= j.notBefore && f.Satisfied(e.size)
+	// e.seen is only set for a path inside the roots (e.err == nil).
+	trusted := j.trust && !f.IsDir() && e.seen != 0 && e.seen >= j.notBefore && f.Satisfied(e.size)
 	return !trusted
 }
 

@@ -1158,8 +1158,10 @@ func (d *decoder) namedHandles(what string) ([]NamedHandle, error) {
 		return nil, nil
 	}
 	if d.scanning() {
+		// A named file handle nests one level: the fast path needs room.
+		fast := d.depth < d.opts.MaxDepth
 		for range n {
-			if d.namedFileStream() {
+			if fast && d.namedFileStream() {
 				continue
 			}
 			if _, err := d.utf("local name"); err != nil {
@@ -1188,7 +1190,8 @@ func (d *decoder) namedHandles(what string) ([]NamedHandle, error) {
 // _metadata holds, straight from the buffer. It does what utf and
 // streamHandle do for it. For anything else, or when its bytes are not
 // all buffered, it reads nothing and reports false: the general path
-// then reads the handle, with its errors.
+// then reads the handle, with its errors. The caller has checked that a
+// handle may nest here.
 func (d *decoder) namedFileStream() bool {
 	b := d.buf[d.pos:]
 	if len(b) < 2 {
@@ -1196,7 +1199,7 @@ func (d *decoder) namedFileStream() bool {
 	}
 	name := int(binary.BigEndian.Uint16(b))
 	p := 2 + name // the tag
-	if len(b) < p+1+8+2 || b[p] != TagFileStream || d.depth >= d.opts.MaxDepth || !isPlainASCII(b[2:p]) {
+	if len(b) < p+1+8+2 || b[p] != TagFileStream || !isPlainASCII(b[2:p]) {
 		return false
 	}
 	size := int64(binary.BigEndian.Uint64(b[p+1:]))

@@ -650,3 +650,33 @@ func finished(s *scanner) ([]File, []*pathEntry) {
 	s.finish(&parsed)
 	return parsed.man.Files, parsed.entries
 }
+
+// TestMatchProbedAcrossRestart: stats are matched to their files by
+// position, also when a restarted scan probed lower positions again; a
+// stat whose position now holds another path is not used.
+func TestMatchProbedAcrossRestart(t *testing.T) {
+	entries := make([]*pathEntry, 6)
+	for i := range entries {
+		entries[i] = &pathEntry{path: fmt.Sprint(i)}
+	}
+	stale := &pathEntry{path: "before the restart"}
+	obs := func(size int64) observation { return observation{size: size} }
+	scanned := []*probeBatch{
+		// the first pass, then the restarted one
+		{entries: []*pathEntry{stale, entries[4]}, index: []int{2, 4}, obs: []observation{obs(100), obs(4)}},
+		{entries: []*pathEntry{entries[1], entries[3], entries[5]}, index: []int{1, 3, 5}, obs: []observation{obs(1), obs(3), obs(5)}},
+	}
+	var targets []target
+	for _, i := range []int{1, 2, 3, 4, 5} {
+		targets = append(targets, target{index: i, entry: entries[i]})
+	}
+	(&Verifier{}).matchProbed(targets, entries, scanned)
+	for _, tg := range targets {
+		switch {
+		case tg.index == 2 && tg.probed:
+			t.Fatal("position 2 took the stat of the path it held before the restart")
+		case tg.index != 2 && (!tg.probed || tg.obs.size != int64(tg.index)):
+			t.Fatalf("position %d: probed %v, size %d", tg.index, tg.probed, tg.obs.size)
+		}
+	}
+}

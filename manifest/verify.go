@@ -353,20 +353,26 @@ func (v *Verifier) checkFiles(ctx context.Context, judge judge, probes *prober, 
 	}
 }
 
-// matchProbed gives targets what the scan's stats found. A stat is
-// matched to its file by the position the scan gave it, which holds as
-// long as entries still has the entry there; a file it does not match
-// (the scan was restarted) is stat'ed again.
+// matchProbed gives targets (in ascending file order) what the scan's
+// stats found. A stat is matched to its file by the position the scan
+// gave it, which holds as long as entries still has the entry there; a
+// file it does not match (the scan was restarted) is stat'ed again. A
+// scan probes in ascending positions, so both lists are walked together,
+// from the start again after a restart.
 func (v *Verifier) matchProbed(targets []target, entries []*pathEntry, scanned []*probeBatch) {
-	slot := make([]int32, len(entries)) // file index -> target index + 1
-	for t := range targets {
-		slot[targets[t].index] = int32(t + 1)
-	}
+	t, last := 0, -1
 	for _, b := range scanned {
 		for j, e := range b.entries {
-			if i := b.index[j]; i < len(entries) && entries[i] == e && slot[i] > 0 {
-				t := &targets[slot[i]-1]
-				t.obs, t.probed = b.obs[j], true
+			i := b.index[j]
+			if i < last {
+				t = 0 // the scan restarted
+			}
+			last = i
+			for t < len(targets) && targets[t].index < i {
+				t++
+			}
+			if t < len(targets) && targets[t].index == i && entries[i] == e {
+				targets[t].obs, targets[t].probed = b.obs[j], true
 			}
 		}
 	}

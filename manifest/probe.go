@@ -83,7 +83,10 @@ func (p *prober) probe(e *pathEntry, index int) {
 }
 
 func (p *prober) send() {
-	if p.started < p.workers {
+	// Another worker starts only when those started have a batch queued:
+	// the new files of a re-verification, a few per subtask, keep one or
+	// two busy, and starting a goroutine costs as much as a few stats.
+	if p.started < p.workers && (p.started == 0 || len(p.work) > 0) {
 		p.started++
 		p.wg.Add(1)
 		go p.worker()

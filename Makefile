@@ -18,7 +18,7 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDec
 	./flinkconf:FuzzParse:150000
 FUZZTIME ?= 10m
 
-.PHONY: all build deps test vet bench fuzz chaos demo check-alerts install clean
+.PHONY: all build deps flink test vet bench fuzz chaos demo check-alerts install clean
 
 all: build
 
@@ -26,17 +26,30 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ckptfs ./cmd/ckptfs
 
 # Debian packages the tests use: ZooKeeper 3.8 (with its JRE), a JDK for
-# the Java serialization proofs, and systemd for systemd-analyze verify of
-# the units in deploy/systemd.
+# the Java serialization proofs and the real-Flink job, systemd for
+# systemd-analyze verify of the units in deploy/systemd, unzip for Flink's
+# packages and nsenter for the sites' namespaces.
 deps:
 	@need=""; \
 	[ -x /usr/share/zookeeper/bin/zkServer.sh ] || need="$$need zookeeper"; \
 	command -v javac >/dev/null 2>&1 || need="$$need openjdk-17-jdk-headless"; \
 	command -v systemd-analyze >/dev/null 2>&1 || need="$$need systemd"; \
+	command -v unzip >/dev/null 2>&1 || need="$$need unzip"; \
+	command -v nsenter >/dev/null 2>&1 || need="$$need util-linux"; \
 	if [ -n "$$need" ]; then \
 		echo "installing:$$need"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; \
 	fi
+
+# The Flink distributions the real-Flink tests run (flink/versions.tsv,
+# use "test"), downloaded once into $(CKPTFS_CACHE)/flink and checked
+# against their sha256. FLINK_VERSIONS= names others from the table.
+CKPTFS_CACHE ?= /var/cache/ckptfs
+export CKPTFS_CACHE
+FLINK_VERSIONS ?=
+flink: deps
+	@command -v pip >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip; }
+	@bash flink/fetch.sh $(FLINK_VERSIONS) >/dev/null
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -46,8 +59,8 @@ vet:
 # Everything, including the tests that need ZooKeeper, a JDK, FUSE and
 # systemd-analyze: here they fail instead of skipping when what they need
 # is missing.
-test: deps vet build
-	CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_JDK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_REQUIRE_SYSTEMD=1 \
+test: deps flink vet build
+	CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_JDK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_REQUIRE_SYSTEMD=1 CKPTFS_REQUIRE_FLINK=1 \
 		$(GO) test -race -count=1 -timeout 18m ./...
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; fn=$${rest%%:*}; n=$${rest#*:}; \

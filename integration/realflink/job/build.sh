@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Builds the ckptfs sequence job against one Flink distribution.
+#
+#   build.sh LIBDIR OUTJAR
+#
+# LIBDIR is a Flink lib directory (it holds flink-dist-X.Y.Z.jar or
+# flink-dist_2.1x-X.Y.Z.jar); the sources are compiled against LIBDIR/*.jar.
+# The bytecode level follows the Flink major version: --release 8 for 1.x
+# (Flink 1.x runs on Java 8/11/17), --release 11 for 2.x (Flink 2.x classes are
+# Java 11 bytecode). Override with SEQJOB_JAVA_RELEASE=N. javac/jar come from
+# $JAVA_HOME/bin if JAVA_HOME is set, else from PATH. No network is used.
+set -euo pipefail
+
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 LIBDIR OUTJAR" >&2
+  exit 2
+fi
+libdir=$1
+outjar=$2
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+src=$here/src
+
+if [[ ! -d $libdir ]]; then
+  echo "build.sh: $libdir is not a directory" >&2
+  exit 1
+fi
+
+shopt -s nullglob
+dists=("$libdir"/flink-dist-*.jar "$libdir"/flink-dist_*.jar)
+shopt -u nullglob
+if [[ ${#dists[@]} -ne 1 ]]; then
+  echo "build.sh: want exactly one flink-dist jar in $libdir, found ${#dists[@]}" >&2
+  exit 1
+fi
+dist=$(basename "${dists[0]}")
+# flink-dist-1.20.5.jar -> 1.20.5 ; flink-dist_2.12-1.15.4.jar -> 1.15.4
+version=${dist%.jar}
+version=${version#flink-dist_*-}
+version=${version#flink-dist-}
+major=${version%%.*}
+case $major in
+  1) release=8 ;;
+  2) release=11 ;;
+  *) echo "build.sh: cannot tell the Flink version from $dist" >&2; exit 1 ;;
+esac
+release=${SEQJOB_JAVA_RELEASE:-$release}
+
+if [[ -n ${JAVA_HOME:-} ]]; then
+  javac=$JAVA_HOME/bin/javac
+  jar=$JAVA_HOME/bin/jar
+else
+  javac=javac
+  jar=jar
+fi
+
+outdir=$(dirname "$outjar")
+mkdir -p "$outdir"
+tmp=$(mktemp -d "$outdir/.seqjob-build.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+mapfile -t sources < <(find "$src" -name '*.java' | LC_ALL=C sort)
+if [[ ${#sources[@]} -eq 0 ]]; then
+  echo "build.sh: no sources under $src" >&2
+  exit 1
+fi
+
+mkdir "$tmp/classes"
+"$javac" --release "$release" -Xlint:-options -encoding UTF-8 \
+  -cp "$libdir/*" -d "$tmp/classes" "${sources[@]}"
+"$jar" cfe "$tmp/job.jar" ckptfs.seqjob.SeqJob -C "$tmp/classes" .
+mv -f "$tmp/job.jar" "$outjar"
+echo "build.sh: built $outjar (Flink $version, --release $release)" >&2

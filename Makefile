@@ -18,7 +18,7 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDec
 	./flinkconf:FuzzParse:150000
 FUZZTIME ?= 10m
 
-.PHONY: all build deps flink test vet bench fuzz chaos demo check-alerts install clean
+.PHONY: all build deps flink chaos-flink test vet bench fuzz chaos demo check-alerts install clean
 
 all: build
 
@@ -94,6 +94,15 @@ chaos: deps build
 	@bash -o pipefail -c "CKPTFS_REQUIRE_ZK=1 CKPTFS_CHAOS_RUNS=$(RUNS) CKPTFS_CHAOS_SEED=$(SEED) \
 		$(GO) test -count=1 -run '^TestChaos$$' -v -timeout 85m ./integration/scenario/ \
 		| grep -v -e '^ *logging.go' -e '^=== RUN'"
+
+# Randomized runs of the failover with real Flink: release (every one of
+# flink/versions.tsv that runs here), replication kind and moment of loss
+# drawn from SEED; prints a table like make chaos. About 100 s a run.
+chaos-flink: deps build
+	@bash flink/fetch.sh $$(awk -F'\t' '!/^#/ && ($$5 == "test" || $$5 == "runs") { print $$1 }' flink/versions.tsv) >/dev/null
+	@bash -o pipefail -c "CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FLINK=1 CKPTFS_CHAOS_FLINK_RUNS=$(RUNS) CKPTFS_CHAOS_FLINK_SEED=$(SEED) \
+		$(GO) test -count=1 -run '^TestChaosFlink$$' -v -timeout 600m ./integration/realflink/ \
+		| grep -v -e '^ *logging.go' -e '^=== ' -e '^    failover_test.go'"
 
 # One narrated run of the two-site scenario (five ZooKeeper servers, two
 # ckptfs mounts, the Flink emulator), then Flink without ckptfs on the same

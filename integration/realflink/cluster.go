@@ -1,0 +1,190 @@
+//go:build linux
+
+package realflink
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ClusterConfig is one site's Flink session cluster with ZooKeeper HA:
+// what its configuration file says and where it runs.
+type ClusterConfig struct {
+	Dist Dist
+	// Dir receives the configuration directory (conf/) and the logs.
+	Dir string
+	// Addr is the loopback address the cluster binds and announces.
+	Addr string
+	// RESTPort, RPCPort: the JobManager's REST and RPC ports.
+	RESTPort, RPCPort int
+	// ZK is the connect string, PathRoot and ClusterID Flink's ZooKeeper
+	// namespace (high-availability.zookeeper.path.root, cluster-id).
+	ZK, PathRoot, ClusterID string
+	// SessionTimeout is Flink's ZooKeeper session timeout.
+	SessionTimeout time.Duration
+	// CheckpointsDir and HADir are absolute paths in the site (under its
+	// mount): state.checkpoints.dir and high-availability.storageDir.
+	CheckpointsDir, HADir string
+	// Interval is the checkpoint interval; Retained the checkpoints kept.
+	Interval time.Duration
+	Retained int
+	// Extra settings, by key, written after (and so winning over) the
+	// defaults.
+	Extra map[string]string
+}
+
+// Settings returns the configuration as Flink keys for the release: the
+// keys Flink renamed are written in the release's own spelling.
+func (c ClusterConfig) Settings() map[string]string {
+	r := c.Dist.Release
+	v2 := r.AtLeast(2, 0)
+	pick := func(old, current string, since bool) string {
+		if since {
+			return current
+		}
+		return old
+	}
+	ms := func(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) }
+	s := map[string]string{
+		"jobmanager.rpc.address":            c.Addr,
+		"jobmanager.rpc.port":               fmt.Sprint(c.RPCPort),
+		"jobmanager.bind-host":              c.Addr,
+		"high-availability.jobmanager.port": fmt.Sprint(c.RPCPort),
+		"rest.address":                      c.Addr,
+		"rest.bind-address":                 c.Addr,
+		"rest.port":                         fmt.Sprint(c.RESTPort),
+		"taskmanager.host":                  c.Addr,
+		"taskmanager.bind-host":             c.Addr,
+		"taskmanager.numberOfTaskSlots":     "2",
+		"jobmanager.memory.process.size":    "768m",
+		"taskmanager.memory.process.size":   "1200m",
+		"parallelism.default":               "1",
+
+		pick("high-availability", "high-availability.type", r.AtLeast(1, 16)): "zookeeper",
+		"high-availability.storageDir":                                        "file://" + c.HADir,
+		"high-availability.zookeeper.quorum":                                  c.ZK,
+		"high-availability.zookeeper.path.root":                               c.PathRoot,
+		"high-availability.cluster-id":                                        c.ClusterID,
+		"high-availability.zookeeper.client.session-timeout":                  fmt.Sprint(c.SessionTimeout.Milliseconds()),
+		"high-availability.zookeeper.client.connection-timeout":               fmt.Sprint(c.SessionTimeout.Milliseconds()),
+
+		pick("state.backend", "state.backend.type", r.AtLeast(1, 17)):                      "rocksdb",
+		pick("state.backend.incremental", "execution.checkpointing.incremental", v2):       "true",
+		pick("state.checkpoints.dir", "execution.checkpointing.dir", v2):                   "file://" + c.CheckpointsDir,
+		pick("state.checkpoints.num-retained", "execution.checkpointing.num-retained", v2): fmt.Sprint(c.Retained),
+		"execution.checkpointing.interval":                                                 ms(c.Interval),
+		"execution.checkpointing.externalized-checkpoint-retention":                        "RETAIN_ON_CANCELLATION",
+		pick("restart-strategy", "restart-strategy.type", r.AtLeast(1, 17)):                "fixed-delay",
+		"restart-strategy.fixed-delay.attempts":                                            "1000000",
+		"restart-strategy.fixed-delay.delay":                                               "500 ms",
+		"heartbeat.timeout":                                                                "20000",
+	}
+	for k, v := range c.Extra {
+		s[k] = v
+	}
+	return s
+}
+
+// ConfDir is the configuration directory the cluster's processes read.
+func (c ClusterConfig) ConfDir() string { return filepath.Join(c.Dir, "conf") }
+
+// writeConf writes the configuration file (config.yaml from 1.19 on,
+// flink-conf.yaml before) and a log4j configuration.
+func (c ClusterConfig) writeConf() error {
+	dir := c.ConfDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	s := c.Settings()
+	keys := make([]string, 0, len(s))
+	for k := range s {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s: %s\n", k, s[k])
+	}
+	name := "flink-conf.yaml"
+	if c.Dist.AtLeast(1, 19) {
+		name = "config.yaml"
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "log4j.properties"), []byte(log4j), 0o644)
+}
+
+const log4j = `rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = File
+appender.file.name = File
+appender.file.type = File
+appender.file.fileName = ${sys:log.file}
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{HH:mm:ss,SSS} %-5p %c{1} [%t] - %m%n
+logger.zk.name = org.apache.flink.shaded.zookeeper3
+logger.zk.level = WARN
+logger.curator.name = org.apache.flink.shaded.curator5
+logger.curator.level = WARN
+`
+
+// Cluster is a site's Flink processes.
+type Cluster struct {
+	Config ClusterConfig
+	Site   *Site
+	REST   *REST
+}
+
+// NewCluster writes the configuration of a cluster in a site; start its
+// processes with StartJobManager and StartTaskManager.
+func NewCluster(site *Site, cfg ClusterConfig) (*Cluster, error) {
+	if err := cfg.writeConf(); err != nil {
+		return nil, err
+	}
+	return &Cluster{Config: cfg, Site: site, REST: NewREST(fmt.Sprintf("http://%s:%d", cfg.Addr, cfg.RESTPort))}, nil
+}
+
+// StartJobManager starts a JobManager (StandaloneSessionClusterEntrypoint,
+// what bin/jobmanager.sh start-foreground runs) in the site. name tells
+// its log apart from an earlier one's.
+func (c *Cluster) StartJobManager(name string) (*Process, error) {
+	return c.start(name, "GET_JM_RESOURCE_PARAMS", "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint")
+}
+
+// StartTaskManager starts a TaskManager (TaskManagerRunner, what
+// bin/taskmanager.sh start-foreground runs) in the site.
+func (c *Cluster) StartTaskManager(name string) (*Process, error) {
+	return c.start(name, "GET_TM_RESOURCE_PARAMS", "org.apache.flink.runtime.taskexecutor.TaskManagerRunner")
+}
+
+func (c *Cluster) start(name, params, class string) (*Process, error) {
+	d := c.Config.Dist
+	jvm, dynamic, err := d.resourceParams(c.Config.ConfDir(), params)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := d.Classpath()
+	if err != nil {
+		return nil, err
+	}
+	logFile := filepath.Join(c.Site.logDir, name+".flink.log")
+	argv := []string{d.Java}
+	argv = append(argv, jvmModuleFlags...)
+	argv = append(argv, jvm...)
+	argv = append(argv, "-Dlog.file="+logFile, "-Dlog4j.configurationFile=file:"+filepath.Join(c.Config.ConfDir(), "log4j.properties"),
+		"-classpath", cp, class, "--configDir", c.Config.ConfDir())
+	argv = append(argv, dynamic...)
+	cmd := c.Site.Command(argv...)
+	cmd.Env = append(os.Environ(), "FLINK_CONF_DIR="+c.Config.ConfDir(), "FLINK_HOME="+d.Home)
+	p, err := c.Site.Start(name, cmd, 0)
+	if err != nil {
+		return nil, err
+	}
+	p.FlinkLog = logFile
+	return p, nil
+}

@@ -1,0 +1,227 @@
+package realflink
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// RequireEnv turns a missing Flink distribution (or root, or a JDK) from a
+// skip into a failure when set to "1": in CI they are present and these
+// tests must run.
+const RequireEnv = "CKPTFS_REQUIRE_FLINK"
+
+// CacheEnv names the cache that flink/fetch.sh fills (default
+// /var/cache/ckptfs): distributions under flink/dist/<version>, built
+// jobs under flink/job/.
+const CacheEnv = "CKPTFS_CACHE"
+
+var warnOnce sync.Once
+
+func missing(t testing.TB, what string) {
+	t.Helper()
+	if os.Getenv(RequireEnv) == "1" {
+		t.Fatalf("realflink: %s is missing and %s=1", what, RequireEnv)
+	}
+	msg := fmt.Sprintf("realflink: %s is missing; SKIPPING the tests with real Flink (run `make flink`, or set %s=1 to make this fatal)", what, RequireEnv)
+	warnOnce.Do(func() { fmt.Fprintln(os.Stderr, "WARNING: "+msg) })
+	t.Skip(msg)
+}
+
+// Release is one row of flink/versions.tsv.
+type Release struct {
+	Version string // "1.20.5"
+	Package string // where it comes from
+	File    string // the file downloaded
+	SHA256  string
+	Use     string // test, runs or fails
+	Note    string
+}
+
+// Minor returns the release's major and minor numbers.
+func (r Release) Minor() (major, minor int) {
+	parts := strings.SplitN(r.Version, ".", 3)
+	if len(parts) >= 2 {
+		major, _ = strconv.Atoi(parts[0])
+		minor, _ = strconv.Atoi(parts[1])
+	}
+	return major, minor
+}
+
+// AtLeast reports whether the release is major.minor or newer.
+func (r Release) AtLeast(major, minor int) bool {
+	ma, mi := r.Minor()
+	return ma > major || ma == major && mi >= minor
+}
+
+// RepoRoot is the repository's top directory (this file's ../..).
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
+}
+
+// Releases reads the version table.
+func Releases() ([]Release, error) {
+	path := filepath.Join(RepoRoot(), "flink", "versions.tsv")
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Release
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		c := strings.Split(line, "\t")
+		if len(c) != 6 {
+			return nil, fmt.Errorf("%s:%d: %d columns, want 6", path, n, len(c))
+		}
+		out = append(out, Release{Version: c[0], Package: c[1], File: c[2], SHA256: c[3], Use: c[4], Note: c[5]})
+	}
+	return out, sc.Err()
+}
+
+// TestReleases returns the releases make test runs.
+func TestReleases(t testing.TB) []Release {
+	t.Helper()
+	all, err := Releases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Release
+	for _, r := range all {
+		if r.Use == "test" {
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("realflink: no release with use=test in flink/versions.tsv")
+	}
+	return out
+}
+
+func cacheDir() string {
+	if d := os.Getenv(CacheEnv); d != "" {
+		return d
+	}
+	return "/var/cache/ckptfs"
+}
+
+// Dist is an unpacked Flink distribution.
+type Dist struct {
+	Release
+	Home string // holds lib/, opt/, plugins/, bin/
+	Java string // the java launcher it runs with
+}
+
+// FindDist returns the distribution of a release from the cache, checked
+// by flink/fetch.sh (its .sha256 matches the table).
+func FindDist(t testing.TB, r Release) Dist {
+	t.Helper()
+	home := filepath.Join(cacheDir(), "flink", "dist", r.Version)
+	sum, err := os.ReadFile(filepath.Join(home, ".sha256"))
+	if err != nil || strings.TrimSpace(string(sum)) != r.SHA256 {
+		missing(t, fmt.Sprintf("Flink %s in %s", r.Version, home))
+	}
+	java, err := exec.LookPath("java")
+	if err != nil {
+		missing(t, "a JDK (java)")
+	}
+	if j := os.Getenv("CKPTFS_FLINK_JAVA"); j != "" {
+		java = j
+	}
+	return Dist{Release: r, Home: home, Java: java}
+}
+
+// Classpath is the distribution's lib/ jars, as Flink's scripts build it.
+func (d Dist) Classpath() (string, error) {
+	var jars []string
+	err := filepath.WalkDir(filepath.Join(d.Home, "lib"), func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !e.IsDir() && strings.HasSuffix(p, ".jar") {
+			jars = append(jars, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if len(jars) == 0 {
+		return "", errors.New("no jar in " + filepath.Join(d.Home, "lib"))
+	}
+	return strings.Join(jars, ":"), nil
+}
+
+// jvmModuleFlags opens the JDK's modules to Flink as Flink's own default
+// configuration does for Java 17 (env.java.opts.all up to 1.18,
+// env.java.default-opts.all from 1.19).
+var jvmModuleFlags = []string{
+	"--add-exports=java.base/sun.net.util=ALL-UNNAMED",
+	"--add-exports=java.rmi/sun.rmi.registry=ALL-UNNAMED",
+	"--add-exports=jdk.compiler/com.sun.tools.javac.api=ALL-UNNAMED",
+	"--add-exports=jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED",
+	"--add-exports=jdk.compiler/com.sun.tools.javac.parser=ALL-UNNAMED",
+	"--add-exports=jdk.compiler/com.sun.tools.javac.tree=ALL-UNNAMED",
+	"--add-exports=jdk.compiler/com.sun.tools.javac.util=ALL-UNNAMED",
+	"--add-exports=java.security.jgss/sun.security.krb5=ALL-UNNAMED",
+	"--add-opens=java.base/java.lang=ALL-UNNAMED",
+	"--add-opens=java.base/java.net=ALL-UNNAMED",
+	"--add-opens=java.base/java.io=ALL-UNNAMED",
+	"--add-opens=java.base/java.nio=ALL-UNNAMED",
+	"--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+	"--add-opens=java.base/java.lang.reflect=ALL-UNNAMED",
+	"--add-opens=java.base/java.text=ALL-UNNAMED",
+	"--add-opens=java.base/java.time=ALL-UNNAMED",
+	"--add-opens=java.base/java.util=ALL-UNNAMED",
+	"--add-opens=java.base/java.util.concurrent=ALL-UNNAMED",
+	"--add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED",
+	"--add-opens=java.base/java.util.concurrent.locks=ALL-UNNAMED",
+}
+
+// resourceParams asks Flink's BashJavaUtils, as Flink's start scripts do,
+// for a process's JVM memory flags and the dynamic properties that fix
+// its memory configuration. what is GET_JM_RESOURCE_PARAMS or
+// GET_TM_RESOURCE_PARAMS.
+func (d Dist) resourceParams(confDir, what string) (jvm, dynamic []string, err error) {
+	cp, err := d.Classpath()
+	if err != nil {
+		return nil, nil, err
+	}
+	cp = filepath.Join(d.Home, "bin", "bash-java-utils.jar") + ":" + cp
+	args := append(append([]string{}, jvmModuleFlags...), "-cp", cp,
+		"org.apache.flink.runtime.util.bash.BashJavaUtils", what, "--configDir", confDir)
+	out, err := exec.Command(d.Java, args...).CombinedOutput()
+	if err != nil {
+		return nil, nil, fmt.Errorf("BashJavaUtils %s: %w\n%s", what, err, tail(string(out), 20))
+	}
+	const prefix = "BASH_JAVA_UTILS_EXEC_RESULT:"
+	var results []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if rest, ok := strings.CutPrefix(l, prefix); ok {
+			results = append(results, rest)
+		}
+	}
+	if len(results) < 2 {
+		return nil, nil, fmt.Errorf("BashJavaUtils %s printed %d results, want 2:\n%s", what, len(results), tail(string(out), 20))
+	}
+	return strings.Fields(results[len(results)-2]), strings.Fields(results[len(results)-1]), nil
+}
+
+func tail(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(l[max(0, len(l)-n):], "\n")
+}

@@ -1,0 +1,810 @@
+//go:build linux
+
+package realflink
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/ckptfs/ckptfs/integration/mounttest"
+	"github.com/ckptfs/ckptfs/integration/replication"
+	"github.com/ckptfs/ckptfs/integration/zktest"
+	"github.com/ckptfs/ckptfs/manifest"
+	"github.com/ckptfs/ckptfs/manifest/flinkha"
+)
+
+// binary is the ckptfs command built by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ckptfs-realflink-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	binary = filepath.Join(dir, "ckptfs")
+	build := exec.Command("go", "build", "-o", binary, "github.com/ckptfs/ckptfs/cmd/ckptfs")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building ckptfs:", err)
+		os.Exit(2)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const (
+	pathRoot      = "/flink"
+	flinkSession  = 4 * time.Second
+	interval      = 400 * time.Millisecond
+	retained      = 3
+	keys          = 32
+	rate          = 300 // records per second
+	parallelism   = 2
+	stepTimeout   = 120 * time.Second
+	maxLossDelay  = 2 * time.Second
+	seedEnvVar    = "CKPTFS_REALFLINK_SEED"
+	baselineTries = 3 // failed restore attempts the baseline waits for
+	afterTakeover = 2 // checkpoints DC2 completes through its promoted mount
+	siteAddr      = "127.0.0.1"
+)
+
+var kinds = []string{"snapshot", "filelevel", "perobject"}
+
+// TestIntegration_RealFlinkFailover is the user's failover with real
+// Flink: DC1's JobManager and TaskManager write through DC1's primary
+// mount, DC1 is lost, `ckptfs takeover` runs on DC2, and a JobManager and
+// TaskManager started on DC2 with the same configuration recover the job
+// from ZooKeeper through DC2's replica mount. One run per release of
+// flink/versions.tsv marked "test", and one baseline: the same loss with
+// no ckptfs on DC2.
+func TestIntegration_RealFlinkFailover(t *testing.T) {
+	releases := TestReleases(t)
+	dists := make([]Dist, len(releases))
+	for i, r := range releases {
+		dists[i] = FindDist(t, r)
+	}
+	mounttest.RequireFUSE(t)
+	c := zktest.StartCluster(t, 5, func(cfg *zktest.Config) { cfg.MaxSessionTimeout = 5 * time.Second })
+	for _, d := range dists {
+		t.Run(d.Version, func(t *testing.T) {
+			r := newRun(t, d, true)
+			runFailover(t, c, r)
+		})
+	}
+	t.Run("baseline", func(t *testing.T) {
+		seed := seedFor(t)
+		d := dists[seed%uint64(len(dists))]
+		r := newRun(t, d, false)
+		r.ahead = true
+		runFailover(t, c, r)
+	})
+}
+
+// run is one failover's parameters, drawn from its seed.
+type run struct {
+	dist Dist
+	seed uint64
+	rng  *rand.Rand
+	kind string
+	// ckptfs: DC2 runs ckptfs (else the plain replica, the baseline).
+	ckptfs bool
+	// ahead: the replication stops before DC1's last checkpoints, so that
+	// ZooKeeper points past what DC2 holds.
+	ahead     bool
+	lossDelay time.Duration
+}
+
+func newRun(t *testing.T, d Dist, ckptfs bool) *run {
+	seed := seedFor(t)
+	rng := rand.New(rand.NewPCG(seed, 0x7ea1f11c))
+	r := &run{dist: d, seed: seed, rng: rng, ckptfs: ckptfs}
+	r.kind = kinds[rng.IntN(len(kinds))]
+	r.lossDelay = time.Duration(rng.Int64N(int64(maxLossDelay)))
+	return r
+}
+
+func (r *run) String() string {
+	dc2 := "ckptfs replica mount"
+	if !r.ckptfs {
+		dc2 = "plain replica directory (no ckptfs)"
+	}
+	loss := fmt.Sprintf("DC1 lost %v after DC2 holds a complete checkpoint", r.lossDelay.Round(time.Millisecond))
+	if r.ahead {
+		loss = "the replication stops once DC2 holds a complete checkpoint, DC1 lost two checkpoints later"
+	}
+	return fmt.Sprintf("Flink %s, %s replication, %s, DC2: %s", r.dist.Version, r.kind, loss, dc2)
+}
+
+func seedFor(t *testing.T) uint64 {
+	t.Helper()
+	if s := os.Getenv(seedEnvVar); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", seedEnvVar, s, err)
+		}
+		return n
+	}
+	h := fnv.New64a()
+	_, _ = io.WriteString(h, t.Name())
+	return h.Sum64() % 1_000_000
+}
+
+// world is one run's two sites.
+type world struct {
+	r         *run
+	root      string // the test's directory on the host
+	flink     string // Flink's storage path in both sites
+	clusterID string
+	job       string
+	dc1, dc2  *Site
+	backing   map[string]string // site -> its NAS
+	local     map[string]string // site -> its machine's local disk (host path)
+	mounts    map[string]*Process
+}
+
+func (w *world) uri() string { return "file:" + w.flink }
+
+// reportPath is the job's report file as Flink's TaskManagers see it: a
+// local disk of each site's machine, so each site's report is its own.
+func (w *world) reportPath() string { return filepath.Join(w.root, "local", "report.txt") }
+
+func (w *world) report(site string) *Report {
+	rep, err := ReadReport(filepath.Join(w.local[site], "report.txt"))
+	if err != nil {
+		panic(err)
+	}
+	return rep
+}
+
+// outcome is what one run measured, for the chaos table.
+type outcome struct {
+	Ahead, Refused    bool
+	Optimal, Restored int64
+	// LossToRunning is the time from DC1's loss to the job RUNNING on
+	// DC2 from its restored checkpoint; Takeover is ckptfs's part of it.
+	LossToRunning, Takeover time.Duration
+}
+
+func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
+	t.Logf("seed %d (replay: %s=%d go test -run '%s' ./integration/realflink/)", r.seed, seedEnvVar, r.seed, t.Name())
+	t.Logf("run: %s", r)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*stepTimeout)
+	defer cancel()
+	// Mount namespaces see the host's directories, so the sites' paths
+	// live in a directory the test owns, outside any private /tmp.
+	root := t.TempDir()
+	w := &world{
+		r: r, root: root, flink: filepath.Join(root, "flink"),
+		clusterID: fmt.Sprintf("/realflink-%s-%d", strings.ReplaceAll(r.dist.Version, ".", "_"), r.seed),
+		backing:   map[string]string{}, local: map[string]string{}, mounts: map[string]*Process{},
+	}
+	t.Cleanup(func() { restartDC1(t, c) })
+	w.dc1 = NewSite(t, "dc1", filepath.Join(root, "dc1", "log"))
+	w.dc2 = NewSite(t, "dc2", filepath.Join(root, "dc2", "log"))
+	for _, s := range []*Site{w.dc1, w.dc2} {
+		w.backing[s.Name] = filepath.Join(root, s.Name, "nas")
+		w.local[s.Name] = filepath.Join(root, s.Name, "local")
+		if err := os.MkdirAll(w.backing[s.Name], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Bind(w.local[s.Name], filepath.Join(root, "local")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	common := []string{"--zk", c.ConnectString(), "--cluster-id", w.clusterID, "--path-root", pathRoot,
+		"--map", w.uri() + "=" + w.backing["dc1"], "--poll", "100ms"}
+	var err error
+	if w.mounts["dc1"], err = w.dc1.StartMount("ckptfs", binary, "primary", w.backing["dc1"], w.flink, common...); err != nil {
+		t.Fatal(err)
+	}
+	if r.ckptfs {
+		common[len(common)-3] = w.uri() + "=" + w.backing["dc2"]
+		if w.mounts["dc2"], err = w.dc2.StartMount("ckptfs", binary, "replica", w.backing["dc2"], w.flink, common...); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := w.dc2.Bind(w.backing["dc2"], w.flink); err != nil {
+		t.Fatal(err)
+	}
+
+	// 1. DC1's Flink session cluster, writing through DC1's mount.
+	fl1 := w.cluster(t, c, w.dc1, 1)
+	jm1, tm1 := w.startFlink(t, fl1, "dc1")
+	jar := JobJar(t, r.dist)
+	w.job, err = fl1.REST.Submit(ctx, jar, []string{"--report", w.reportPath(), "--rate", strconv.Itoa(rate),
+		"--keys", strconv.Itoa(keys), "--parallelism", strconv.Itoa(parallelism)})
+	if err != nil {
+		t.Fatalf("submit the job to DC1: %v", err)
+	}
+	t.Logf("DC1: job %s submitted to a real Flink %s session cluster", w.job, r.dist.Version)
+	waitJob(ctx, t, fl1, w.job, "RUNNING")
+
+	// 2. The replication copies DC1's NAS to DC2's while Flink runs.
+	repl, every := w.replicator(t, jm1, tm1)
+	replDone := make(chan error, 1)
+	go func() { replDone <- repl.Run(ctx, every) }()
+	var stopOnce sync.Once
+	stopReplication := func() {
+		stopOnce.Do(func() {
+			repl.Stop()
+			if err := <-replDone; err != nil {
+				t.Errorf("replication: %v", err)
+			}
+		})
+	}
+	defer stopReplication()
+
+	zc := zktest.Connect(t, c.Servers())
+	v2 := newVerifier(t, w.uri(), w.backing["dc2"])
+	first := w.waitComplete(ctx, t, zc.Conn, v2)
+	t.Logf("DC2 holds checkpoint %d L2-complete", first)
+	if r.ahead {
+		// The link falls behind: nothing more reaches DC2 while DC1's
+		// Flink completes more checkpoints.
+		stopReplication()
+		waitFor(t, "ZooKeeper to point past DC2", func() bool {
+			ids, _ := w.pointerIDs(zc.Conn)
+			return len(ids) > 0 && ids[len(ids)-1] > first+1
+		})
+	} else {
+		time.Sleep(r.lossDelay)
+	}
+
+	// 3. DC1 is lost: the replication stops mid-pass, and its JobManager,
+	// TaskManager, ckptfs daemon and both ZooKeeper servers are killed.
+	lostAt := time.Now()
+	stopReplication()
+	for _, p := range []*Process{jm1, tm1, w.mounts["dc1"]} {
+		p.Kill()
+	}
+	for _, i := range []int{0, 1} {
+		if err := c.Kill(i); err != nil {
+			t.Fatalf("kill zk%d: %v", i, err)
+		}
+	}
+	if _, err := c.WaitLeader(stepTimeout); err != nil {
+		t.Fatalf("no ZooKeeper leader among the survivors: %v", err)
+	}
+	t.Logf("DC1 LOST (%v): replication stopped (%+v)", time.Since(lostAt).Round(time.Millisecond), repl.Stats())
+	zc2 := zktest.Connect(t, c.Servers(2, 3, 4))
+	loss := w.observe(ctx, t, zc2.Conn, v2)
+	for _, id := range loss.ids {
+		t.Logf("  ZooKeeper points at checkpoint %d; on DC2 it is %v", id, loss.verdicts[id].Verdict)
+	}
+	out.Ahead = loss.newest() > loss.optimal
+	out.Refused = loss.optimal < 0
+	out.Optimal, out.Restored = loss.optimal, -1
+	rep1 := w.report("dc1")
+	fl2 := w.cluster(t, c, w.dc2, 2)
+	if !r.ckptfs {
+		w.baseline(ctx, t, fl2, loss)
+		return out
+	}
+
+	// 4. ckptfs takeover on DC2 changes no file of DC2's NAS.
+	before := treeHashes(t, w.backing["dc2"])
+	takeoverStart := time.Now()
+	code, said := w.takeover(t, c)
+	tookOver := time.Since(takeoverStart)
+	out.Takeover = tookOver
+	t.Logf("ckptfs takeover on DC2: exit %d in %v\n%s", code, tookOver.Round(time.Millisecond), said)
+	if diff := diffTrees(before, treeHashes(t, w.backing["dc2"])); diff != "" {
+		t.Errorf("the takeover changed DC2's NAS: %s", diff)
+	}
+	if loss.optimal < 0 {
+		if code != 4 {
+			t.Fatalf("no pointer is L2-complete on DC2, yet takeover exited %d", code)
+		}
+		return out
+	}
+	if code != 0 {
+		t.Fatalf("takeover exited %d", code)
+	}
+
+	// 5. Flink on DC2, same configuration, recovers the job by itself.
+	started := time.Now()
+	w.startFlink(t, fl2, "dc2")
+	restored := waitRestored(ctx, t, fl2, w.job)
+	out.Restored, out.LossToRunning = restored.ID, time.Since(lostAt)
+	t.Logf("DC2: Flink restored checkpoint %d %v after its JobManager started (%v after the loss)", restored.ID, time.Since(started).Round(time.Millisecond), time.Since(lostAt).Round(time.Millisecond))
+	if restored.ID != loss.optimal {
+		t.Errorf("DC2's Flink restored checkpoint %d; the newest L2-complete on DC2 at the loss was %d", restored.ID, loss.optimal)
+	}
+	w.checkRestore(ctx, t, fl2, rep1, loss.optimal)
+	if n := w.mounts["dc2"].Count("Flink asked for incomplete"); n > 0 {
+		t.Errorf("DC2's daemon logged %d times that Flink asked for an incomplete checkpoint", n)
+	}
+
+	// 6. DC2 checkpoints through its promoted mount, which seals them and
+	// publishes them in DC2's marker.
+	var last int64
+	waitFor(t, fmt.Sprintf("%d new checkpoints on DC2", afterTakeover), func() bool {
+		cp, err := fl2.REST.Checkpoints(ctx, w.job)
+		if err != nil || cp.Latest.Completed == nil {
+			return false
+		}
+		last = cp.Latest.Completed.ID
+		return last >= restored.ID+afterTakeover
+	})
+	sealed := manifest.SealedPath(w.backing["dc2"], filepath.Join("checkpoints", w.job, "chk-"+strconv.FormatInt(last, 10)))
+	waitFor(t, fmt.Sprintf("DC2 to seal checkpoint %d", last), func() bool { _, err := os.Stat(sealed); return err == nil })
+	waitFor(t, fmt.Sprintf("DC2's marker to name checkpoint %d or later", last), func() bool {
+		return w.marker(zc2.Conn, "dc2") >= last
+	})
+	t.Logf("DC2: checkpoint %d written through the promoted mount, sealed, and in DC2's marker", last)
+	return out
+}
+
+// cluster configures a site's Flink: the same settings on both sites but
+// for the addresses each site's machines have.
+func (w *world) cluster(t *testing.T, c *zktest.Cluster, s *Site, n int) *Cluster {
+	t.Helper()
+	addr := siteAddr
+	ports := freePorts(t, addr, 2)
+	cfg := ClusterConfig{
+		Dist: w.r.dist, Dir: filepath.Join(w.root, s.Name), Addr: addr, RESTPort: ports[0], RPCPort: ports[1],
+		ZK: c.ConnectString(), PathRoot: pathRoot, ClusterID: w.clusterID, SessionTimeout: flinkSession,
+		CheckpointsDir: filepath.Join(w.flink, "checkpoints"), HADir: filepath.Join(w.flink, "ha"),
+		Interval: interval, Retained: retained,
+	}
+	fl, err := NewCluster(s, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fl
+}
+
+func (w *world) startFlink(t *testing.T, fl *Cluster, name string) (jm, tm *Process) {
+	t.Helper()
+	jm, err := fl.StartJobManager("jobmanager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err = fl.StartTaskManager("taskmanager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, name+"'s TaskManager to register", func() bool {
+		o, err := fl.REST.Overview(context.Background())
+		return err == nil && o.TaskManagers >= 1
+	})
+	return jm, tm
+}
+
+func waitJob(ctx context.Context, t *testing.T, fl *Cluster, job, state string) {
+	t.Helper()
+	waitFor(t, "job "+job+" "+state, func() bool {
+		jobs, err := fl.REST.Jobs(ctx)
+		if err != nil {
+			return false
+		}
+		for _, j := range jobs {
+			if j.ID == job && j.Status == state {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// waitRestored waits until the job runs on a cluster and says which
+// checkpoint it restored.
+func waitRestored(ctx context.Context, t *testing.T, fl *Cluster, job string) *RestoredCheckpoint {
+	t.Helper()
+	var got *RestoredCheckpoint
+	waitFor(t, "job "+job+" to restore and run", func() bool {
+		cp, err := fl.REST.Checkpoints(ctx, job)
+		if err != nil || cp.Latest.Restored == nil {
+			return false
+		}
+		got = cp.Latest.Restored
+		jobs, err := fl.REST.Jobs(ctx)
+		if err != nil {
+			return false
+		}
+		for _, j := range jobs {
+			if j.ID == job && j.Status == "RUNNING" {
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// checkRestore checks what the job itself says it restored: each keyed
+// subtask restored checkpoint id once (the first attempt), and every key's
+// state is exactly the state of that checkpoint, recomputed here from the
+// records DC1's job had processed at it.
+func (w *world) checkRestore(ctx context.Context, t *testing.T, fl *Cluster, dc1 *Report, id int64) {
+	t.Helper()
+	next, ok := dc1.NextRecord(id)
+	if !ok {
+		t.Fatalf("DC1's job never reported a snapshot of checkpoint %d", id)
+	}
+	var rep *Report
+	waitFor(t, "DC2's job to report every key", func() bool {
+		rep = w.report("dc2")
+		return len(rep.Keys) >= keys
+	})
+	if len(rep.Restores) != parallelism {
+		t.Errorf("DC2's job restored %d times (%v), want once per subtask (%d): not on its first attempt", len(rep.Restores), rep.Restores, parallelism)
+	}
+	for _, got := range rep.Restores {
+		if got != id && got != -1 {
+			t.Errorf("DC2's job says it restored checkpoint %d, REST says %d", got, id)
+		}
+	}
+	if err := rep.CheckRestore(keys, next); err != nil {
+		t.Errorf("restored state: %v", err)
+	} else {
+		t.Logf("DC2's job restored exactly checkpoint %d's state: %d keys, records below %d", id, keys, next)
+	}
+	if ex, err := fl.REST.Exceptions(ctx, w.job); err == nil && len(ex) > 0 {
+		t.Errorf("DC2's job reported %d exceptions, the newest: %s", len(ex), firstLine(ex[0].Stacktrace))
+	}
+}
+
+// baseline is DC2 without ckptfs: Flink recovers from ZooKeeper as it is,
+// over the plain replica. When ZooKeeper points past what DC2 holds, it
+// must fail on the same checkpoint again and again (the user's report);
+// otherwise it restores the newest.
+//
+// Real Flink fails in one of two ways, and both are attempts here: a
+// JobManager that cannot read a pointer's HA file ends its process (a
+// fatal error: the JobMaster cannot be built), and the supervisor
+// (systemd's Restart=, Kubernetes) starts it again, as this does; a task
+// that cannot read a state file fails the job, and the restart strategy
+// tries again (REST's exception history).
+func (w *world) baseline(ctx context.Context, t *testing.T, fl *Cluster, loss *atLoss) {
+	t.Helper()
+	ahead := loss.newest() > loss.optimal
+	t.Logf("baseline: ZooKeeper's newest pointer %d, DC2's newest L2-complete %d (ahead: %v)", loss.newest(), loss.optimal, ahead)
+	jm, err := fl.StartJobManager("jobmanager-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fl.StartTaskManager("taskmanager"); err != nil {
+		t.Fatal(err)
+	}
+	if !ahead {
+		restored := waitRestored(ctx, t, fl, w.job)
+		if restored.ID != loss.newest() {
+			t.Fatalf("baseline: restored %d, want ZooKeeper's newest %d", restored.ID, loss.newest())
+		}
+		return
+	}
+	var attempts []string
+	deadline := time.Now().Add(3 * stepTimeout)
+	for len(attempts) < baselineTries {
+		if time.Now().After(deadline) {
+			t.Fatalf("baseline: %d failed attempts after %v, want %d: %q", len(attempts), 3*stepTimeout, baselineTries, attempts)
+		}
+		select {
+		case <-jm.Exited():
+			attempts = append(attempts, "JobManager exited: "+flinkFailure(jm.FlinkLog))
+			if jm, err = fl.StartJobManager(fmt.Sprintf("jobmanager-%d", len(attempts)+1)); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		case <-time.After(500 * time.Millisecond):
+		}
+		if ex, err := fl.REST.Exceptions(ctx, w.job); err == nil && len(ex) > len(attempts) {
+			for _, e := range ex[len(attempts):] {
+				attempts = append(attempts, "job failed: "+firstLine(e.Stacktrace))
+			}
+		}
+		if cp, err := fl.REST.Checkpoints(ctx, w.job); err == nil && cp.Latest.Restored != nil {
+			t.Fatalf("baseline: Flink restored checkpoint %d over a replica ZooKeeper points past", cp.Latest.Restored.ID)
+		}
+	}
+	for i, a := range attempts {
+		t.Logf("baseline: restore attempt %d failed: %s", i+1, a)
+		if a != attempts[0] {
+			t.Errorf("baseline: attempt %d failed otherwise than the first: %q, then %q", i+1, attempts[0], a)
+		}
+	}
+}
+
+// flinkFailure is the cause a Flink process logged for its failure: the
+// innermost "Caused by" of its first fatal error.
+func flinkFailure(log string) string {
+	data, err := os.ReadFile(log)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(string(data), "\n")
+	for i, l := range lines {
+		if !strings.Contains(l, "Fatal error") {
+			continue
+		}
+		cause := strings.TrimSpace(l)
+		for _, m := range lines[i+1:] {
+			if m != "" && m[0] != '\t' && !strings.HasPrefix(m, "Caused by") && !strings.HasPrefix(m, "java.") && !strings.HasPrefix(m, "org.") {
+				break
+			}
+			if c, ok := strings.CutPrefix(m, "Caused by: "); ok {
+				cause = c
+			}
+		}
+		return cause
+	}
+	return "no fatal error in " + log
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+// replicator copies DC1's NAS to DC2's with the run's replication kind.
+// A snapshot is taken with DC1's Flink processes stopped (SIGSTOP), a
+// crash-consistent point in time as a NAS snapshot is.
+func (w *world) replicator(t *testing.T, jm, tm *Process) (replication.Replicator, time.Duration) {
+	t.Helper()
+	o := replication.Options{Source: w.backing["dc1"], Dest: w.backing["dc2"], Rand: rand.New(rand.NewPCG(w.r.rng.Uint64(), 1))}
+	var (
+		repl replication.Replicator
+		err  error
+		d    time.Duration
+	)
+	switch w.r.kind {
+	case "snapshot":
+		repl, err = replication.NewSnapshot(replication.SnapshotOptions{Options: o, Freeze: func() func() {
+			jm.Signal(syscall.SIGSTOP)
+			tm.Signal(syscall.SIGSTOP)
+			return func() { jm.Signal(syscall.SIGCONT); tm.Signal(syscall.SIGCONT) }
+		}})
+		d = 700 * time.Millisecond
+	case "filelevel":
+		repl, err = replication.NewFileLevel(o)
+		d = 300 * time.Millisecond
+	case "perobject":
+		repl, err = replication.NewPerObject(replication.PerObjectOptions{Options: o, MinDelay: 10 * time.Millisecond, MaxDelay: 600 * time.Millisecond})
+		d = 100 * time.Millisecond
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repl, d
+}
+
+func newVerifier(t *testing.T, uri, backing string) *manifest.Verifier {
+	t.Helper()
+	res, err := manifest.NewResolver([]manifest.Mapping{{Prefix: uri, Dir: backing}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := manifest.DefaultConfig()
+	cfg.Resolver = res
+	v, err := manifest.NewVerifier(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// pointerDir is where Flink 1.15+ and 2.x keep a job's pointers.
+func (w *world) pointerDir() string {
+	return pathRoot + w.clusterID + "/jobs/" + w.job + "/checkpoints"
+}
+
+func (w *world) pointerIDs(conn *zk.Conn) ([]int64, error) {
+	names, _, err := conn.Children(w.pointerDir())
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	for _, n := range names {
+		if id, err := strconv.ParseInt(n, 10, 64); err == nil && len(n) == 19 {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// atLoss is what DC2 holds at the instant DC1 is lost.
+type atLoss struct {
+	ids      []int64
+	verdicts map[int64]*manifest.PointerVerdict
+	optimal  int64 // newest L2-complete pointer on DC2, -1 if none
+}
+
+func (l *atLoss) newest() int64 { return l.ids[len(l.ids)-1] }
+
+func (w *world) observe(ctx context.Context, t *testing.T, conn *zk.Conn, v *manifest.Verifier) *atLoss {
+	t.Helper()
+	ids, err := w.pointerIDs(conn)
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("no pointer in ZooKeeper at the loss: %v", err)
+	}
+	l := &atLoss{ids: ids, verdicts: map[int64]*manifest.PointerVerdict{}, optimal: -1}
+	for _, id := range ids {
+		pv, err := w.verifyPointer(ctx, conn, v, id)
+		if err != nil {
+			t.Fatalf("pointer %d: %v", id, err)
+		}
+		l.verdicts[id] = pv
+		if complete(pv) {
+			l.optimal = id
+		}
+	}
+	return l
+}
+
+func complete(pv *manifest.PointerVerdict) bool {
+	return pv.HAFileReadable && pv.Verdict.Complete && pv.Verdict.Level >= manifest.L2
+}
+
+func (w *world) verifyPointer(ctx context.Context, conn *zk.Conn, v *manifest.Verifier, id int64) (*manifest.PointerVerdict, error) {
+	data, _, err := conn.Get(fmt.Sprintf("%s/%019d", w.pointerDir(), id))
+	if err != nil {
+		return nil, err
+	}
+	h, err := flinkha.DecodeStateHandle(data)
+	if err != nil {
+		return nil, err
+	}
+	return v.VerifyPointer(ctx, id, *h), nil
+}
+
+// waitComplete waits until DC2 holds an L2-complete checkpoint that
+// ZooKeeper points at, and returns its id.
+func (w *world) waitComplete(ctx context.Context, t *testing.T, conn *zk.Conn, v *manifest.Verifier) int64 {
+	t.Helper()
+	var got int64 = -1
+	waitFor(t, "DC2 to hold a complete checkpoint", func() bool {
+		ids, err := w.pointerIDs(conn)
+		if err != nil {
+			return false
+		}
+		for i := len(ids) - 1; i >= 0; i-- {
+			if pv, err := w.verifyPointer(ctx, conn, v, ids[i]); err == nil && complete(pv) {
+				got = ids[i]
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// takeover runs `ckptfs takeover` for DC2 against the survivors.
+func (w *world) takeover(t *testing.T, c *zktest.Cluster) (int, string) {
+	t.Helper()
+	cmd := exec.Command(binary, "takeover", "--zk", c.ConnectString(2, 3, 4), "--site", "dc2",
+		"--cluster-id", w.clusterID, "--path-root", pathRoot, "--map", w.uri()+"="+w.backing["dc2"],
+		"--checkpoints-dir", w.uri()+"/checkpoints", "--flink-session-timeout", flinkSession.String(),
+		"--wait", "60s")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(out)
+	} else if err != nil {
+		t.Fatalf("takeover: %v", err)
+	}
+	return 0, string(out)
+}
+
+// marker returns the checkpoint a site's marker names, -1 without one.
+func (w *world) marker(conn *zk.Conn, site string) int64 {
+	data, _, err := conn.Get(fmt.Sprintf("/ckptfs/%s/sites/%s/jobs/%s", strings.Trim(w.clusterID, "/"), site, w.job))
+	if err != nil {
+		return -1
+	}
+	var m struct {
+		CheckpointID int64 `json:"checkpoint_id"`
+	}
+	if json.Unmarshal(data, &m) != nil {
+		return -1
+	}
+	return m.CheckpointID
+}
+
+func restartDC1(t *testing.T, c *zktest.Cluster) {
+	for _, i := range []int{0, 1} {
+		if !c.Running(i) {
+			if err := c.Start(i); err != nil {
+				t.Errorf("restart zk%d: %v", i, err)
+			}
+		}
+	}
+}
+
+func freePorts(t *testing.T, addr string, n int) []int {
+	t.Helper()
+	var out []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp4", addr+":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	}
+	return out
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(stepTimeout)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", stepTimeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func treeHashes(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if e.IsDir() {
+			out[rel] = "dir"
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		s := sha256.Sum256(data)
+		out[rel] = hex.EncodeToString(s[:])
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func diffTrees(a, b map[string]string) string {
+	var d []string
+	for k, v := range a {
+		if w, ok := b[k]; !ok {
+			d = append(d, "removed "+k)
+		} else if w != v {
+			d = append(d, "changed "+k)
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			d = append(d, "added "+k)
+		}
+	}
+	slices.Sort(d)
+	return strings.Join(d, ", ")
+}

@@ -115,6 +115,9 @@ type run struct {
 	// ZooKeeper points past what DC2 holds.
 	ahead     bool
 	lossDelay time.Duration
+	// story narrates the run (make demo); nil in tests.
+	story io.Writer
+	start time.Time
 }
 
 func newRun(t *testing.T, d Dist, ckptfs bool) *run {
@@ -165,6 +168,19 @@ type world struct {
 	mounts    map[string]*Process
 }
 
+// say narrates: to the test log, and in the demo to the terminal.
+func (w *world) say(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	t.Log(msg)
+	if w.r.story != nil {
+		if w.r.start.IsZero() {
+			w.r.start = time.Now()
+		}
+		fmt.Fprintf(w.r.story, "[%6.1fs] %s\n", time.Since(w.r.start).Seconds(), msg)
+	}
+}
+
 func (w *world) uri() string { return "file:" + w.flink }
 
 // reportPath is the job's report file as Flink's TaskManagers see it: a
@@ -183,6 +199,7 @@ func (w *world) report(site string) *Report {
 type outcome struct {
 	Ahead, Refused    bool
 	Optimal, Restored int64
+	Newest            int64 // ZooKeeper's newest pointer at the loss
 	// LossToRunning is the time from DC1's loss to the job RUNNING on
 	// DC2 from its restored checkpoint; Takeover is ckptfs's part of it.
 	LossToRunning, Takeover time.Duration
@@ -191,6 +208,9 @@ type outcome struct {
 func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	t.Logf("seed %d (replay: %s=%d go test -run '%s' ./integration/realflink/)", r.seed, seedEnvVar, r.seed, t.Name())
 	t.Logf("run: %s", r)
+	if r.story != nil {
+		fmt.Fprintf(r.story, "run: %s\n", r)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*stepTimeout)
 	defer cancel()
 	// Mount namespaces see the host's directories, so the sites' paths
@@ -238,7 +258,7 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	if err != nil {
 		t.Fatalf("submit the job to DC1: %v", err)
 	}
-	t.Logf("DC1: job %s submitted to a real Flink %s session cluster", w.job, r.dist.Version)
+	w.say(t, "DC1: job %s submitted to a real Flink %s session cluster", w.job, r.dist.Version)
 	waitJob(ctx, t, fl1, w.job, "RUNNING")
 
 	// 2. The replication copies DC1's NAS to DC2's while Flink runs.
@@ -259,7 +279,7 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	zc := zktest.Connect(t, c.Servers())
 	v2 := newVerifier(t, w.uri(), w.backing["dc2"])
 	first := w.waitComplete(ctx, t, zc.Conn, v2)
-	t.Logf("DC2 holds checkpoint %d L2-complete", first)
+	w.say(t, "DC2 holds checkpoint %d L2-complete", first)
 	if r.ahead {
 		// The link falls behind: nothing more reaches DC2 while DC1's
 		// Flink completes more checkpoints.
@@ -287,15 +307,16 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	if _, err := c.WaitLeader(stepTimeout); err != nil {
 		t.Fatalf("no ZooKeeper leader among the survivors: %v", err)
 	}
-	t.Logf("DC1 LOST (%v): replication stopped (%+v)", time.Since(lostAt).Round(time.Millisecond), repl.Stats())
+	w.say(t, "DC1 LOST (%v): replication stopped (%+v)", time.Since(lostAt).Round(time.Millisecond), repl.Stats())
 	zc2 := zktest.Connect(t, c.Servers(2, 3, 4))
 	loss := w.observe(ctx, t, zc2.Conn, v2)
 	for _, id := range loss.ids {
-		t.Logf("  ZooKeeper points at checkpoint %d; on DC2 it is %v", id, loss.verdicts[id].Verdict)
+		w.say(t, "  ZooKeeper points at checkpoint %d; on DC2 it is %v", id, loss.verdicts[id].Verdict)
 	}
 	out.Ahead = loss.newest() > loss.optimal
 	out.Refused = loss.optimal < 0
-	out.Optimal, out.Restored = loss.optimal, -1
+	out.Optimal, out.Restored, out.Newest = loss.optimal, -1, loss.newest()
+	w.say(t, "  DC2's NAS holds %v; DC2's Flink sees %v", chkDirs(filepath.Join(w.backing["dc2"], "checkpoints", w.job)), w.seen())
 	rep1 := w.report("dc1")
 	fl2 := w.cluster(t, c, w.dc2, 2)
 	if !r.ckptfs {
@@ -309,7 +330,7 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	code, said := w.takeover(t, c)
 	tookOver := time.Since(takeoverStart)
 	out.Takeover = tookOver
-	t.Logf("ckptfs takeover on DC2: exit %d in %v\n%s", code, tookOver.Round(time.Millisecond), said)
+	w.say(t, "ckptfs takeover on DC2: exit %d in %v\n%s", code, tookOver.Round(time.Millisecond), said)
 	if diff := diffTrees(before, treeHashes(t, w.backing["dc2"])); diff != "" {
 		t.Errorf("the takeover changed DC2's NAS: %s", diff)
 	}
@@ -328,7 +349,7 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	w.startFlink(t, fl2, "dc2")
 	restored := waitRestored(ctx, t, fl2, w.job)
 	out.Restored, out.LossToRunning = restored.ID, time.Since(lostAt)
-	t.Logf("DC2: Flink restored checkpoint %d %v after its JobManager started (%v after the loss)", restored.ID, time.Since(started).Round(time.Millisecond), time.Since(lostAt).Round(time.Millisecond))
+	w.say(t, "DC2: Flink restored checkpoint %d %v after its JobManager started (%v after the loss)", restored.ID, time.Since(started).Round(time.Millisecond), time.Since(lostAt).Round(time.Millisecond))
 	if restored.ID != loss.optimal {
 		t.Errorf("DC2's Flink restored checkpoint %d; the newest L2-complete on DC2 at the loss was %d", restored.ID, loss.optimal)
 	}
@@ -353,7 +374,7 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	waitFor(t, fmt.Sprintf("DC2's marker to name checkpoint %d or later", last), func() bool {
 		return w.marker(zc2.Conn, "dc2") >= last
 	})
-	t.Logf("DC2: checkpoint %d written through the promoted mount, sealed, and in DC2's marker", last)
+	w.say(t, "DC2: checkpoint %d written through the promoted mount, sealed, and in DC2's marker", last)
 	return out
 }
 
@@ -460,7 +481,7 @@ func (w *world) checkRestore(ctx context.Context, t *testing.T, fl *Cluster, dc1
 	if err := rep.CheckRestore(keys, next); err != nil {
 		t.Errorf("restored state: %v", err)
 	} else {
-		t.Logf("DC2's job restored exactly checkpoint %d's state: %d keys, records below %d", id, keys, next)
+		w.say(t, "DC2's job restored exactly checkpoint %d's state: %d keys, records below %d", id, keys, next)
 	}
 	if ex, err := fl.REST.Exceptions(ctx, w.job); err == nil && len(ex) > 0 {
 		t.Errorf("DC2's job reported %d exceptions, the newest: %s", len(ex), firstLine(ex[0].Stacktrace))
@@ -481,7 +502,7 @@ func (w *world) checkRestore(ctx context.Context, t *testing.T, fl *Cluster, dc1
 func (w *world) baseline(ctx context.Context, t *testing.T, fl *Cluster, loss *atLoss) {
 	t.Helper()
 	ahead := loss.newest() > loss.optimal
-	t.Logf("baseline: ZooKeeper's newest pointer %d, DC2's newest L2-complete %d (ahead: %v)", loss.newest(), loss.optimal, ahead)
+	w.say(t, "baseline: ZooKeeper's newest pointer %d, DC2's newest L2-complete %d (ahead: %v)", loss.newest(), loss.optimal, ahead)
 	jm, err := fl.StartJobManager("jobmanager-1")
 	if err != nil {
 		t.Fatal(err)
@@ -521,7 +542,7 @@ func (w *world) baseline(ctx context.Context, t *testing.T, fl *Cluster, loss *a
 		}
 	}
 	for i, a := range attempts {
-		t.Logf("baseline: restore attempt %d failed: %s", i+1, a)
+		w.say(t, "baseline: restore attempt %d failed: %s", i+1, a)
 		if a != attempts[0] {
 			t.Errorf("baseline: attempt %d failed otherwise than the first: %q, then %q", i+1, attempts[0], a)
 		}
@@ -552,6 +573,31 @@ func flinkFailure(log string) string {
 		return cause
 	}
 	return "no fatal error in " + log
+}
+
+// seen lists the job's checkpoint directories as DC2's Flink sees them:
+// through the mount, or the plain replica.
+func (w *world) seen() []string {
+	return chkDirs(w.dc2.Path(filepath.Join(w.flink, "checkpoints", w.job)))
+}
+
+func chkDirs(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var ids []int
+	for _, e := range entries {
+		if n, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "chk-")); err == nil && strings.HasPrefix(e.Name(), "chk-") {
+			ids = append(ids, n)
+		}
+	}
+	slices.Sort(ids)
+	out := make([]string, len(ids))
+	for i, n := range ids {
+		out[i] = "chk-" + strconv.Itoa(n)
+	}
+	return out
 }
 
 func firstLine(s string) string {

@@ -63,5 +63,5 @@ func TestDemoFlink(t *testing.T) {
 	fmt.Println()
 	fmt.Printf("RESULT: with ckptfs, real Flink on DC2 restored checkpoint %d, the newest complete on DC2, %v after DC1's loss, its state exactly as DC1 checkpointed it.\n",
 		with.Restored, with.LossToRunning.Round(100*time.Millisecond))
-	fmt.Printf("        without ckptfs, ZooKeeper pointed at checkpoint %d, which DC2 did not hold: Flink's JobManager failed on it every time it started.\n", without.Newest)
+	fmt.Printf("        without ckptfs, ZooKeeper pointed past what DC2 held (its newest pointer %d, DC2's newest complete %d): Flink's JobManager failed on the same missing file every time it started.\n", without.Newest, without.Optimal)
 }

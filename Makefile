@@ -18,7 +18,7 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDec
 	./flinkconf:FuzzParse:150000
 FUZZTIME ?= 10m
 
-.PHONY: all build deps flink chaos-flink test vet bench fuzz chaos demo check-alerts install clean
+.PHONY: all build deps flink chaos-flink harvest test vet bench fuzz chaos demo check-alerts install clean
 
 all: build
 
@@ -106,6 +106,12 @@ chaos-flink: deps build
 	@bash -o pipefail -c "CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FLINK=1 CKPTFS_CHAOS_FLINK_RUNS=$(RUNS) CKPTFS_CHAOS_FLINK_SEED=$(SEED) \
 		$(GO) test -count=1 -run '^TestChaosFlink$$' -v -timeout 600m ./integration/realflink/ \
 		| grep -v -e '^ *logging.go' -e '^=== ' -e '^    failover_test.go'"
+
+# Regenerates the fixtures harvested from real Flink (the ZooKeeper tree,
+# HA files and _metadata of a running job, per release marked test) in
+# integration/realflink/testdata; make test reads them without Flink.
+harvest: deps flink build
+	CKPTFS_HARVEST=integration/realflink/testdata $(REQUIRE) $(GO) test -count=1 -run '^TestHarvest$$' -v -timeout 20m ./integration/realflink/
 
 # One narrated run of the two-site failover with real Flink (a JobManager
 # and a TaskManager per site, five ZooKeeper servers, two ckptfs mounts),

@@ -234,15 +234,16 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 			t.Fatal(err)
 		}
 	}
-	common := []string{"--zk", c.ConnectString(), "--cluster-id", w.clusterID, "--path-root", pathRoot,
-		"--map", w.uri() + "=" + w.backing["dc1"], "--poll", "100ms"}
+	mountArgs := func(site string) []string {
+		return []string{"--zk", c.ConnectString(), "--cluster-id", w.clusterID, "--path-root", pathRoot,
+			"--map", w.uri() + "=" + w.backing[site], "--poll", "100ms"}
+	}
 	var err error
-	if w.mounts["dc1"], err = w.dc1.StartMount("ckptfs", binary, "primary", w.backing["dc1"], w.flink, common...); err != nil {
+	if w.mounts["dc1"], err = w.dc1.StartMount("ckptfs", binary, "primary", w.backing["dc1"], w.flink, mountArgs("dc1")...); err != nil {
 		t.Fatal(err)
 	}
 	if r.ckptfs {
-		common[len(common)-3] = w.uri() + "=" + w.backing["dc2"]
-		if w.mounts["dc2"], err = w.dc2.StartMount("ckptfs", binary, "replica", w.backing["dc2"], w.flink, common...); err != nil {
+		if w.mounts["dc2"], err = w.dc2.StartMount("ckptfs", binary, "replica", w.backing["dc2"], w.flink, mountArgs("dc2")...); err != nil {
 			t.Fatal(err)
 		}
 	} else if err := w.dc2.Bind(w.backing["dc2"], w.flink); err != nil {
@@ -250,7 +251,7 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	}
 
 	// 1. DC1's Flink session cluster, writing through DC1's mount.
-	fl1 := w.cluster(t, c, w.dc1, 1)
+	fl1 := w.cluster(t, c, w.dc1)
 	jm1, tm1 := w.startFlink(t, fl1, "dc1")
 	jar := JobJar(t, r.dist)
 	w.job, err = fl1.REST.Submit(ctx, jar, []string{"--report", w.reportPath(), "--rate", strconv.Itoa(rate),
@@ -318,7 +319,7 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	out.Optimal, out.Restored, out.Newest = loss.optimal, -1, loss.newest()
 	w.say(t, "  DC2's NAS holds %v; DC2's Flink sees %v", chkDirs(filepath.Join(w.backing["dc2"], "checkpoints", w.job)), w.seen())
 	rep1 := w.report("dc1")
-	fl2 := w.cluster(t, c, w.dc2, 2)
+	fl2 := w.cluster(t, c, w.dc2)
 	if !r.ckptfs {
 		w.baseline(ctx, t, fl2, loss)
 		return out
@@ -380,12 +381,11 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 
 // cluster configures a site's Flink: the same settings on both sites but
 // for the addresses each site's machines have.
-func (w *world) cluster(t *testing.T, c *zktest.Cluster, s *Site, n int) *Cluster {
+func (w *world) cluster(t *testing.T, c *zktest.Cluster, s *Site) *Cluster {
 	t.Helper()
-	addr := siteAddr
-	ports := freePorts(t, addr, 2)
+	ports := freePorts(t, siteAddr, 2)
 	cfg := ClusterConfig{
-		Dist: w.r.dist, Dir: filepath.Join(w.root, s.Name), Addr: addr, RESTPort: ports[0], RPCPort: ports[1],
+		Dist: w.r.dist, Dir: filepath.Join(w.root, s.Name), Addr: siteAddr, RESTPort: ports[0], RPCPort: ports[1],
 		ZK: c.ConnectString(), PathRoot: pathRoot, ClusterID: w.clusterID, SessionTimeout: flinkSession,
 		CheckpointsDir: filepath.Join(w.flink, "checkpoints"), HADir: filepath.Join(w.flink, "ha"),
 		Interval: interval, Retained: retained,

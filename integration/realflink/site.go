@@ -98,8 +98,7 @@ type Process struct {
 	grace time.Duration
 
 	mu    sync.Mutex
-	lines []string // the lines Watch follows
-	watch []chan string
+	lines []string // GUARDED_BY(mu): what it printed
 }
 
 // Start runs cmd (from Command) in the site as a named process whose
@@ -107,13 +106,13 @@ type Process struct {
 // waits after SIGTERM before SIGKILL (0: SIGKILL at once).
 func (s *Site) Start(name string, cmd *exec.Cmd, grace time.Duration) (*Process, error) {
 	logPath := filepath.Join(s.logDir, name+".log")
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	pr, pw, err := os.Pipe()
 	if err != nil {
+		logf.Close()
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -122,30 +121,24 @@ func (s *Site) Start(name string, cmd *exec.Cmd, grace time.Duration) (*Process,
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
+		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", p.Name, err)
 	}
 	pw.Close()
-	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		logf = nil
-	}
+	// The copy keeps the log and the lines Count and Tail read.
 	go func() {
+		defer logf.Close()
 		defer pr.Close()
 		r := bufio.NewReader(pr)
 		for {
 			line, err := r.ReadString('\n')
 			if line != "" {
-				if logf != nil {
-					io.WriteString(logf, line)
-				}
+				io.WriteString(logf, line)
 				p.record(strings.TrimRight(line, "\n"))
 			}
 			if err != nil {
-				break
+				return
 			}
-		}
-		if logf != nil {
-			logf.Close()
 		}
 	}()
 	go func() {
@@ -162,12 +155,6 @@ func (p *Process) record(line string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.lines = append(p.lines, line)
-	for _, c := range p.watch {
-		select {
-		case c <- line:
-		default:
-		}
-	}
 }
 
 // Lines returns the lines the process printed so far.

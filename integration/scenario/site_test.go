@@ -136,7 +136,7 @@ func (s *site) stop(t *testing.T) {
 		select {
 		case <-s.exited:
 		case <-time.After(20 * time.Second):
-			t.Errorf("%s mount did not stop on SIGTERM", s.name)
+			t.Errorf("%s mount did not stop on SIGTERM; its log ends:\n%s", s.name, s.logTail(40))
 			s.kill()
 		}
 	}

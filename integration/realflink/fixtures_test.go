@@ -1,0 +1,939 @@
+//go:build linux
+
+package realflink
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/ckptfs/ckptfs/integration/zktest"
+	"github.com/ckptfs/ckptfs/manifest"
+	"github.com/ckptfs/ckptfs/manifest/flinkha"
+	"github.com/ckptfs/ckptfs/manifest/javaser"
+	"github.com/ckptfs/ckptfs/manifest/metadata"
+	"github.com/ckptfs/ckptfs/zkbridge"
+)
+
+// The fixture format TestHarvest writes (testdata/README.md).
+
+// fixtureStorage is the directory of a fixture holding the copied files,
+// at their paths below the storage root.
+const fixtureStorage = "storage"
+
+// fixtureMeta is meta.json.
+type fixtureMeta struct {
+	Release      string            `json:"release"`
+	FlinkVersion string            `json:"flink_version"` // as the REST API reports it
+	Harvested    string            `json:"harvested"`
+	Regenerate   string            `json:"regenerate"`
+	Placeholders map[string]string `json:"placeholders"`
+	JobID        string            `json:"job_id"`
+	ClusterID    string            `json:"cluster_id"`
+	PathRoot     string            `json:"path_root"`
+	Namespace    string            `json:"namespace"`
+	// StorageRoot is the path Flink's directories were below (the mount),
+	// StorageRootURI the same as Flink wrote it in znodes and HA files.
+	StorageRoot    string                  `json:"storage_root"`
+	StorageRootURI string                  `json:"storage_root_uri"`
+	TempDir        string                  `json:"temp_dir"`
+	Settings       map[string]string       `json:"settings"`
+	JobArgs        []string                `json:"job_args"`
+	Pointers       []int64                 `json:"pointers"`
+	Completed      int                     `json:"completed_checkpoints"`
+	RESTHistory    []fixtureRESTCheckpoint `json:"rest_history"`
+	OutsideNS      []string                `json:"path_root_children"`
+	Dump           string                  `json:"dump"`
+	ZooKeeper      string                  `json:"zookeeper"`
+	Java           string                  `json:"java"`
+	Mount          string                  `json:"mount"`
+}
+
+// fixtureRESTCheckpoint is one checkpoint of the REST API's history just
+// before the dump (it may lag ZooKeeper by a checkpoint).
+type fixtureRESTCheckpoint struct {
+	ID               int64  `json:"id"`
+	Status           string `json:"status"`
+	ExternalPath     string `json:"external_path"`
+	StateSize        int64  `json:"state_size"`
+	CheckpointedSize int64  `json:"checkpointed_size"`
+}
+
+// fixtureZK is zk.json.
+type fixtureZK struct {
+	Namespace string `json:"namespace"`
+	// Sessions names the owners of ephemeral nodes, in order of first
+	// appearance.
+	Sessions []string       `json:"sessions"`
+	Nodes    []fixtureZNode `json:"nodes"`
+}
+
+// fixtureZNode is one znode, parents before children.
+type fixtureZNode struct {
+	Path string `json:"path"`
+	// Kind is persistent, ephemeral, container or ttl (from the
+	// ephemeral owner); Sequential is read from the name.
+	Kind       string `json:"kind"`
+	Ephemeral  bool   `json:"ephemeral"`
+	Session    string `json:"session,omitempty"`
+	Sequential bool   `json:"sequential,omitempty"`
+	Size       int    `json:"size"`
+	Data       []byte `json:"data"`
+	// Text is Data when it is printable ASCII, for reading.
+	Text        string `json:"text,omitempty"`
+	Version     int32  `json:"version"`
+	NumChildren int32  `json:"num_children"`
+}
+
+// fixtureFiles is files.json.
+type fixtureFiles struct {
+	Root    string        `json:"root"`
+	Entries []fixtureFile `json:"entries"`
+}
+
+// fixtureFile is one entry below the storage root.
+type fixtureFile struct {
+	Path string `json:"path"`
+	Dir  bool   `json:"dir,omitempty"`
+	// Other is the type of anything neither file nor directory.
+	Other string `json:"other,omitempty"`
+	Size  int64  `json:"size"`
+	// Copied: the content is in storage/<path>.
+	Copied bool `json:"copied,omitempty"`
+}
+
+// harvestPlaceholders replaces the run's job id, cluster id and paths by
+// stable names (testdata/README.md).
+type harvestPlaceholders struct {
+	job, cluster, root, tmp string
+}
+
+// Placeholders in the paths of zk.json and files.json, the settings of
+// meta.json and the fixture's file names.
+const (
+	phJob     = "{job}"
+	phCluster = "{cluster}"
+	phRoot    = "{root}"
+	phTmp     = "{tmp}"
+)
+
+func (p harvestPlaceholders) replace(s string) string {
+	s = strings.ReplaceAll(s, p.root, phRoot)
+	s = strings.ReplaceAll(s, p.tmp, phTmp)
+	s = strings.ReplaceAll(s, p.job, phJob)
+	return strings.ReplaceAll(s, p.cluster, phCluster)
+}
+
+// apply is the inverse of replace.
+func (p harvestPlaceholders) apply(s string) string {
+	return strings.NewReplacer(phRoot, p.root, phTmp, p.tmp, phJob, p.job, phCluster, p.cluster).Replace(s)
+}
+
+func (p harvestPlaceholders) describe() map[string]string {
+	return map[string]string{
+		phJob:     "the job id (meta.json job_id)",
+		phCluster: "the cluster id without its slashes (meta.json cluster_id)",
+		phRoot:    "Flink's storage root, the ckptfs mount path (meta.json storage_root)",
+		phTmp:     "the test's temporary directory (meta.json temp_dir)",
+	}
+}
+
+// fixturePointerID reports whether p is a checkpoint pointer of job in
+// namespace ns (either layout), and its id.
+func fixturePointerID(ns, p, job string) (int64, bool) {
+	var name string
+	for _, dir := range []string{ns + "/jobs/" + job + "/checkpoints/", ns + "/checkpoints/" + job + "/"} {
+		if rest, ok := strings.CutPrefix(p, dir); ok && !strings.Contains(rest, "/") {
+			name = rest
+		}
+	}
+	if len(name) != 19 {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(name, 10, 64)
+	return id, err == nil
+}
+
+// fixture is one release's harvest, loaded.
+type fixture struct {
+	dir   string
+	meta  fixtureMeta
+	zk    fixtureZK
+	files fixtureFiles
+	ph    harvestPlaceholders
+	// byPath holds the entries of files.json by their real path below the
+	// storage root (placeholders applied).
+	byPath map[string]fixtureFile
+}
+
+// fixturesDir is where TestHarvest's output is committed.
+func fixturesDir() string { return filepath.Join(RepoRoot(), "integration", "realflink", "testdata") }
+
+// loadFixtures reads every release's fixture in testdata. A missing fixture
+// is a failure: they are committed, and make harvest rewrites them.
+func loadFixtures(t *testing.T) []*fixture {
+	t.Helper()
+	metas, err := filepath.Glob(filepath.Join(fixturesDir(), "*", "meta.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(metas) == 0 {
+		t.Fatalf("no fixtures in %s (make harvest writes them)", fixturesDir())
+	}
+	var out []*fixture
+	for _, m := range metas {
+		f := &fixture{dir: filepath.Dir(m), byPath: map[string]fixtureFile{}}
+		for name, v := range map[string]any{"meta.json": &f.meta, "zk.json": &f.zk, "files.json": &f.files} {
+			data, err := os.ReadFile(filepath.Join(f.dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(data, v); err != nil {
+				t.Fatalf("%s/%s: %v", f.dir, name, err)
+			}
+		}
+		f.ph = harvestPlaceholders{job: f.meta.JobID, cluster: strings.Trim(f.meta.ClusterID, "/"), root: f.meta.StorageRoot, tmp: f.meta.TempDir}
+		if f.meta.StorageRootURI != "file:"+f.meta.StorageRoot {
+			t.Fatalf("%s: storage root URI %s is not file:%s", f.dir, f.meta.StorageRootURI, f.meta.StorageRoot)
+		}
+		for _, e := range f.files.Entries {
+			f.byPath[f.ph.apply(e.Path)] = e
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// eachFixture runs fn for every release's fixture as a subtest.
+func eachFixture(t *testing.T, fn func(t *testing.T, f *fixture)) {
+	for _, f := range loadFixtures(t) {
+		t.Run(f.meta.Release, func(t *testing.T) { fn(t, f) })
+	}
+}
+
+// rel turns a Flink path or URI below the storage root into its path
+// relative to the root.
+func (f *fixture) rel(p string) (string, bool) {
+	for _, scheme := range []string{"file://", "file:"} {
+		if rest, ok := strings.CutPrefix(p, scheme); ok {
+			p = rest
+			break
+		}
+	}
+	return strings.CutPrefix(p, f.meta.StorageRoot+"/")
+}
+
+// content returns a copied file's bytes by its real relative path.
+func (f *fixture) content(t *testing.T, rel string) []byte {
+	t.Helper()
+	e, ok := f.byPath[rel]
+	if !ok || !e.Copied {
+		t.Fatalf("%s: %s is not a copied file of the fixture", f.meta.Release, rel)
+	}
+	data, err := os.ReadFile(filepath.Join(f.dir, fixtureStorage, filepath.FromSlash(e.Path)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(data)) != e.Size {
+		t.Fatalf("%s: the copy of %s holds %d bytes, the listing says %d", f.meta.Release, rel, len(data), e.Size)
+	}
+	return data
+}
+
+// fixturePointer is a checkpoint pointer of the fixture, decoded.
+type fixturePointer struct {
+	id     int64
+	znode  string // real path
+	handle flinkha.StateHandle
+	haRel  string // the HA file, relative to the storage root
+}
+
+// pointers decodes every checkpoint pointer znode, ascending.
+func (f *fixture) pointers(t *testing.T) []fixturePointer {
+	t.Helper()
+	var out []fixturePointer
+	for _, n := range f.zk.Nodes {
+		p := f.ph.apply(n.Path)
+		id, ok := fixturePointerID(f.meta.Namespace, p, f.meta.JobID)
+		if !ok {
+			continue
+		}
+		h, err := flinkha.DecodeStateHandle(n.Data)
+		if err != nil {
+			t.Fatalf("%s: pointer %s: %v", f.meta.Release, p, err)
+		}
+		path, err := h.Path()
+		if err != nil {
+			t.Fatalf("%s: pointer %s: %v", f.meta.Release, p, err)
+		}
+		rel, ok := f.rel(path)
+		if !ok {
+			t.Fatalf("%s: pointer %s names %s, outside the storage root %s", f.meta.Release, p, path, f.meta.StorageRootURI)
+		}
+		out = append(out, fixturePointer{id: id, znode: p, handle: *h, haRel: rel})
+	}
+	slices.SortFunc(out, func(a, b fixturePointer) int { return cmp.Compare(a.id, b.id) })
+	if len(out) == 0 {
+		t.Fatalf("%s: no checkpoint pointer in zk.json", f.meta.Release)
+	}
+	return out
+}
+
+// checkpoint decodes the HA file of a pointer.
+func (f *fixture) checkpoint(t *testing.T, p fixturePointer) *flinkha.CompletedCheckpoint {
+	t.Helper()
+	cc, err := flinkha.DecodeCompletedCheckpoint(f.content(t, p.haRel))
+	if err != nil {
+		t.Fatalf("%s: HA file %s of pointer %d: %v", f.meta.Release, p.haRel, p.id, err)
+	}
+	return cc
+}
+
+func (f *fixture) chkDir(id int64) string {
+	return fmt.Sprintf("checkpoints/%s/chk-%d", f.meta.JobID, id)
+}
+
+// checkListed checks that a file a checkpoint references is in the
+// listing with its recorded size (at least offset+size for a segment).
+func (f *fixture) checkListed(t *testing.T, what, flinkPath string, size, minLen int64, exact, dir bool) {
+	t.Helper()
+	rel, ok := f.rel(flinkPath)
+	if !ok {
+		t.Errorf("%s references %s, outside the storage root", what, flinkPath)
+		return
+	}
+	e, ok := f.byPath[rel]
+	switch {
+	case !ok:
+		t.Errorf("%s references %s, which is not in the listing", what, rel)
+	case dir != e.Dir:
+		t.Errorf("%s references %s as a directory=%v, the listing says directory=%v", what, rel, dir, e.Dir)
+	case dir:
+	case exact && e.Size != size:
+		t.Errorf("%s references %s with %d bytes, the listing says %d", what, rel, size, e.Size)
+	case !exact && e.Size < minLen:
+		t.Errorf("%s needs %s to hold at least %d bytes, the listing says %d", what, rel, minLen, e.Size)
+	}
+}
+
+// TestFixture_Pointers: every checkpoint pointer znode Flink wrote decodes
+// with flinkha.DecodeStateHandle and names an HA file of the fixture
+// whose size is the one stored in the znode; so does the job graph
+// (execution plan) znode; the leader nodes decode as leader information
+// and the checkpoint id counter is above every pointer.
+func TestFixture_Pointers(t *testing.T) {
+	eachFixture(t, func(t *testing.T, f *fixture) {
+		ps := f.pointers(t)
+		var ids []int64
+		for _, p := range ps {
+			ids = append(ids, p.id)
+			e, ok := f.byPath[p.haRel]
+			if !ok {
+				t.Errorf("pointer %d names %s, which is not in the listing", p.id, p.haRel)
+				continue
+			}
+			if e.Size != p.handle.Size {
+				t.Errorf("pointer %d: the znode says %s has %d bytes, the listing says %d", p.id, p.haRel, p.handle.Size, e.Size)
+			}
+			if data := f.content(t, p.haRel); int64(len(data)) != p.handle.Size {
+				t.Errorf("pointer %d: the copy of %s has %d bytes, the znode says %d", p.id, p.haRel, len(data), p.handle.Size)
+			}
+			if !strings.HasPrefix(path.Base(p.haRel), "completedCheckpoint") {
+				t.Errorf("pointer %d names %s, not a completedCheckpoint<hex> file", p.id, p.haRel)
+			}
+		}
+		if !slices.Equal(ids, f.meta.Pointers) {
+			t.Errorf("pointers %v, meta.json says %v", ids, f.meta.Pointers)
+		}
+		if len(ids) != harvestRetained {
+			t.Errorf("%d pointers, want the %d retained", len(ids), harvestRetained)
+		}
+		t.Logf("pointers %v, HA files %d bytes and up", ids, ps[0].handle.Size)
+
+		graphs := 0
+		leaders := 0
+		for _, n := range f.zk.Nodes {
+			p := f.ph.apply(n.Path)
+			rel, _ := strings.CutPrefix(p, f.meta.Namespace+"/")
+			switch {
+			case rel == "jobgraphs/"+f.meta.JobID || rel == "execution-plans/"+f.meta.JobID:
+				graphs++
+				h, err := flinkha.DecodeStateHandle(n.Data)
+				if err != nil {
+					t.Errorf("job graph znode %s: %v", p, err)
+					continue
+				}
+				hp, _ := h.Path()
+				f.checkListed(t, "job graph znode "+rel, hp, h.Size, 0, true, false)
+				if haRel, ok := f.rel(hp); ok {
+					blobs := f.jobBlobs(t, haRel)
+					t.Logf("%s names %s (%d bytes), which names the blobs %v", rel, path.Base(hp), h.Size, blobs)
+				}
+			case path.Base(rel) == "connection_info":
+				leaders++
+				li, err := flinkha.DecodeLeaderInfo(n.Data)
+				if err != nil || li == nil {
+					t.Errorf("leader node %s: %v (%d bytes)", rel, err, len(n.Data))
+					continue
+				}
+				if li.Address == "" || li.SessionID == "" {
+					t.Errorf("leader node %s: address %q, session %q", rel, li.Address, li.SessionID)
+				}
+			case rel == "jobs/"+f.meta.JobID+"/checkpoint_id_counter":
+				if len(n.Data) != 4 {
+					t.Errorf("%s holds %d bytes, want a 4-byte counter", rel, len(n.Data))
+					continue
+				}
+				if next := int64(n.Data[0])<<24 | int64(n.Data[1])<<16 | int64(n.Data[2])<<8 | int64(n.Data[3]); next <= ids[len(ids)-1] {
+					t.Errorf("%s is %d, not above the newest pointer %d", rel, next, ids[len(ids)-1])
+				}
+			}
+		}
+		if graphs != 1 {
+			t.Errorf("%d job graph / execution plan znodes of job %s, want 1", graphs, f.meta.JobID)
+		}
+		if leaders == 0 {
+			t.Error("no leader connection_info znode")
+		}
+	})
+}
+
+// jobBlobs decodes a job graph (execution plan) HA file with the generic
+// Java serialization decoder and checks that every blob it names
+// (PermanentBlobKey: the user jar) is in the job's HA blob directory,
+// and that directory holds nothing else. It returns the blobs' names.
+func (f *fixture) jobBlobs(t *testing.T, haRel string) []string {
+	t.Helper()
+	s, err := javaser.Decode(f.content(t, haRel))
+	if err != nil {
+		t.Errorf("job graph HA file %s: %v", haRel, err)
+		return nil
+	}
+	var names []string
+	err = javaser.Walk(s.Contents, func(v javaser.Value) error {
+		o, ok := v.(*javaser.Object)
+		if !ok || o.ClassName() != "org.apache.flink.runtime.blob.PermanentBlobKey" {
+			return nil
+		}
+		key, err := javaser.FieldAs[*javaser.Array](o, "key")
+		if err != nil {
+			return err
+		}
+		random, err := javaser.FieldAs[*javaser.Object](o, "random")
+		if err != nil || random == nil {
+			return fmt.Errorf("PermanentBlobKey.random: %v", err)
+		}
+		lower, err1 := javaser.FieldAs[int64](random, "lowerPart")
+		upper, err2 := javaser.FieldAs[int64](random, "upperPart")
+		b, ok := key.Elements.([]byte)
+		if err := errors.Join(err1, err2); err != nil || !ok {
+			return fmt.Errorf("PermanentBlobKey: %v (key %T)", err, key.Elements)
+		}
+		// BlobUtils: blob_p-<hex key>-<AbstractID: lower part, upper part>.
+		names = append(names, fmt.Sprintf("blob_p-%x-%016x%016x", b, uint64(lower), uint64(upper)))
+		return nil
+	})
+	if err != nil {
+		t.Errorf("job graph HA file %s: %v", haRel, err)
+	}
+	if len(names) == 0 {
+		t.Errorf("job graph HA file %s names no blob", haRel)
+	}
+	dir := fmt.Sprintf("ha/%s/blob/job_%s", strings.Trim(f.meta.ClusterID, "/"), f.meta.JobID)
+	for _, n := range names {
+		if e, ok := f.byPath[dir+"/"+n]; !ok || e.Dir {
+			t.Errorf("job graph HA file %s names blob %s, which is not in %s", haRel, n, dir)
+		}
+	}
+	for rel, e := range f.byPath {
+		if !e.Dir && path.Dir(rel) == dir && !slices.Contains(names, path.Base(rel)) {
+			t.Errorf("%s holds %s, which the job graph does not name", dir, path.Base(rel))
+		}
+	}
+	return names
+}
+
+// TestFixture_HAFiles: every completedCheckpoint file decodes with
+// flinkha.DecodeCompletedCheckpoint; a pointer's names the pointer's
+// checkpoint id, the job, its chk-N directory and _metadata, and every
+// file its state handles reference is in the listing with its size.
+func TestFixture_HAFiles(t *testing.T) {
+	eachFixture(t, func(t *testing.T, f *fixture) {
+		named := map[string]bool{}
+		for _, p := range f.pointers(t) {
+			named[p.haRel] = true
+			cc := f.checkpoint(t, p)
+			what := fmt.Sprintf("HA file of pointer %d", p.id)
+			if cc.CheckpointID != p.id {
+				t.Errorf("%s names checkpoint %d", what, cc.CheckpointID)
+			}
+			if cc.JobID != f.meta.JobID {
+				t.Errorf("%s names job %s, want %s", what, cc.JobID, f.meta.JobID)
+			}
+			if cc.FieldSet != flinkha.FieldSet115 {
+				t.Errorf("%s has field set %s, want %s", what, cc.FieldSet, flinkha.FieldSet115)
+			}
+			if rel, ok := f.rel(cc.ExternalPointer); !ok || rel != f.chkDir(p.id) {
+				t.Errorf("%s names directory %s, want %s/%s", what, cc.ExternalPointer, f.meta.StorageRootURI, f.chkDir(p.id))
+			}
+			if cc.Metadata == nil {
+				t.Errorf("%s has no _metadata handle", what)
+			} else {
+				f.checkListed(t, what, cc.Metadata.Path, cc.Metadata.Size, 0, true, false)
+			}
+			for _, r := range cc.Files {
+				f.checkListed(t, what, r.Path, r.Size, r.Offset+r.Size, !r.Segment && !r.Dir && r.Size >= 0, r.Dir)
+			}
+			t.Logf("%s: checkpoint %d, %d files, %d bytes inline", what, cc.CheckpointID, len(cc.Files), cc.InlineBytes)
+		}
+		// HA files no pointer names (a checkpoint being added or removed
+		// at the dump) must decode too.
+		for rel, e := range f.byPath {
+			if e.Copied && strings.HasPrefix(path.Base(rel), "completedCheckpoint") && !named[rel] {
+				if _, err := flinkha.DecodeCompletedCheckpoint(f.content(t, rel)); err != nil {
+					t.Errorf("HA file %s (no pointer names it): %v", rel, err)
+				}
+			}
+		}
+	})
+}
+
+// TestFixture_Metadata: every _metadata parses with its checkpoint's id,
+// and every file it references is in the listing with exactly its
+// recorded size (L1-complete against the listing). The pointers' HA files
+// reference the same files.
+func TestFixture_Metadata(t *testing.T) {
+	eachFixture(t, func(t *testing.T, f *fixture) {
+		haFiles := map[int64][]string{}
+		for _, p := range f.pointers(t) {
+			cc := f.checkpoint(t, p)
+			for _, r := range cc.Files {
+				rel, _ := f.rel(r.Path)
+				haFiles[p.id] = append(haFiles[p.id], rel)
+			}
+		}
+		var seen []int64
+		fileRefs := 0
+		for rel, e := range f.byPath {
+			if !e.Copied || path.Base(rel) != "_metadata" {
+				continue
+			}
+			id, ok := manifest.CheckpointIDFromDirName(path.Base(path.Dir(rel)))
+			if !ok {
+				t.Errorf("%s is not in a chk-N directory", rel)
+				continue
+			}
+			seen = append(seen, id)
+			data := f.content(t, rel)
+			m, err := metadata.Decode(bytes.NewReader(data), int64(len(data)), metadata.Options{})
+			if err != nil {
+				t.Errorf("%s: %v", rel, err)
+				continue
+			}
+			if m.CheckpointID != id {
+				t.Errorf("%s holds checkpoint %d", rel, m.CheckpointID)
+			}
+			var files []string
+			for _, r := range m.References(f.meta.StorageRootURI + "/" + path.Dir(rel)) {
+				f.checkListed(t, rel, r.Resolved, r.Size, r.MinLength(), r.ExactSize(), r.Kind == metadata.KindDirectory)
+				if r.Kind != metadata.KindDirectory {
+					if fr, ok := f.rel(r.Resolved); ok {
+						files = append(files, fr)
+					}
+				}
+			}
+			fileRefs += len(files)
+			inline, inlineBytes := m.Inline()
+			t.Logf("%s: version %d, %d references, %d inline handles (%d bytes)", path.Base(path.Dir(rel)), m.Version, len(files), inline, inlineBytes)
+			if ha, ok := haFiles[id]; ok {
+				slices.Sort(ha)
+				slices.Sort(files)
+				if !slices.Equal(slices.Compact(ha), slices.Compact(files)) {
+					t.Errorf("checkpoint %d: the HA file references %v, _metadata %v", id, ha, files)
+				}
+			}
+		}
+		slices.Sort(seen)
+		referenced := map[string]bool{}
+		for rel, e := range f.byPath {
+			if e.Copied && path.Base(rel) == "_metadata" {
+				referenced[rel] = true
+				data := f.content(t, rel)
+				if m, err := metadata.Decode(bytes.NewReader(data), int64(len(data)), metadata.Options{}); err == nil {
+					for _, r := range m.References(f.meta.StorageRootURI + "/" + path.Dir(rel)) {
+						if fr, ok := f.rel(r.Resolved); ok {
+							referenced[fr] = true
+						}
+					}
+				}
+			}
+		}
+		var orphans []string
+		for rel, e := range f.byPath {
+			if !e.Dir && strings.HasPrefix(rel, "checkpoints/") && !referenced[rel] {
+				orphans = append(orphans, strings.TrimPrefix(rel, "checkpoints/"+f.meta.JobID+"/"))
+			}
+		}
+		slices.Sort(orphans)
+		t.Logf("files below checkpoints/ no _metadata references (not yet deleted, or of a checkpoint in progress): %v", orphans)
+		for _, id := range f.meta.Pointers {
+			if !slices.Contains(seen, id) {
+				t.Errorf("no _metadata of retained checkpoint %d in the fixture", id)
+			}
+		}
+		if fileRefs == 0 {
+			t.Error("no _metadata references a file: nothing is checked against the listing")
+		}
+	})
+}
+
+// sparseTree builds the storage root of a fixture in a new directory:
+// the copied files with their content, every other file as a hole of its
+// recorded size. It returns the directory.
+func (f *fixture) sparseTree(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for rel, e := range f.byPath {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		switch {
+		case e.Dir:
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		case e.Other != "":
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if e.Copied {
+			if err := os.WriteFile(p, f.content(t, rel), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		fh, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fh.Truncate(e.Size); err != nil {
+			t.Fatal(err)
+		}
+		if err := fh.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func (f *fixture) verifier(t *testing.T, tree string) *manifest.Verifier {
+	t.Helper()
+	res, err := manifest.NewResolver([]manifest.Mapping{{Prefix: f.meta.StorageRootURI, Dir: tree}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := manifest.DefaultConfig()
+	cfg.Resolver = res
+	v, err := manifest.NewVerifier(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func fixtureL2(pv *manifest.PointerVerdict) bool {
+	return pv.HAFileReadable && pv.Verdict.Complete && pv.Verdict.Level >= manifest.L2
+}
+
+// uniqueFile returns a state file (not _metadata) that pointer p's HA
+// file references and no other pointer's does, relative to the storage
+// root: deleting it makes p incomplete and nothing else.
+func (f *fixture) uniqueFile(t *testing.T, ps []fixturePointer, p fixturePointer) string {
+	t.Helper()
+	others := map[string]bool{}
+	for _, o := range ps {
+		if o.id == p.id {
+			continue
+		}
+		for _, r := range f.checkpoint(t, o).Files {
+			rel, _ := f.rel(r.Path)
+			others[rel] = true
+		}
+	}
+	var cands []string
+	for _, r := range f.checkpoint(t, p).Files {
+		if rel, ok := f.rel(r.Path); ok && !r.Dir && !others[rel] {
+			cands = append(cands, rel)
+		}
+	}
+	if len(cands) == 0 {
+		t.Fatalf("checkpoint %d references no state file of its own", p.id)
+	}
+	slices.Sort(cands)
+	return cands[0]
+}
+
+// TestFixture_Verify: on a sparse copy of the storage root, mapped from
+// the root Flink wrote, ckptfs's verifier finds every retained pointer
+// L2-complete; without one file only the newest checkpoint references,
+// the newest pointer is incomplete and the others stay complete.
+func TestFixture_Verify(t *testing.T) {
+	eachFixture(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		tree := f.sparseTree(t)
+		ps := f.pointers(t)
+		verify := func() map[int64]*manifest.PointerVerdict {
+			v := f.verifier(t, tree)
+			out := map[int64]*manifest.PointerVerdict{}
+			for _, p := range ps {
+				out[p.id] = v.VerifyPointer(ctx, p.id, p.handle)
+			}
+			return out
+		}
+		for id, pv := range verify() {
+			if !fixtureL2(pv) {
+				t.Errorf("pointer %d: %v (HA: %v)", id, pv.Verdict, pv.HA)
+			} else {
+				t.Logf("pointer %d: %v", id, pv.Verdict)
+			}
+			if pv.Dir == nil || !pv.Dir.Complete {
+				t.Errorf("pointer %d: its directory is not L1-complete: %v", id, pv.Dir)
+			}
+		}
+
+		newest := ps[len(ps)-1]
+		gone := f.uniqueFile(t, ps, newest)
+		if err := os.Remove(filepath.Join(tree, filepath.FromSlash(gone))); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("removed %s, which only checkpoint %d references", gone, newest.id)
+		for id, pv := range verify() {
+			switch {
+			case id == newest.id && fixtureL2(pv):
+				t.Errorf("pointer %d is still L2-complete without %s", id, gone)
+			case id == newest.id:
+				missing := false
+				for _, pr := range pv.Verdict.Problems {
+					missing = missing || pr.Kind == manifest.ProblemMissing && strings.HasSuffix(pr.Path, path.Base(gone))
+				}
+				if !missing {
+					t.Errorf("pointer %d: incomplete, but not for the missing %s: %v", id, gone, pv.Verdict.Problems)
+				}
+			case !fixtureL2(pv):
+				t.Errorf("pointer %d became incomplete without %s, which it does not reference: %v", id, gone, pv.Verdict)
+			}
+		}
+	})
+}
+
+// loadZK recreates a fixture's znodes in a real ZooKeeper: persistent
+// (and container) nodes as they were, ephemeral nodes from one live
+// session per recorded owner. It returns the owners' clients.
+func (f *fixture) loadZK(t *testing.T, c *zktest.Cluster) map[string]*zktest.Client {
+	t.Helper()
+	admin := zktest.Connect(t, c.Servers())
+	sessions := map[string]*zktest.Client{}
+	for _, s := range f.zk.Sessions {
+		sessions[s] = zktest.Connect(t, c.Servers())
+	}
+	acl := zk.WorldACL(zk.PermAll)
+	parent := ""
+	for _, el := range strings.Split(strings.Trim(f.meta.PathRoot, "/"), "/") {
+		parent += "/" + el
+		if _, err := admin.Create(parent, nil, zk.FlagPersistent, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatalf("create %s: %v", parent, err)
+		}
+	}
+	for _, n := range f.zk.Nodes {
+		p := f.ph.apply(n.Path)
+		var err error
+		switch n.Kind {
+		case "persistent":
+			_, err = admin.Create(p, n.Data, zk.FlagPersistent, acl)
+		case "container":
+			_, err = admin.CreateContainer(p, n.Data, zk.FlagContainer, acl)
+		case "ephemeral":
+			cl := sessions[n.Session]
+			if cl == nil {
+				t.Fatalf("%s: ephemeral node of unknown session %q", p, n.Session)
+			}
+			_, err = cl.Create(p, n.Data, zk.FlagEphemeral, acl)
+		default:
+			t.Fatalf("%s: cannot recreate a %s node", p, n.Kind)
+		}
+		if err != nil {
+			t.Fatalf("create %s (%s): %v", p, n.Kind, err)
+		}
+	}
+	return sessions
+}
+
+// TestFixture_ZooKeeper loads a fixture's znodes into a real ZooKeeper
+// and runs zkbridge on them: layout discovery names the release's
+// generation, the JobManager is alive while the ephemeral nodes' sessions
+// are held and dead once they are closed, and a dry-run takeover keeps
+// every L2-complete pointer and retracts exactly those made incomplete.
+func TestFixture_ZooKeeper(t *testing.T) {
+	fixtures := loadFixtures(t)
+	c := zktest.StartCluster(t, 1)
+	for _, f := range fixtures {
+		t.Run(f.meta.Release, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			sessions := f.loadZK(t, c)
+			tree := f.sparseTree(t)
+			cfg := zkbridge.DefaultConfig()
+			cfg.Servers = c.Servers()
+			cfg.PathRoot, cfg.ClusterID, cfg.Site = f.meta.PathRoot, f.meta.ClusterID, "dc2"
+			cfg.FlinkSessionTimeout = harvestSession
+			cfg.LivenessPoll = 100 * time.Millisecond
+			b, err := zkbridge.New(ctx, cfg, zkbridge.NewSiteVerifier(f.verifier(t, tree)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+
+			// Layout.
+			want, err := zkbridge.ParseGeneration(f.meta.Release)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := b.Discover(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("layout %s (candidates %v): %s", l.Generation, l.Candidates, strings.Join(l.Evidence, "; "))
+			if l.Generation != want {
+				t.Errorf("discovered layout %s (candidates %v), want %s for Flink %s", l.Generation, l.Candidates, want, f.meta.Release)
+			}
+			if l.Namespace != f.meta.Namespace {
+				t.Errorf("namespace %s, want %s", l.Namespace, f.meta.Namespace)
+			}
+			graphDir := "jobgraphs"
+			if want >= zkbridge.Gen2 {
+				graphDir = "execution-plans"
+			}
+			wantJob := zkbridge.JobLayout{
+				JobID: f.meta.JobID, PointerDir: f.meta.Namespace + "/jobs/" + f.meta.JobID + "/checkpoints",
+				CounterPath: f.meta.Namespace + "/jobs/" + f.meta.JobID + "/checkpoint_id_counter",
+				LockStyle:   zkbridge.LockChild, JobGraph: f.meta.Namespace + "/" + graphDir + "/" + f.meta.JobID,
+			}
+			if len(l.Jobs) != 1 || l.Jobs[0] != wantJob {
+				t.Errorf("jobs %+v, want [%+v]", l.Jobs, wantJob)
+			}
+
+			// Liveness while the sessions are held: every ephemeral node
+			// Flink made counts.
+			live, err := b.Liveness(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("sessions held: %s", live)
+			if !live.Alive {
+				t.Error("the JobManager is not seen alive while its sessions are held")
+			}
+			found := map[string]bool{}
+			for _, n := range live.Nodes {
+				found[n.Path] = true
+			}
+			for _, n := range f.zk.Nodes {
+				if p := f.ph.apply(n.Path); n.Ephemeral && !found[p] {
+					t.Errorf("liveness misses the ephemeral node %s", p)
+				}
+			}
+			if got := len(live.Sessions()); got != len(sessions) {
+				t.Errorf("liveness names %d sessions, the fixture %d", got, len(sessions))
+			}
+			if len(live.Addresses()) == 0 {
+				t.Error("liveness decoded no leader address")
+			}
+			rep, err := b.Takeover(ctx, zkbridge.TakeoverOptions{DryRun: true})
+			if !errors.Is(err, zkbridge.ErrJobManagerAlive) {
+				t.Errorf("dry-run takeover with the JobManager alive: %v, want %v", err, zkbridge.ErrJobManagerAlive)
+			}
+			if rep == nil || rep.Generation != want {
+				t.Errorf("dry-run takeover report %+v", rep)
+			}
+
+			// The JobManager's sessions end.
+			for _, s := range sessions {
+				s.Close()
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				if live, err = b.Liveness(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if !live.Alive || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if live.Alive {
+				t.Fatalf("still alive after the sessions closed: %s", live)
+			}
+
+			// The plan with everything in place keeps every pointer.
+			ps := f.pointers(t)
+			var all []int64
+			for _, p := range ps {
+				all = append(all, p.id)
+			}
+			plan := func() *zkbridge.JobTakeover {
+				t.Helper()
+				rep, err := b.Takeover(ctx, zkbridge.TakeoverOptions{DryRun: true})
+				if err != nil {
+					t.Fatalf("dry-run takeover: %v", err)
+				}
+				if len(rep.Jobs) != 1 {
+					t.Fatalf("dry-run takeover planned %d jobs, want 1: %s", len(rep.Jobs), rep.Decision)
+				}
+				return rep.Jobs[0]
+			}
+			jt := plan()
+			if jt.Status != zkbridge.StatusOK || !slices.Equal(jt.Kept, all) || len(jt.Retracted) != 0 {
+				t.Errorf("complete replica: status %s, kept %v, would retract %v; want ok, %v, none (%s)", jt.Status, jt.Kept, jt.Retracted, all, jt.Reason)
+			}
+
+			// Newest: a state file missing; oldest: its HA file missing.
+			// The plan retracts exactly those two and keeps the middle.
+			newest, oldest := ps[len(ps)-1], ps[0]
+			gone := f.uniqueFile(t, ps, newest)
+			for _, rel := range []string{gone, oldest.haRel} {
+				if err := os.Remove(filepath.Join(tree, filepath.FromSlash(rel))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			jt = plan()
+			t.Logf("without %s and %s: %s", gone, oldest.haRel, jt.Reason)
+			wantRetract := []zkbridge.Retraction{
+				{ID: newest.id, Reason: zkbridge.ReasonAboveNewestComplete},
+				{ID: oldest.id, Reason: zkbridge.ReasonHAFileUnreadable},
+			}
+			var kept []int64
+			for _, p := range ps[1 : len(ps)-1] {
+				kept = append(kept, p.id)
+			}
+			if jt.Status != zkbridge.StatusOK || !slices.Equal(jt.Kept, kept) || !slices.Equal(jt.Retractions, wantRetract) {
+				t.Errorf("status %s, kept %v, would retract %+v; want ok, %v, %+v", jt.Status, jt.Kept, jt.Retractions, kept, wantRetract)
+			}
+			if ok, _, err := b.Conn().Exists(cfg.CkptfsRoot); err != nil || ok {
+				t.Errorf("a dry run wrote %s (exists %v, %v)", cfg.CkptfsRoot, ok, err)
+			}
+		})
+	}
+}

@@ -56,11 +56,15 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	pathRoot      = "/flink"
-	flinkSession  = 4 * time.Second
-	interval      = 400 * time.Millisecond
-	retained      = 3
-	keys          = 32
+	pathRoot     = "/flink"
+	flinkSession = 4 * time.Second
+	interval     = 400 * time.Millisecond
+	retained     = 3
+	keys         = 32
+	// payload bytes per key make each keyed subtask's RocksDB state
+	// (16 keys) larger than Flink's inline threshold (20 KiB), so that
+	// checkpoints reference state files, not only bytes in _metadata.
+	payload       = 4096
 	rate          = 300 // records per second
 	parallelism   = 2
 	stepTimeout   = 120 * time.Second
@@ -68,7 +72,10 @@ const (
 	seedEnvVar    = "CKPTFS_REALFLINK_SEED"
 	baselineTries = 3 // failed restore attempts the baseline waits for
 	afterTakeover = 2 // checkpoints DC2 completes through its promoted mount
-	siteAddr      = "127.0.0.1"
+	// siteAddr is every site's address (with its own ports) until the
+	// sites get network namespaces: Flink 1.20's jar submission reaches
+	// the blob server at localhost, whatever address it binds.
+	siteAddr = "127.0.0.1"
 )
 
 var kinds = []string{"snapshot", "filelevel", "perobject"}
@@ -255,7 +262,7 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	jm1, tm1 := w.startFlink(t, fl1, "dc1")
 	jar := JobJar(t, r.dist)
 	w.job, err = fl1.REST.Submit(ctx, jar, []string{"--report", w.reportPath(), "--rate", strconv.Itoa(rate),
-		"--keys", strconv.Itoa(keys), "--parallelism", strconv.Itoa(parallelism)})
+		"--keys", strconv.Itoa(keys), "--payload", strconv.Itoa(payload), "--parallelism", strconv.Itoa(parallelism)})
 	if err != nil {
 		t.Fatalf("submit the job to DC1: %v", err)
 	}
@@ -313,6 +320,12 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	loss := w.observe(ctx, t, zc2.Conn, v2)
 	for _, id := range loss.ids {
 		w.say(t, "  ZooKeeper points at checkpoint %d; on DC2 it is %v", id, loss.verdicts[id].Verdict)
+	}
+	if loss.optimal >= 0 {
+		// _metadata and the HA file, and state files beside them.
+		if n := loss.verdicts[loss.optimal].Verdict.Files; n < 3 {
+			t.Fatalf("checkpoint %d needs %d files: its state is inline, the restore would read no state file", loss.optimal, n)
+		}
 	}
 	out.Ahead = loss.newest() > loss.optimal
 	out.Refused = loss.optimal < 0

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/manifest/flinkha"
+	"github.com/ckptfs/ckptfs/manifest/javaser"
 	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
@@ -140,6 +141,10 @@ func (jm *JobManager) CompleteCheckpoint(jobID string, spec CheckpointSpec) (*Ch
 		return &metadata.StreamHandle{Tag: metadata.TagRelativeStream, Path: name, Size: int64(n)}, nil
 	}
 	keyed := metadata.Operator{IDLower: 0x1111, IDUpper: 0x2222, Parallelism: int32(len(spec.StateSizes)), MaxParallelism: 128}
+	version := jm.cfg.metadataVersion()
+	if version >= 5 { // operator names and uids are stored from version 5 on
+		keyed.Name, keyed.UID = "keyed state", "flinkemu-keyed"
+	}
 	for i, n := range spec.StateSizes {
 		h, err := writeExclusive(n)
 		if err != nil {
@@ -150,11 +155,19 @@ func (jm *JobManager) CompleteCheckpoint(jobID string, spec CheckpointSpec) (*Ch
 			Delegate: h, StateHandleID: newUUID(),
 		}})
 	}
-	m := &metadata.Metadata{Version: 3, CheckpointID: id, Operators: []metadata.Operator{keyed}, ChannelLayout: metadata.ChannelLayout112}
+	m := &metadata.Metadata{Version: version, CheckpointID: id, Operators: []metadata.Operator{keyed, jm.sourceOperator(cp, version)}, ChannelLayout: metadata.ChannelLayout112}
+	if version >= 4 {
+		if m.Properties, err = jm.checkpointProperties(jobID); err != nil {
+			return nil, err
+		}
+	}
 	if len(spec.SharedSizes) > 0 {
 		op, err := jm.writeIncremental(cp, spec, prev, writeExclusive, step)
 		if err != nil {
 			return nil, err
+		}
+		if version >= 5 {
+			op.Name, op.UID = "rocksdb state", "flinkemu-rocksdb"
 		}
 		m.Operators = append(m.Operators, op)
 	}
@@ -173,7 +186,7 @@ func (jm *JobManager) CompleteCheckpoint(jobID string, spec CheckpointSpec) (*Ch
 	ha, err := flinkha.EncodeCompletedCheckpoint(flinkha.CheckpointSpec{
 		FieldSet: jm.cfg.Layout.FieldSet(), JobID: jobID, CheckpointID: id,
 		Timestamp: cp.Timestamp.UnixMilli(), CompletionTimestamp: cp.Timestamp.UnixMilli() + 150,
-		ExternalPointer: cp.FlinkDir, MetadataSize: int64(meta.Len()), Metadata: m,
+		ExternalPointer: cp.FlinkDir, MetadataSize: int64(meta.Len()), Metadata: m, Retention: jm.cfg.Retention,
 	})
 	if err != nil {
 		return nil, err
@@ -195,7 +208,7 @@ func (jm *JobManager) CompleteCheckpoint(jobID string, spec CheckpointSpec) (*Ch
 	if err := step(id, StepPointer, ""); err != nil {
 		return nil, err
 	}
-	if err := jm.addAndLock(cp.Znode, st); err != nil {
+	if err := jm.addAndLock(cp.Znode, st, jm.checkpointLockID(jobID)); err != nil {
 		return nil, err
 	}
 	jm.mu.Lock()
@@ -217,10 +230,59 @@ func (jm *JobManager) CompleteCheckpoint(jobID string, spec CheckpointSpec) (*Ch
 	return cp, nil
 }
 
+// sourceOperator is a source's state, small enough that Flink keeps it
+// inline (ByteStreamStateHandle, below the inline threshold) in _metadata
+// and the HA file: the split enumerator's coordinator state, named by the
+// operator id, and the reader's SourceReaderState, named by the file it
+// would have been in chk-N.
+func (jm *JobManager) sourceOperator(cp *Checkpoint, version int32) metadata.Operator {
+	op := metadata.Operator{IDLower: 0x5555, IDUpper: 0x6666, Parallelism: 1, MaxParallelism: 128}
+	if version >= 5 {
+		op.Name, op.UID = "Source: flinkemu", "flinkemu-source"
+	}
+	coordinator := Content(op.OperatorIDString(), 16)
+	op.Coordinator = &metadata.StreamHandle{Tag: metadata.TagByteStream, Name: op.OperatorIDString(), Data: coordinator, DataLen: int32(len(coordinator))}
+	name := cp.FlinkDir + "/" + newUUID()
+	reader := Content(name, 64)
+	op.Subtasks = []metadata.Subtask{{Index: 0, ManagedOperatorFlag: 1, ManagedOperator: &metadata.OperatorHandle{
+		Tag:      metadata.TagPartitionableOperator,
+		States:   []metadata.OperatorStateMeta{{Name: "SourceReaderState", Mode: 0, Offsets: []int64{0}}},
+		Delegate: &metadata.StreamHandle{Tag: metadata.TagByteStream, Name: name, Data: reader, DataLen: int32(len(reader))},
+	}}}
+	return op
+}
+
+// checkpointProperties is the Java-serialized CheckpointProperties that
+// _metadata holds from version 4 on: the HA file's props object (the same
+// object in Flink), serialized on its own.
+func (jm *JobManager) checkpointProperties(jobID string) ([]byte, error) {
+	ha, err := flinkha.EncodeCompletedCheckpoint(flinkha.CheckpointSpec{
+		FieldSet: jm.cfg.Layout.FieldSet(), JobID: jobID, ExternalPointer: jm.flinkPath("checkpoints", jobID, "chk-0"), Retention: jm.cfg.Retention,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s, err := javaser.Decode(ha)
+	if err != nil {
+		return nil, err
+	}
+	root, err := s.Object()
+	if err != nil {
+		return nil, err
+	}
+	props, err := javaser.FieldAs[*javaser.Object](root, "props")
+	if err != nil {
+		return nil, err
+	}
+	return javaser.Encode(javaser.NewStream(props))
+}
+
 // writeIncremental writes the RocksDB-style operator of a checkpoint: its
 // new shared files under <checkpoints>/<job>/shared (absolute handles),
-// reuses KeepShared of the previous checkpoint's, and writes a private
-// file and the meta file in chk-N (relative handles).
+// reuses KeepShared of the previous checkpoint's, writes a private file
+// (MANIFEST: from 1.15 on into shared/ as well, absolute; before into
+// chk-N, relative), keeps the tiny CURRENT inline, and writes the meta
+// file in chk-N (relative).
 func (jm *JobManager) writeIncremental(cp *Checkpoint, spec CheckpointSpec, prev []*Checkpoint,
 	writeExclusive func(int) (*metadata.StreamHandle, error), step func(int64, StepKind, string) error,
 ) (metadata.Operator, error) {
@@ -268,11 +330,38 @@ func (jm *JobManager) writeIncremental(cp *Checkpoint, spec CheckpointSpec, prev
 		cp.SharedFiles = append(cp.SharedFiles, f.local)
 		cp.NewSharedFiles = append(cp.NewSharedFiles, f.local)
 	}
-	private, err := writeExclusive(100 + int(cp.ID%50))
-	if err != nil {
+	privateDir := cp.Dir
+	if jm.cfg.sharedPrivateFiles() {
+		privateDir = dir
+	}
+	name := newUUID()
+	privateFile := filepath.Join(privateDir, name)
+	privateSize := 100 + int(cp.ID%50)
+	kind := StepState
+	if privateDir == dir {
+		kind = StepShared
+	}
+	if err := step(cp.ID, kind, privateFile); err != nil {
 		return metadata.Operator{}, err
 	}
-	h.Private = []metadata.NamedHandle{{LocalName: "MANIFEST-000001", Handle: private}}
+	if err := os.WriteFile(privateFile, Content(name, privateSize), 0o644); err != nil {
+		return metadata.Operator{}, err
+	}
+	cp.PrivateFiles = append(cp.PrivateFiles, privateFile)
+	private := &metadata.StreamHandle{Tag: metadata.TagRelativeStream, Path: name, Size: int64(privateSize)}
+	if privateDir == dir {
+		private = &metadata.StreamHandle{Tag: metadata.TagFileStream, Path: jm.flinkPath("checkpoints", cp.JobID, "shared", name), Size: int64(privateSize)}
+	}
+	current := []byte("MANIFEST-000001\n")
+	currentName := jm.flinkPath("checkpoints", cp.JobID, "shared", newUUID())
+	if privateDir != dir {
+		currentName = cp.FlinkDir + "/" + newUUID()
+	}
+	h.Private = []metadata.NamedHandle{
+		{LocalName: "MANIFEST-000001", Handle: private},
+		{LocalName: "CURRENT", Handle: &metadata.StreamHandle{Tag: metadata.TagByteStream, Name: currentName, Data: current, DataLen: int32(len(current))}},
+	}
+	var err error
 	if h.Meta, err = writeExclusive(300); err != nil {
 		return metadata.Operator{}, err
 	}
@@ -316,7 +405,7 @@ func (jm *JobManager) subsume(cp *Checkpoint) error {
 	if jm.cfg.Layout.LocksChild() {
 		lockParent += "/locks"
 	}
-	if err := jm.deleteIfExists(lockParent + "/" + jm.lockID); err != nil {
+	if err := jm.deleteIfExists(lockParent + "/" + jm.checkpointLockID(cp.JobID)); err != nil {
 		return fmt.Errorf("flinkemu: release %s: %w", cp.Znode, err)
 	}
 	if jm.cfg.Layout.LocksChild() {
@@ -335,6 +424,11 @@ func (jm *JobManager) subsume(cp *Checkpoint) error {
 	}
 	if err := os.RemoveAll(cp.Dir); err != nil {
 		return err
+	}
+	for _, f := range cp.PrivateFiles {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	jm.mu.Lock()
 	used := map[string]bool{}

@@ -4,30 +4,51 @@
 // five Flink releases.
 //
 // A JobManager holds its own ZooKeeper session, like a real one, and for
-// the chosen Layout creates:
+// the chosen Layout (and Config.Release within it) creates:
 //
-//   - the leader latch (EPHEMERAL_SEQUENTIAL children, Curator's
-//     LeaderLatch) and the leader information nodes (ephemeral, written
-//     with flinkha.EncodeLeaderInfo) where that Flink release keeps them;
-//   - per job: the job graph znode (execution plan in 2.x) pointing to a
-//     submittedJobGraph file, the checkpoint id counter (Curator's
-//     SharedCount: a 4-byte big-endian int), the running job registry entry
-//     (1.5-1.14);
+//   - the leader latch (Curator's LeaderLatch: one protected
+//     EPHEMERAL_SEQUENTIAL child _c_<UUID>-latch-<%010d> per latch and
+//     process) and the leader information nodes (ephemeral, written with
+//     flinkha.EncodeLeaderInfo; 1.15+: one leader session id for all
+//     components, as one election serves them) where that Flink release
+//     keeps them;
+//   - at start, the HA storage's directories: ha/<cluster>/blob,
+//     ha/job-result-store/<cluster> (1.15+), and in 2.3 the empty
+//     persistent applications znode and ha/application-result-store/
+//     <cluster>;
+//   - per job: the user jar in the HA blob store (ha/<cluster>/blob/
+//     job_<job>/blob_p-<sha1>-<random>), the job graph znode (execution
+//     plan in 2.x) pointing to a submittedJobGraph file (placeholder
+//     bytes, not a serialized JobGraph), the checkpoint id counter
+//     (Curator's SharedCount: a 4-byte big-endian int), the running job
+//     registry entry (1.5-1.14), checkpoints/<job>/shared and taskowned;
 //   - per checkpoint, written through whatever Config.Storage is (a ckptfs
 //     mount in the scenario) in Flink's order: chk-N, the tasks' exclusive
 //     state files, RocksDB-style shared/ files (new ones, and some of the
-//     previous checkpoint's reused), then _metadata (metadata.Encode;
-//     staged as ._metadata.inprogress.<uuid> and renamed with
-//     MetadataInProgress), the HA file completedCheckpoint<12 hex>
+//     previous checkpoint's reused; from 1.15 on the private MANIFEST file
+//     goes to shared/ too), then _metadata (metadata.Encode, in the
+//     release's format version with its CheckpointProperties; staged as
+//     ._metadata.inprogress.<uuid> and renamed with MetadataInProgress),
+//     the HA file completedCheckpoint<12 hex>
 //     (flinkha.EncodeCompletedCheckpoint) in the HA directory, and the
 //     pointer znode %019d (flinkha.EncodeStateHandle) with its lock owned by
 //     the JobManager's session, created in one multi like Flink's
 //     addAndLock (1.15+: the node, a persistent locks child and the
-//     ephemeral locks/<uuid>);
+//     ephemeral locks/<uuid>, the uuid naming the job's checkpoint store;
+//     the job graph store has its own). The ephemeral locks hold
+//     Curator's default data, the host's address (Config.Address); the
+//     persistent locks child stays empty (real Flink's holds the address
+//     too, see addAndLock). A source operator's
+//     state and RocksDB's CURRENT stay inline, as small state does in
+//     Flink;
 //   - subsumption beyond Config.Retained in Flink's order: release the
 //     lock, delete locks (1.15+), delete the HA file, delete the node, then
 //     discard the checkpoint's files and the shared files no retained
 //     checkpoint references.
+//
+// integration/realflink's TestEmulatorMatchesRealFlink holds all of this
+// against what real Flink 1.20.5 and 2.3.0 wrote, and lists what still
+// differs.
 //
 // Config.BeforeStep can stop a checkpoint before any of its writes, as
 // when the site dies in the middle of one. State files hold Content of

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha1"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +32,12 @@ type Config struct {
 	// session-timeout (the test servers clamp it).
 	SessionTimeout time.Duration
 	Layout         Layout
+	// Release is the Flink release within the layout's family as
+	// major.minor (for example "2.3"); empty means Layout.Version(). It
+	// picks what changed inside a family: the _metadata version (3 up to
+	// 1.15, 4 in 1.16-1.20, 5 in 2.0, 6 from 2.1) and 2.3's application
+	// store (the applications znode, ha/application-result-store/).
+	Release string
 	// PathRoot and ClusterID are Flink's high-availability.zookeeper.
 	// path.root and high-availability.cluster-id.
 	PathRoot  string
@@ -42,6 +50,16 @@ type Config struct {
 	FlinkStorage string
 	// Host is the JobManager's host:port in leader addresses.
 	Host string
+	// Address is the JobManager host's IP address, which Curator writes
+	// as the data of every node Flink creates without data of its own
+	// (the lock nodes; see addAndLock for the persistent locks child);
+	// empty means 127.0.0.1.
+	Address string
+	// Retention is Flink's externalized checkpoint retention
+	// (execution.checkpointing.externalized-checkpoint-retention), kept in
+	// the CheckpointProperties of the HA file and _metadata. The zero
+	// value is Flink's default, NO_EXTERNALIZED_CHECKPOINTS.
+	Retention flinkha.Retention
 	// Retained is state.checkpoints.num-retained.
 	Retained int
 	// KeepSubsumedData leaves a subsumed checkpoint's files in place (its
@@ -95,6 +113,18 @@ func (c *Config) Validate() error {
 	if c.SessionTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("flinkemu: SessionTimeout %v must be positive", c.SessionTimeout))
 	}
+	if c.Release != "" {
+		r, err := parseRelease(c.Release)
+		switch span := releases[c.Layout]; {
+		case err != nil:
+			errs = append(errs, err)
+		case span != [2]int{} && (r < span[0] || r > span[1]):
+			errs = append(errs, fmt.Errorf("flinkemu: release %s is not of the %s layout", c.Release, c.Layout))
+		}
+	}
+	if c.Address != "" && net.ParseIP(c.Address) == nil {
+		errs = append(errs, fmt.Errorf("flinkemu: Address %q is not an IP address", c.Address))
+	}
 	return errors.Join(errs...)
 }
 
@@ -106,16 +136,40 @@ func (c *Config) Namespace() string {
 // Mapping is the --map value that resolves the Flink paths to Storage.
 func (c *Config) Mapping() string { return c.FlinkStorage + "=" + c.Storage }
 
+// curatorData is what Curator stores in a node created without data: its
+// default data, the local host's address.
+func (c *Config) curatorData() []byte {
+	if c.Address == "" {
+		return []byte("127.0.0.1")
+	}
+	return []byte(c.Address)
+}
+
+// haDir is the local directory of the cluster's HA files
+// (high-availability.storageDir/<cluster id>).
+func (c *Config) haDir() string {
+	return filepath.Join(c.Storage, "ha", strings.Trim(c.ClusterID, "/"))
+}
+
 // JobManager is one emulated Flink JobManager process with its own
 // ZooKeeper session. Methods may be called from several goroutines.
 type JobManager struct {
-	cfg    Config
-	p      paths
-	conn   *zk.Conn
-	lockID string // the store instance id Flink names its locks with
-	acl    []zk.ACL
+	cfg  Config
+	p    paths
+	conn *zk.Conn
+	// graphLockID is the job graph (execution plan) store's instance id,
+	// which names its locks; every job's checkpoint store has its own
+	// (lockIDs).
+	graphLockID string
+	// leaderSession is the leader session id of every component when one
+	// election serves them all (Layout.oneLeaderSession).
+	leaderSession string
+	acl           []zk.ACL
 
 	mu sync.Mutex
+	// lockIDs: GUARDED_BY(mu). Per job, the instance id of its checkpoint
+	// store (ZooKeeperStateHandleStore), which names its locks.
+	lockIDs map[string]string
 	// jobs: GUARDED_BY(mu). Retained checkpoints per job, ascending.
 	jobs map[string][]*Checkpoint
 	// shared: GUARDED_BY(mu). Per job, the shared/ files that retained
@@ -134,9 +188,14 @@ type Checkpoint struct {
 	// Dir is the local chk-N directory, FlinkDir the Flink path of it.
 	Dir      string
 	FlinkDir string
-	// Metadata and StateFiles are the local files of chk-N.
+	// Metadata and StateFiles are the local files of chk-N: _metadata and
+	// the tasks' exclusive state files.
 	Metadata   string
 	StateFiles []string
+	// PrivateFiles are the RocksDB private files the checkpoint wrote,
+	// which no other checkpoint references: in shared/ from 1.15 on, in
+	// chk-N before.
+	PrivateFiles []string
 	// HAFile is the local HA file, HAFlinkPath its Flink path.
 	HAFile      string
 	HAFlinkPath string
@@ -152,10 +211,10 @@ type Checkpoint struct {
 }
 
 // Files returns every local file the checkpoint needs: _metadata, its
-// exclusive state files and the shared files it references (not the HA
-// file).
+// exclusive state files, its private files and the shared files it
+// references (not the HA file).
 func (cp *Checkpoint) Files() []string {
-	return slices.Concat([]string{cp.Metadata}, cp.StateFiles, cp.SharedFiles)
+	return slices.Concat([]string{cp.Metadata}, cp.StateFiles, cp.PrivateFiles, cp.SharedFiles)
 }
 
 // Start connects, waits for a session and creates the JobManager's
@@ -166,8 +225,8 @@ func Start(ctx context.Context, cfg Config) (*JobManager, error) {
 	}
 	jm := &JobManager{
 		cfg: cfg, p: paths{l: cfg.Layout, ns: cfg.Namespace()},
-		lockID: newUUID(), acl: zk.WorldACL(zk.PermAll), jobs: map[string][]*Checkpoint{},
-		shared: map[string]map[string]*sharedFile{},
+		graphLockID: newUUID(), leaderSession: newUUID(), acl: zk.WorldACL(zk.PermAll),
+		lockIDs: map[string]string{}, jobs: map[string][]*Checkpoint{}, shared: map[string]map[string]*sharedFile{},
 	}
 	hasSession := make(chan struct{}, 1)
 	onEvent := func(ev zk.Event) {
@@ -202,7 +261,48 @@ func Start(ctx context.Context, cfg Config) (*JobManager, error) {
 			return nil, err
 		}
 	}
+	if err := jm.startStores(); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	return jm, nil
+}
+
+// startStores creates what the HA services and the dispatcher's stores
+// create when the JobManager starts: the blob store's directory
+// (ha/<cluster>/blob), the JobResultStore's (ha/job-result-store/
+// <cluster>, 1.15+) and in 2.3 the application store's znode and
+// ha/application-result-store/<cluster>.
+func (jm *JobManager) startStores() error {
+	cluster := strings.Trim(jm.cfg.ClusterID, "/")
+	dirs := []string{filepath.Join(jm.cfg.haDir(), "blob")}
+	if jm.cfg.jobResultStore() {
+		dirs = append(dirs, filepath.Join(jm.cfg.Storage, "ha", "job-result-store", cluster))
+	}
+	if jm.cfg.applicationStore() {
+		dirs = append(dirs, filepath.Join(jm.cfg.Storage, "ha", "application-result-store", cluster))
+		if err := jm.ensure(jm.p.join("applications")); err != nil {
+			return err
+		}
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkpointLockID returns the lock id of a job's checkpoint store.
+func (jm *JobManager) checkpointLockID(jobID string) string {
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	id, ok := jm.lockIDs[jobID]
+	if !ok {
+		id = newUUID()
+		jm.lockIDs[jobID] = id
+	}
+	return id
 }
 
 // Conn is the JobManager's connection (for zktest.ExpireConnSession).
@@ -268,17 +368,15 @@ func (jm *JobManager) elect(c component) error {
 		if err := jm.ensure(c.latch); err != nil {
 			return err
 		}
-		// Curator's LeaderLatch: a protected EPHEMERAL_SEQUENTIAL child
-		// (protected: a retry finds the node an earlier attempt made).
-		err := jm.retry(func(int) error {
-			_, err := jm.conn.CreateProtectedEphemeralSequential(c.latch+"/latch-", nil, jm.acl)
-			return err
-		})
-		if err != nil {
+		if err := jm.joinLatch(c.latch); err != nil {
 			return fmt.Errorf("flinkemu: join latch %s: %w", c.latch, err)
 		}
 	}
-	data, err := flinkha.EncodeLeaderInfo(flinkha.LeaderInfo{Address: c.addr, SessionID: newUUID()})
+	session := newUUID()
+	if jm.cfg.Layout.oneLeaderSession() {
+		session = jm.leaderSession
+	}
+	data, err := flinkha.EncodeLeaderInfo(flinkha.LeaderInfo{Address: c.addr, SessionID: session})
 	if err != nil {
 		return err
 	}
@@ -300,8 +398,34 @@ func (jm *JobManager) elect(c component) error {
 	return nil
 }
 
-// SubmitJob registers a job: job graph (with its HA file and lock),
-// checkpoint counter at 1, running registry entry, JobMaster leadership.
+// joinLatch adds this process's node to a leader latch as Curator's
+// LeaderLatch does: a protected EPHEMERAL_SEQUENTIAL node
+// _c_<UUID>-latch-<%010d> with empty data. Protected: after a lost reply,
+// a retry looks for the node with its own UUID before creating another.
+func (jm *JobManager) joinLatch(latch string) error {
+	prefix := "_c_" + newUUID() + "-"
+	return jm.retry(func(attempt int) error {
+		if attempt > 0 {
+			kids, _, err := jm.conn.Children(latch)
+			if err != nil {
+				return err
+			}
+			for _, k := range kids {
+				if strings.HasPrefix(k, prefix) {
+					return nil // an earlier attempt made it
+				}
+			}
+		}
+		_, err := jm.conn.Create(latch+"/"+prefix+"latch-", nil, zk.FlagEphemeral|zk.FlagSequence, jm.acl)
+		return err
+	})
+}
+
+// SubmitJob registers a job as Flink's dispatcher does: the user jar in
+// the HA blob store (ha/<cluster>/blob/job_<job>/blob_p-<sha1>-<random>),
+// the job graph (with its HA file and lock), the checkpoint counter at 1,
+// the running registry entry, the job's checkpoint directories
+// (checkpoints/<job>/shared and taskowned) and JobMaster leadership.
 func (jm *JobManager) SubmitJob(jobID string) error {
 	if !isJobID(jobID) {
 		return fmt.Errorf("flinkemu: job id %q is not 32 hex digits", jobID)
@@ -313,7 +437,12 @@ func (jm *JobManager) SubmitJob(jobID string) error {
 	if err := jm.usable(); err != nil {
 		return err
 	}
-	// ckptfs never reads job graphs: the file only has to exist.
+	if err := jm.writeJarBlob(jobID); err != nil {
+		return err
+	}
+	// ckptfs never reads job graphs: the file only has to exist (real
+	// Flink writes a Java-serialized JobGraph, in 2.3 a StreamGraph,
+	// naming the jar's blob key).
 	graph := []byte("job graph of " + jobID + " (not a real JobGraph)")
 	_, haFlink, err := jm.writeHAFile(prefix, graph)
 	if err != nil {
@@ -323,7 +452,7 @@ func (jm *JobManager) SubmitJob(jobID string) error {
 	if err != nil {
 		return err
 	}
-	if err := jm.addAndLock(jm.p.jobGraph(jobID), st); err != nil {
+	if err := jm.addAndLock(jm.p.jobGraph(jobID), st, jm.graphLockID); err != nil {
 		return err
 	}
 	counter := make([]byte, 4)
@@ -333,6 +462,12 @@ func (jm *JobManager) SubmitJob(jobID string) error {
 	}
 	if reg := jm.p.runningRegistry(jobID); reg != "" {
 		if err := jm.createPersistent(reg, []byte("RUNNING")); err != nil {
+			return err
+		}
+	}
+	// FsCheckpointStorageAccess.initializeBaseLocationsForCheckpoint.
+	for _, d := range []string{"shared", "taskowned"} {
+		if err := os.MkdirAll(filepath.Join(jm.cfg.Storage, "checkpoints", jobID, d), 0o755); err != nil {
 			return err
 		}
 	}
@@ -402,10 +537,33 @@ func (jm *JobManager) nextCheckpointID(jobID string) (int64, error) {
 	return 0, fmt.Errorf("flinkemu: counter %s keeps changing", path)
 }
 
+// emptyJar is an empty zip archive: the user jar's blob.
+var emptyJar = append([]byte("PK\x05\x06"), make([]byte, 18)...)
+
+// writeJarBlob puts the user jar into the HA blob store as the BlobServer
+// does on submission: ha/<cluster>/blob/job_<job>/blob_p-<SHA-1 of the
+// content>-<random 16 bytes> (BlobUtils, a PermanentBlobKey).
+func (jm *JobManager) writeJarBlob(jobID string) error {
+	dir := filepath.Join(jm.cfg.haDir(), "blob", "job_"+jobID)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var random [16]byte
+	_, _ = rand.Read(random[:])
+	sum := sha1.Sum(emptyJar)
+	name := "blob_p-" + hex.EncodeToString(sum[:]) + "-" + hex.EncodeToString(random[:])
+	return os.WriteFile(filepath.Join(dir, name), emptyJar, 0o644)
+}
+
 // addAndLock is ZooKeeperStateHandleStore.addAndLock: the node and its
-// lock in one multi (1.15+: node, persistent locks, ephemeral
-// locks/<uuid>).
-func (jm *JobManager) addAndLock(path string, st flinkha.StateHandle) error {
+// lock (named by the store's lockID) in one multi (1.15+: node,
+// persistent locks, ephemeral locks/<lockID>). The ephemeral lock holds
+// Curator's default data, as Flink gives it none. So does the persistent
+// locks child in real Flink, but here it stays empty: zkbridge's
+// restore-pruned recreates a pointer's locks child without data (its
+// Backup keeps none), and its round-trip test would no longer be
+// byte-identical (integration/realflink's emulatorAllowed).
+func (jm *JobManager) addAndLock(path string, st flinkha.StateHandle, lockID string) error {
 	data, err := flinkha.EncodeStateHandle(st)
 	if err != nil {
 		return err
@@ -414,12 +572,13 @@ func (jm *JobManager) addAndLock(path string, st flinkha.StateHandle) error {
 		return err
 	}
 	ops := []any{&zk.CreateRequest{Path: path, Data: data, Acl: jm.acl}}
+	lock := jm.cfg.curatorData()
 	if jm.cfg.Layout.LocksChild() {
 		ops = append(ops,
 			&zk.CreateRequest{Path: path + "/locks", Acl: jm.acl},
-			&zk.CreateRequest{Path: path + "/locks/" + jm.lockID, Acl: jm.acl, Flags: zk.FlagEphemeral})
+			&zk.CreateRequest{Path: path + "/locks/" + lockID, Data: lock, Acl: jm.acl, Flags: zk.FlagEphemeral})
 	} else {
-		ops = append(ops, &zk.CreateRequest{Path: path + "/" + jm.lockID, Acl: jm.acl, Flags: zk.FlagEphemeral})
+		ops = append(ops, &zk.CreateRequest{Path: path + "/" + lockID, Data: lock, Acl: jm.acl, Flags: zk.FlagEphemeral})
 	}
 	err = jm.retry(func(attempt int) error {
 		_, err := jm.conn.Multi(ops...)
@@ -438,7 +597,7 @@ func (jm *JobManager) addAndLock(path string, st flinkha.StateHandle) error {
 
 // writeHAFile writes <Storage>/ha/<cluster>/<prefix><12 hex> with NO_OVERWRITE.
 func (jm *JobManager) writeHAFile(prefix string, data []byte) (local, flink string, err error) {
-	dir := filepath.Join(jm.cfg.Storage, "ha", strings.Trim(jm.cfg.ClusterID, "/"))
+	dir := jm.cfg.haDir()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", "", err
 	}

@@ -176,3 +176,49 @@ func TestIntegration_Layouts(t *testing.T) {
 		})
 	}
 }
+
+// TestReleaseDetails: what changes inside a layout family follows
+// Config.Release (default Layout.Version()), and a release outside the
+// layout's family is refused.
+func TestReleaseDetails(t *testing.T) {
+	for _, c := range []struct {
+		layout   Layout
+		release  string
+		metadata int32
+		apps     bool
+	}{
+		{Flink1_13, "", 3, false},
+		{Flink1_14, "", 3, false},
+		{Flink1_17, "1.15", 3, false},
+		{Flink1_17, "", 4, false},
+		{Flink1_20, "1.18.1", 4, false},
+		{Flink1_20, "", 4, false},
+		{Flink2, "", 5, false},
+		{Flink2, "2.1", 6, false},
+		{Flink2, "2.3.0", 6, true},
+	} {
+		cfg := DefaultConfig()
+		cfg.Servers, cfg.Storage, cfg.Layout, cfg.Release = []string{"127.0.0.1:2181"}, "/x", c.layout, c.release
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s %q: %v", c.layout, c.release, err)
+		}
+		if v, apps := cfg.metadataVersion(), cfg.applicationStore(); v != c.metadata || apps != c.apps {
+			t.Errorf("%s %q: _metadata version %d, application store %v; want %d, %v", c.layout, c.release, v, apps, c.metadata, c.apps)
+		}
+	}
+	for _, c := range []struct {
+		layout  Layout
+		release string
+	}{{Flink1_20, "2.0"}, {Flink2, "1.20"}, {Flink1_17, "1.18"}, {Flink2, "2"}, {Flink2, "two.three"}} {
+		cfg := DefaultConfig()
+		cfg.Servers, cfg.Storage, cfg.Layout, cfg.Release = []string{"127.0.0.1:2181"}, "/x", c.layout, c.release
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("%s with release %q validates", c.layout, c.release)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Servers, cfg.Storage, cfg.Address = []string{"127.0.0.1:2181"}, "/x", "jm-dc1"
+	if err := cfg.Validate(); err == nil {
+		t.Error("a host name as Address validates")
+	}
+}

@@ -65,6 +65,73 @@ func (l Layout) Version() string {
 	return ""
 }
 
+// releases are the first and last release of each layout family, as
+// major*100+minor.
+var releases = map[Layout][2]int{
+	Flink1_13: {104, 113}, Flink1_14: {114, 114}, Flink1_17: {115, 117}, Flink1_20: {118, 120}, Flink2: {200, 299},
+}
+
+// parseRelease reads "major.minor" (a patch level is ignored) as
+// major*100+minor.
+func parseRelease(s string) (int, error) {
+	var major, minor int
+	el := strings.Split(s, ".")
+	if len(el) < 2 || len(el) > 3 {
+		return 0, fmt.Errorf("flinkemu: release %q is not major.minor", s)
+	}
+	if _, err := fmt.Sscanf(el[0]+" "+el[1], "%d %d", &major, &minor); err != nil || major < 1 || minor < 0 || minor > 99 {
+		return 0, fmt.Errorf("flinkemu: release %q is not major.minor", s)
+	}
+	return major*100 + minor, nil
+}
+
+// release is Config.Release (default Layout.Version()) as major*100+minor.
+func (c *Config) release() int {
+	s := c.Release
+	if s == "" {
+		s = c.Layout.Version()
+	}
+	r, err := parseRelease(s)
+	if err != nil {
+		return 0 // Validate reports it
+	}
+	return r
+}
+
+// metadataVersion is the _metadata format version the release writes
+// (Checkpoints.storeCheckpointMetadata in each release's flink-dist:
+// MetadataV3Serializer up to 1.15, V4 in 1.16-1.20, V5 in 2.0, V6 from
+// 2.1; 1.5-1.10 wrote version 2, which is not emulated).
+func (c *Config) metadataVersion() int32 {
+	switch r := c.release(); {
+	case r >= 201:
+		return 6
+	case r >= 200:
+		return 5
+	case r >= 116:
+		return 4
+	}
+	return 3
+}
+
+// applicationStore reports 2.3's application store: the persistent
+// applications znode and ha/application-result-store/<cluster>/.
+func (c *Config) applicationStore() bool { return c.release() >= 203 }
+
+// jobResultStore reports the JobResultStore (1.15+), which replaced the
+// running job registry: ha/job-result-store/<cluster>/.
+func (c *Config) jobResultStore() bool { return c.Layout >= Flink1_17 }
+
+// sharedPrivateFiles reports where RocksDB's private files (MANIFEST,
+// OPTIONS, CURRENT) of an incremental checkpoint go: from 1.15 on into
+// shared/ like the sst files (one CheckpointedStateScope for both, SHARED
+// unless the snapshot shares nothing), before into chk-N.
+func (c *Config) sharedPrivateFiles() bool { return c.Layout >= Flink1_17 }
+
+// oneLeaderSession reports one leader election for all components (one
+// latch, 1.15+): they share its leader session id.
+func (l Layout) oneLeaderSession() bool { return l >= Flink1_17 }
+
 // LocksChild reports whether pointers carry a persistent locks child.
 func (l Layout) LocksChild() bool { return l >= Flink1_17 }
 

@@ -324,7 +324,7 @@ func (jm *JobManager) lock(jobID string, id int64) error {
 		node += "/locks"
 	}
 	return jm.retry(func(int) error {
-		_, err := jm.conn.Create(node+"/"+jm.lockID, nil, zk.FlagEphemeral, jm.acl)
+		_, err := jm.conn.Create(node+"/"+jm.checkpointLockID(jobID), jm.cfg.curatorData(), zk.FlagEphemeral, jm.acl)
 		if errors.Is(err, zk.ErrNodeExists) {
 			return nil
 		}

@@ -96,6 +96,16 @@ type fixtureZNode struct {
 	Text        string `json:"text,omitempty"`
 	Version     int32  `json:"version"`
 	NumChildren int32  `json:"num_children"`
+	// Ctime and Mtime are the ZooKeeper server's creation and last
+	// modification times (ms since the epoch); Czxid, Mzxid and Pzxid the
+	// transactions that created the node, last set its data and last
+	// changed its children (ZooKeeper's Stat). Nodes made in one multi
+	// share a Czxid.
+	Ctime int64 `json:"ctime_ms"`
+	Mtime int64 `json:"mtime_ms"`
+	Czxid int64 `json:"czxid"`
+	Mzxid int64 `json:"mzxid"`
+	Pzxid int64 `json:"pzxid"`
 }
 
 // fixtureFiles is files.json.
@@ -113,6 +123,9 @@ type fixtureFile struct {
 	Size  int64  `json:"size"`
 	// Copied: the content is in storage/<path>.
 	Copied bool `json:"copied,omitempty"`
+	// Mtime is the modification time in the backing directory (ns since
+	// the epoch), from the same clock as the ZooKeeper servers' times.
+	Mtime int64 `json:"mtime_ns"`
 }
 
 // harvestPlaceholders replaces the run's job id, cluster id and paths by
@@ -195,26 +208,32 @@ func loadFixtures(t *testing.T) []*fixture {
 	}
 	var out []*fixture
 	for _, m := range metas {
-		f := &fixture{dir: filepath.Dir(m), byPath: map[string]fixtureFile{}}
-		for name, v := range map[string]any{"meta.json": &f.meta, "zk.json": &f.zk, "files.json": &f.files} {
-			data, err := os.ReadFile(filepath.Join(f.dir, name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(data, v); err != nil {
-				t.Fatalf("%s/%s: %v", f.dir, name, err)
-			}
-		}
-		f.ph = harvestPlaceholders{job: f.meta.JobID, cluster: strings.Trim(f.meta.ClusterID, "/"), root: f.meta.StorageRoot, tmp: f.meta.TempDir}
-		if f.meta.StorageRootURI != "file:"+f.meta.StorageRoot {
-			t.Fatalf("%s: storage root URI %s is not file:%s", f.dir, f.meta.StorageRootURI, f.meta.StorageRoot)
-		}
-		for _, e := range f.files.Entries {
-			f.byPath[f.ph.apply(e.Path)] = e
-		}
-		out = append(out, f)
+		out = append(out, loadFixture(t, filepath.Dir(m)))
 	}
 	return out
+}
+
+// loadFixture reads the fixture in dir.
+func loadFixture(t *testing.T, dir string) *fixture {
+	t.Helper()
+	f := &fixture{dir: dir, byPath: map[string]fixtureFile{}}
+	for name, v := range map[string]any{"meta.json": &f.meta, "zk.json": &f.zk, "files.json": &f.files} {
+		data, err := os.ReadFile(filepath.Join(f.dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, v); err != nil {
+			t.Fatalf("%s/%s: %v", f.dir, name, err)
+		}
+	}
+	f.ph = harvestPlaceholders{job: f.meta.JobID, cluster: strings.Trim(f.meta.ClusterID, "/"), root: f.meta.StorageRoot, tmp: f.meta.TempDir}
+	if f.meta.StorageRootURI != "file:"+f.meta.StorageRoot {
+		t.Fatalf("%s: storage root URI %s is not file:%s", f.dir, f.meta.StorageRootURI, f.meta.StorageRoot)
+	}
+	for _, e := range f.files.Entries {
+		f.byPath[f.ph.apply(e.Path)] = e
+	}
+	return f
 }
 
 // eachFixture runs fn for every release's fixture as a subtest.

@@ -276,7 +276,8 @@ func harvestInlineKey(d Dist) string {
 	return "state.storage.fs.memory-threshold"
 }
 
-// dumpZK reads every znode at and below ns.
+// dumpZK reads every znode at and below ns, with its ZooKeeper times and
+// transaction ids.
 func dumpZK(conn *zk.Conn, ns string, ph harvestPlaceholders) (*fixtureZK, error) {
 	d := &fixtureZK{Namespace: ph.replace(ns)}
 	sessions := map[int64]string{}
@@ -289,7 +290,8 @@ func dumpZK(conn *zk.Conn, ns string, ph harvestPlaceholders) (*fixtureZK, error
 		if err != nil {
 			return fmt.Errorf("get %s: %w", p, err)
 		}
-		n := fixtureZNode{Path: ph.replace(p), Data: data, Size: len(data), Version: stat.Version, NumChildren: stat.NumChildren}
+		n := fixtureZNode{Path: ph.replace(p), Data: data, Size: len(data), Version: stat.Version, NumChildren: stat.NumChildren,
+			Ctime: stat.Ctime, Mtime: stat.Mtime, Czxid: stat.Czxid, Mzxid: stat.Mzxid, Pzxid: stat.Pzxid}
 		switch owner := stat.EphemeralOwner; {
 		case owner == 0:
 			n.Kind = "persistent"
@@ -356,7 +358,7 @@ func fixturePrintable(b []byte) bool {
 }
 
 // dumpFiles lists every file and directory below backing (but ckptfs's
-// own .ckptfs) and picks the files to copy: every _metadata, and the HA
+// own .ckptfs) with its modification time and picks the files to copy: every _metadata, and the HA
 // files that are not blobs and at most harvestCopyMax bytes.
 func dumpFiles(backing string, ph harvestPlaceholders) (*fixtureFiles, map[string][]byte, error) {
 	l := &fixtureFiles{Root: phRoot}
@@ -376,7 +378,7 @@ func dumpFiles(backing string, ph harvestPlaceholders) (*fixtureFiles, map[strin
 		if err != nil {
 			return err
 		}
-		ent := fixtureFile{Path: ph.replace(filepath.ToSlash(rel))}
+		ent := fixtureFile{Path: ph.replace(filepath.ToSlash(rel)), Mtime: fi.ModTime().UnixNano()}
 		switch {
 		case e.IsDir():
 			ent.Dir = true

@@ -105,7 +105,7 @@ chaos-flink: deps build
 	@bash flink/fetch.sh $$(awk -F'\t' '!/^#/ && ($$5 == "test" || $$5 == "runs") { print $$1 }' flink/versions.tsv) >/dev/null
 	@bash -o pipefail -c "CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FLINK=1 CKPTFS_CHAOS_FLINK_RUNS=$(RUNS) CKPTFS_CHAOS_FLINK_SEED=$(SEED) \
 		$(GO) test -count=1 -run '^TestChaosFlink$$' -v -timeout 600m ./integration/realflink/ \
-		| grep -v -e '^ *logging.go' -e '^=== ' -e '^    failover_test.go'"
+		| grep -v -e '^ *logging.go' -e '^=== '"
 
 # Regenerates the fixtures harvested from real Flink (the ZooKeeper tree,
 # HA files and _metadata of a running job, per release marked test) in

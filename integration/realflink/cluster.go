@@ -64,7 +64,7 @@ func (c ClusterConfig) Settings() map[string]string {
 		"taskmanager.memory.process.size":   "1200m",
 		"parallelism.default":               "1",
 
-		pick("high-availability", "high-availability.type", r.AtLeast(1, 16)): "zookeeper",
+		pick("high-availability", "high-availability.type", r.AtLeast(1, 17)): "zookeeper",
 		"high-availability.storageDir":                                        "file://" + c.HADir,
 		"high-availability.zookeeper.quorum":                                  c.ZK,
 		"high-availability.zookeeper.path.root":                               c.PathRoot,

@@ -207,6 +207,9 @@ type outcome struct {
 	Ahead, Refused    bool
 	Optimal, Restored int64
 	Newest            int64 // ZooKeeper's newest pointer at the loss
+	// Lost: the run got as far as losing DC1 (a failure before that is
+	// the harness's, not an invariant's).
+	Lost bool
 	// LossToRunning is the time from DC1's loss to the job RUNNING on
 	// DC2 from its restored checkpoint; Takeover is ckptfs's part of it.
 	LossToRunning, Takeover time.Duration
@@ -303,6 +306,7 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	// 3. DC1 is lost: the replication stops mid-pass, and its JobManager,
 	// TaskManager, ckptfs daemon and both ZooKeeper servers are killed.
 	lostAt := time.Now()
+	out.Lost = true
 	stopReplication()
 	for _, p := range []*Process{jm1, tm1, w.mounts["dc1"]} {
 		p.Kill()

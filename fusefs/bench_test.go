@@ -195,11 +195,11 @@ func BenchmarkSequentialRead(b *testing.B) {
 // nopSealer receives the sealing hooks and does nothing.
 type nopSealer struct{}
 
-func (nopSealer) FileWritten(string, int64, uint32, time.Time) {}
-func (nopSealer) FileWrittenWithoutChecksum(string, time.Time) {}
-func (nopSealer) FileRemoved(string)                           {}
-func (nopSealer) Renamed(string, string, bool)                 {}
-func (nopSealer) MetadataCommitted(string)                     {}
+func (nopSealer) FileWritten(string, manifest.FileVersion, uint32, time.Time) {}
+func (nopSealer) FileWrittenWithoutChecksum(string, time.Time)                {}
+func (nopSealer) FileRemoved(string)                                          {}
+func (nopSealer) Renamed(string, string, bool)                                {}
+func (nopSealer) MetadataCommitted(string)                                    {}
 
 var _ manifest.Sealer = nopSealer{}
 

@@ -215,7 +215,7 @@ func (r *reporter) run() {
 func (r *reporter) deliver(ev sealEvent) {
 	switch ev.op {
 	case opWritten:
-		size, crc, err := r.readBack(ev.fd, ev.stamp)
+		ver, crc, err := r.readBack(ev.fd, ev.stamp)
 		unix.Close(ev.fd)
 		if err != nil {
 			r.log.Debug("no checksum for a written file", "file", ev.rel, "err", err)
@@ -223,7 +223,7 @@ func (r *reporter) deliver(ev sealEvent) {
 			return
 		}
 		r.stats.filesSealed.Add(1)
-		r.sealer.FileWritten(ev.rel, size, crc, ev.at)
+		r.sealer.FileWritten(ev.rel, ver, crc, ev.at)
 	case opWithoutChecksum:
 		r.withoutChecksum(ev.rel, ev.at)
 	case opRemoved:
@@ -249,12 +249,12 @@ var testHookReadBack atomic.Pointer[func()]
 // errChanged: the file is not the version its writer closed.
 var errChanged = errors.New("file changed after its writer closed it")
 
-// readBack returns the size and CRC-32C of the file behind fd, provided
-// that, once read, it is still the version stamped when its writer
-// closed it: the stamped size was read and the stamp is unchanged. A
-// file changed before or during the read fails one of the two (a write
-// changes the size or the modification time).
-func (r *reporter) readBack(fd int, want fileStamp) (int64, uint32, error) {
+// readBack returns the version and CRC-32C of the file behind fd,
+// provided that, once read, it is still the version stamped when its
+// writer closed it: the stamped size was read and the stamp is
+// unchanged. A file changed before or during the read fails one of the
+// two (a write changes the size or the modification time).
+func (r *reporter) readBack(fd int, want fileStamp) (manifest.FileVersion, uint32, error) {
 	if hook := testHookReadBack.Load(); hook != nil {
 		(*hook)()
 	}
@@ -269,21 +269,22 @@ func (r *reporter) readBack(fd int, want fileStamp) (int64, uint32, error) {
 			continue
 		}
 		if err != nil {
-			return 0, 0, fmt.Errorf("read back: %w", err)
+			return manifest.FileVersion{}, 0, fmt.Errorf("read back: %w", err)
 		}
 		if n == 0 {
-			return 0, 0, errChanged // shorter than when its writer closed it
+			return manifest.FileVersion{}, 0, errChanged // shorter than when its writer closed it
 		}
 		crc = crc32.Update(crc, castagnoli, r.buf[:n])
 		off += int64(n)
 	}
-	if st, err := fstamp(fd); err != nil {
-		return 0, 0, err
-	} else if st != want {
-		return 0, 0, errChanged
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return manifest.FileVersion{}, 0, err
+	} else if stampOf(&st) != want {
+		return manifest.FileVersion{}, 0, errChanged
 	}
 	r.stats.readBackBytes.Add(uint64(off))
-	return off, crc, nil
+	return manifest.VersionOf(&st), crc, nil
 }
 
 // The mount's side: fileSystem methods that queue events, and do nothing

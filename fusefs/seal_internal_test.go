@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ckptfs/ckptfs/manifest"
 )
 
 // blockingSealer counts calls; the first FileWritten blocks until
@@ -32,7 +34,7 @@ func newBlockingSealer() *blockingSealer {
 	return &blockingSealer{entered: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (s *blockingSealer) FileWritten(rel string, size int64, crc uint32, at time.Time) {
+func (s *blockingSealer) FileWritten(rel string, v manifest.FileVersion, crc uint32, at time.Time) {
 	s.once.Do(func() {
 		close(s.entered)
 		<-s.release
@@ -225,12 +227,19 @@ func TestReadBack(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := &reporter{stats: &counters{}}
-			size, crc, err := r.readBack(rfd, stamp)
+			ver, crc, err := r.readBack(rfd, stamp)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("readBack: %v, want %v", err, tc.want)
 			}
-			if tc.want == nil && (size != int64(len(data)) || crc != crc32.Checksum(data, castagnoli)) {
-				t.Errorf("size %d crc %08x, want %d %08x", size, crc, len(data), crc32.Checksum(data, castagnoli))
+			if tc.want != nil {
+				return
+			}
+			var st unix.Stat_t
+			if err := unix.Fstat(rfd, &st); err != nil {
+				t.Fatal(err)
+			}
+			if ver != manifest.VersionOf(&st) || crc != crc32.Checksum(data, castagnoli) {
+				t.Errorf("version %+v crc %08x, want %+v %08x", ver, crc, manifest.VersionOf(&st), crc32.Checksum(data, castagnoli))
 			}
 		})
 	}

@@ -10,18 +10,22 @@ import (
 	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
-// stamp identifies one version of a file: a file rewritten, replaced,
-// grown or truncated gets a different stamp.
-type stamp struct {
+// FileVersion identifies one version of a file: a file rewritten,
+// replaced, grown or truncated gets a different one.
+type FileVersion struct {
 	ino   uint64
 	size  int64
 	mtime int64
 	ctime int64
 }
 
-func stampOf(st *unix.Stat_t) stamp {
-	return stamp{ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+// VersionOf is the version of the file st describes.
+func VersionOf(st *unix.Stat_t) FileVersion {
+	return FileVersion{ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
 }
+
+// Size is the file's size in bytes.
+func (v FileVersion) Size() int64 { return v.size }
 
 // pathEntry is what a Verifier knows about one path that checkpoints
 // reference: where it is on this site, and when it was last found
@@ -94,7 +98,7 @@ type cache struct {
 }
 
 type checksumEntry struct {
-	stamp stamp
+	stamp FileVersion
 	sum   string
 	used  time.Time
 }
@@ -102,7 +106,7 @@ type checksumEntry struct {
 // manifestEntry is a parsed _metadata: its manifest and the entry of each
 // of its files, or the problem that stopped the parse.
 type manifestEntry struct {
-	stamp   stamp
+	stamp   FileVersion
 	man     *Manifest
 	entries []*pathEntry // entries[i] is the path of man.Files[i]
 	bytes   int64        // man.Bytes()
@@ -113,7 +117,7 @@ func newCache() *cache {
 	return &cache{manifests: make(map[string]manifestEntry), paths: make(map[string]*pathEntry), checksums: make(map[string]checksumEntry)}
 }
 
-func (c *cache) manifest(path string, s stamp) (manifestEntry, bool) {
+func (c *cache) manifest(path string, s FileVersion) (manifestEntry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.manifests[path]
@@ -157,7 +161,7 @@ func newEntry(res *Resolver, path string, relative bool, dir string) *pathEntry 
 	return e
 }
 
-func (c *cache) checksum(path string, s stamp, now time.Time) (string, bool) {
+func (c *cache) checksum(path string, s FileVersion, now time.Time) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.checksums[path]
@@ -169,7 +173,7 @@ func (c *cache) checksum(path string, s stamp, now time.Time) (string, bool) {
 	return e.sum, true
 }
 
-func (c *cache) putChecksum(path string, s stamp, sum string, now time.Time) {
+func (c *cache) putChecksum(path string, s FileVersion, sum string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.checksums[path] = checksumEntry{stamp: s, sum: sum, used: now}

@@ -127,6 +127,9 @@ type CatalogStats struct {
 	// checkpoint directory, incrementally). Unknown ones (an I/O error)
 	// are not counted as Incomplete.
 	Complete, Incomplete, Unknown uint64
+	// ChecksummedBytes is what the Verifier read to check sealed
+	// checksums (Verifier.ChecksummedBytes).
+	ChecksummedBytes uint64
 }
 
 var _ Visibility = (*Catalog)(nil)
@@ -227,8 +230,10 @@ func (c *Catalog) Passes() uint64 {
 // Stats returns the counters of the passes so far.
 func (c *Catalog) Stats() CatalogStats {
 	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.stats
+	st := c.stats
+	c.mu.RUnlock()
+	st.ChecksummedBytes = c.cfg.Verifier.ChecksummedBytes()
+	return st
 }
 
 // Jobs returns what the last pass found, by job directory.

@@ -175,7 +175,7 @@ func TestSealAndVerifyL3(t *testing.T) {
 			unwritten = e.Name()
 			continue
 		}
-		rec.FileWritten(filepath.Join(chkRel, e.Name()), int64(len(data)), crc32.Checksum(data, castagnoli), time.Now())
+		rec.FileWritten(filepath.Join(chkRel, e.Name()), versionOf(t, filepath.Join(dir, e.Name())), crc32.Checksum(data, castagnoli), time.Now())
 	}
 	rec.MetadataCommitted(filepath.Join(chkRel, MetadataFile))
 	ctx, cancel := context.WithCancel(context.Background())

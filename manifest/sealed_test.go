@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // records is what r holds, for comparisons.
@@ -29,6 +31,16 @@ func newTestRecorder(t *testing.T, backing string, readUnwritten bool) *Recorder
 		t.Fatal(err)
 	}
 	return r
+}
+
+// versionOf is the version of the file at path.
+func versionOf(t testing.TB, path string) FileVersion {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return VersionOf(&st)
 }
 
 func TestRecorderRenamed(t *testing.T) {
@@ -110,7 +122,7 @@ func TestRecorderWithoutChecksum(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.FileWritten(filepath.Join(chkRel, e.Name()), int64(len(data)), crc32.Checksum(data, castagnoli), time.Now())
+			r.FileWritten(filepath.Join(chkRel, e.Name()), versionOf(t, filepath.Join(dir, e.Name())), crc32.Checksum(data, castagnoli), time.Now())
 		}
 	}
 	checksums := func(r *Recorder) map[string]string {
@@ -169,5 +181,72 @@ func TestRecorderWithoutChecksum(t *testing.T) {
 	checksums(r)
 	if got := v.VerifyDir(context.Background(), dir); !got.Complete || got.Level != L3 {
 		t.Errorf("verify: complete %v level %v %v", got.Complete, got.Level, got.Problems)
+	}
+}
+
+// TestRecorderTeachesVerifier: a Verifier given to the Recorder takes the
+// checksums the mount read back for the versions it read, so verifying
+// what this mount sealed reads no file again; a file changed afterwards
+// is a new version and is read. The reported checksum of one state file
+// is wrong on purpose: only a Verifier that did not read the file finds
+// the checkpoint at L3.
+func TestRecorderTeachesVerifier(t *testing.T) {
+	backing := t.TempDir()
+	dir := realCheckpoint(t, filepath.Join(backing, "job"))
+	chkRel, _ := filepath.Rel(backing, dir)
+	res, err := NewResolver(nil, []string{backing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Resolver, cfg.SealedRoot = res, backing
+	v, err := NewVerifier(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRecorder(SealerConfig{Backing: backing, Resolver: res, Verifier: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state string
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		crc := crc32.Checksum(data, castagnoli)
+		if state == "" && e.Name() != MetadataFile {
+			state, crc = e.Name(), crc+1
+		}
+		r.FileWritten(filepath.Join(chkRel, e.Name()), versionOf(t, path), crc, time.Now())
+	}
+	if state == "" {
+		t.Fatal("checkpoint without state files")
+	}
+	if _, err := r.Seal(chkRel); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.VerifyDir(context.Background(), dir); !got.Complete || got.Level != L3 {
+		t.Fatalf("verified what the mount read back: complete %v level %v %v", got.Complete, got.Level, got.Problems)
+	}
+
+	// Rewritten with the same bytes, the file is another version: the
+	// Verifier reads it and finds the sealed (wrong) checksum false.
+	path := filepath.Join(dir, state)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := v.VerifyDir(context.Background(), dir)
+	if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemChecksumMismatch {
+		t.Errorf("after a rewrite: complete %v level %v %v, want one checksum mismatch", got.Complete, got.Level, got.Problems)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -58,6 +59,8 @@ func (c *Config) Validate() error {
 type Verifier struct {
 	cfg   Config
 	cache *cache
+	// checksummed counts the bytes read to check sealed checksums.
+	checksummed atomic.Uint64
 }
 
 // NewVerifier returns a Verifier with an empty cache.
@@ -70,6 +73,11 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 	}
 	return &Verifier{cfg: cfg, cache: newCache()}, nil
 }
+
+// ChecksummedBytes is how many bytes v has read to check sealed
+// checksums: about what was replicated to a replica, and close to
+// nothing on a primary, whose Recorder teaches v what it read back.
+func (v *Verifier) ChecksummedBytes() uint64 { return v.checksummed.Load() }
 
 // Resolver returns the verifier's path resolver.
 func (v *Verifier) Resolver() *Resolver { return v.cfg.Resolver }
@@ -159,7 +167,7 @@ func (v *Verifier) loadManifest(dir string, probes *prober, judge judge) (parsed
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return manifestEntry{prob: &Problem{Path: MetadataFile, Kind: ProblemMissing, Detail: "not a regular file"}}, nil
 	}
-	stamp := stampOf(&st)
+	stamp := VersionOf(&st)
 	if e, ok := v.cache.manifest(path, stamp); ok {
 		if e.man != nil {
 			v.cache.pathsMu.Lock()
@@ -178,7 +186,7 @@ func (v *Verifier) loadManifest(dir string, probes *prober, judge judge) (parsed
 func (v *Verifier) parse(local string, f *os.File, st *unix.Stat_t, probes *prober, judge judge) (parsed manifestEntry, need []int) {
 	v.cache.pathsMu.Lock()
 	defer v.cache.pathsMu.Unlock()
-	parsed.stamp = stampOf(st)
+	parsed.stamp = VersionOf(st)
 	s := v.newScanner(local, st.Size, probes, judge)
 	sum, err := scanMetadata(f, st.Size, s)
 	if err != nil {

@@ -39,9 +39,9 @@ type Visibility interface {
 type Sealer interface {
 	// FileWritten records that the file at rel (relative to the mount
 	// root) was written through this mount and, once its writer closed
-	// it, held size bytes with the given CRC-32C (Castagnoli): the mount
-	// read it back and nothing changed it meanwhile.
-	FileWritten(rel string, size int64, crc32c uint32, at time.Time)
+	// it, held the given CRC-32C (Castagnoli): the mount read it back and
+	// found it still at version v (VersionOf its fstat) at the end.
+	FileWritten(rel string, v FileVersion, crc32c uint32, at time.Time)
 	// FileWrittenWithoutChecksum records that rel was written through this
 	// mount but its checksum is unknown (it changed while being read back,
 	// could not be read, or was cut off by fencing). Whatever was recorded

@@ -226,7 +226,7 @@ func runMount(ctx context.Context, cfg *mountConfig, logw io.Writer, readyFD str
 		return fail("%v", err)
 	}
 	recorder, err := manifest.NewRecorder(manifest.SealerConfig{
-		Backing: cfg.Backing, Resolver: res, ReadUnwritten: cfg.ReadUnwritten,
+		Backing: cfg.Backing, Resolver: res, ReadUnwritten: cfg.ReadUnwritten, Verifier: verifier,
 		OnSealed: func(chk, path string, err error) {
 			if err != nil {
 				log.Error("sealing failed", append(checkpointAttrs(chk), "err", err)...)

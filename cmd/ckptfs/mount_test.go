@@ -508,7 +508,8 @@ func TestMountSealsAndReplicaChecksL3(t *testing.T) {
 	backing, mnt := filepath.Join(top, "primary"), filepath.Join(top, "flink")
 	os.MkdirAll(backing, 0o755)
 	os.MkdirAll(mnt, 0o755)
-	d := startMount(t, "--mode", "primary", "--poll", "200ms", "--map", "file:"+mnt+"="+backing, backing, mnt)
+	d := startMount(t, "--log-format", "json", "--mode", "primary", "--poll", "200ms", "--map", "file:"+mnt+"="+backing, "--metrics-addr", "127.0.0.1:0", backing, mnt)
+	addr := d.metricsAddr(t)
 	job := filepath.Join(mnt, "job")
 	os.MkdirAll(filepath.Join(job, "shared"), 0o755)
 
@@ -556,6 +557,15 @@ func TestMountSealsAndReplicaChecksL3(t *testing.T) {
 		return files
 	}
 	written := map[int64]map[string][]byte{1: write(1, false), 2: write(2, true)}
+	var total, metadataBytes int
+	for _, files := range written {
+		for rel, data := range files {
+			total += len(data)
+			if strings.HasSuffix(rel, "/_metadata") {
+				metadataBytes += len(data)
+			}
+		}
+	}
 	for id, files := range written {
 		sealed := filepath.Join(backing, ".ckptfs", "manifests", "job", "chk-"+strconv.FormatInt(id, 10)+".json")
 		deadline := time.Now().Add(10 * time.Second)
@@ -597,6 +607,20 @@ func TestMountSealsAndReplicaChecksL3(t *testing.T) {
 				t.Errorf("checkpoint %d: %s sealed %s, written %s", id, f.Path, f.Checksum, crc(files[rel]))
 			}
 		}
+	}
+	// The primary read back everything written, and its verifier, which
+	// raises both checkpoints to L3 within a pass or two, read none of it
+	// again (a _metadata renamed into place is a new version: at most the
+	// _metadata files).
+	passes := func() float64 { v, _ := seriesValue(scrapeDaemon(t, addr), "ckptfs_catalog_passes_total", "", ""); return v }
+	for start := passes(); passes() < start+3; {
+		time.Sleep(50 * time.Millisecond)
+	}
+	fams := scrapeDaemon(t, addr)
+	seal, _ := seriesValue(fams, "ckptfs_checksummed_bytes_total", "reader", "seal")
+	verify, ok := seriesValue(fams, "ckptfs_checksummed_bytes_total", "reader", "verify")
+	if !ok || seal < float64(total) || verify > float64(metadataBytes) {
+		t.Errorf("primary checksummed %v bytes reading back and %v verifying, want at least %d and at most %d", seal, verify, total, metadataBytes)
 	}
 	if code := d.stop(t); code != 0 {
 		t.Fatalf("primary exit %d", code)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ckptfs/ckptfs/manifest"
 )
 
 // Visibility is a settable manifest.Visibility: everything is visible
@@ -80,8 +82,8 @@ type Sealer struct {
 }
 
 // FileWritten implements manifest.Sealer.
-func (s *Sealer) FileWritten(rel string, size int64, crc32c uint32, at time.Time) {
-	s.add(SealerCall{Op: "written", Rel: rel, Size: size, CRC: crc32c, At: at})
+func (s *Sealer) FileWritten(rel string, v manifest.FileVersion, crc32c uint32, at time.Time) {
+	s.add(SealerCall{Op: "written", Rel: rel, Size: v.Size(), CRC: crc32c, At: at})
 }
 
 // FileWrittenWithoutChecksum implements manifest.Sealer.

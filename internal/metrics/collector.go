@@ -89,6 +89,7 @@ func collectCatalog(cat *manifest.Catalog, gauge gaugeFunc, counter counterFunc)
 	counter(Verifications, st.Incomplete, "incomplete")
 	counter(Verifications, st.Unknown, "unknown")
 	counter(CatalogPasses, st.Passes)
+	counter(ChecksummedBytes, st.ChecksummedBytes, "verify")
 	if st.Passes > 0 {
 		gauge(CatalogLastPass, unixSeconds(st.LastPass))
 		gauge(CatalogLastPassDuration, st.LastPassDuration.Seconds())
@@ -129,6 +130,7 @@ func collectMount(ch chan<- prometheus.Metric, srv *fusefs.Server, gauge gaugeFu
 	counter(FUSEReadOnlyRefusals, st.ReadOnlyRefusals)
 	counter(FUSEOpens, st.PassthroughOpens, "passthrough")
 	counter(FUSEOpens, st.DaemonOpens, "daemon")
+	counter(ChecksummedBytes, st.ReadBackBytes, "seal")
 	byJob := map[string]uint64{}
 	for dir, n := range srv.IncompleteLookups() {
 		byJob[jobID(dir)] += n

@@ -12,6 +12,13 @@ const backupFormat = 1
 
 // Backup is what ckptfs keeps of a retracted pointer, at
 // <ckptfs>/<cluster>/pruned/<job>/<%019d>: enough to put it back exactly.
+//
+// The znode holds one JSON object with the fields below ("format" 1).
+// Fields were only ever added, each optional, so every reader reads every
+// backup: "locks_data" came after the first backups were written; a
+// backup without it restores the locks child empty, as ckptfs did before
+// (Flink only tests that locks exists), and a reader that predates it
+// ignores it the same way.
 type Backup struct {
 	Format       int    `json:"format"`
 	JobID        string `json:"job_id"`
@@ -23,6 +30,11 @@ type Backup struct {
 	// HadLocks: the pointer had a persistent locks child (1.15+); it is
 	// recreated with it, or Flink treats the pointer as deleted.
 	HadLocks bool `json:"had_locks"`
+	// LocksData are the locks child's bytes (base64 in JSON; absent when
+	// empty or in older backups): Curator's default data, the address of
+	// the host whose JobManager made the pointer. The child is recreated
+	// with them.
+	LocksData []byte `json:"locks_data,omitempty"`
 	// CounterZnode is the job's checkpoint id counter: a pointer is only
 	// put back when its id is below the counter.
 	CounterZnode string `json:"counter_znode"`
@@ -56,7 +68,10 @@ func decodeBackup(data []byte) (*Backup, error) {
 }
 
 // sameOriginal reports whether a backup holds exactly the pointer p: a
-// retraction that finds it may go ahead without writing another.
+// retraction that finds it may go ahead without writing another. The
+// locks child's data do not tell pointers apart (Flink never reads them,
+// and an older backup lacks them), so they are not compared: the backup
+// found is kept as it is.
 func (b *Backup) sameOriginal(znode string, data []byte, hadLocks bool) bool {
 	return b.Znode == znode && bytes.Equal(b.Data, data) && b.HadLocks == hadLocks
 }

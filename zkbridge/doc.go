@@ -47,16 +47,16 @@
 //	epoch                      decimal activation counter
 //	active-site                the site allowed to write
 //	takeover/lock-<seq>        the takeover lock (ephemeral, sequential)
-//	pruned/<job>/<%019d>       backup of a retracted pointer (JSON)
+//	pruned/<job>/<%019d>       backup of a retracted pointer (JSON, Backup)
 //	sites/<site>/jobs/<job>    marker: newest complete checkpoint (JSON)
 //
 // In Flink's namespace it only ever deletes pointers (and their locks
 // child), each in one multi that also checks the epoch version, checks
 // that the takeover lock is still held (so nothing is written after our
 // session expired) and creates the backup; and RestorePruned creates them
-// again. It never touches state files, _metadata, HA files, job graphs,
-// the checkpoint id counter, leader or latch nodes, or the job result
-// store.
+// again, with their bytes. It never touches state files, _metadata, HA
+// files, job graphs, the checkpoint id counter, leader or latch nodes, or
+// the job result store.
 //
 // # ZooKeeper discipline
 //

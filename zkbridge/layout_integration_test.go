@@ -152,6 +152,10 @@ func TestIntegration_Liveness(t *testing.T) {
 			if _, err := jm.CompleteCheckpoint(job, flinkemu.CheckpointSpec{}); err != nil {
 				t.Fatal(err)
 			}
+			job2 := flinkemu.NewJobID()
+			if err := jm.SubmitJob(job2); err != nil {
+				t.Fatal(err)
+			}
 			b := e.bridge("dc2")
 			ctx := testContext(t, time.Minute)
 			live, err := b.Liveness(ctx)
@@ -173,9 +177,31 @@ func TestIntegration_Liveness(t *testing.T) {
 					t.Errorf("no %s node among %+v", k, live.Nodes)
 				}
 			}
-			addrs := strings.Join(live.Addresses(), " ")
-			if !strings.Contains(addrs, "jm-dc1:6123") || !strings.Contains(addrs, "/user/rpc/jobmanager_"+job[:8]) {
-				t.Errorf("addresses %q lack the JobManager's", addrs)
+			// Flink names its RPC endpoints from one counter per
+			// JobManager process (RpcServiceUtils.createRandomName):
+			// resourcemanager_0, dispatcher_1, then jobmanager_<n> for
+			// each JobMaster in the order the jobs start.
+			rpc := "://flink@jm-dc1:6123/user/rpc/"
+			want := map[string]string{
+				"resource_manager": rpc + "resourcemanager_0", "dispatcher": rpc + "dispatcher_1", "rest_server": "http://jm-dc1:6123",
+				job: rpc + "jobmanager_2", job2: rpc + "jobmanager_3",
+			}
+			found := map[string]bool{}
+			for _, n := range live.Nodes {
+				if n.Address == "" {
+					continue
+				}
+				for key, addr := range want {
+					if strings.Contains(n.Path, key) {
+						found[key] = true
+						if !strings.HasSuffix(n.Address, addr) {
+							t.Errorf("leader node %s: address %q, want ...%s", n.Path, n.Address, addr)
+						}
+					}
+				}
+			}
+			if len(found) != len(want) {
+				t.Errorf("addresses %q: leader nodes of %v found, want those of %v", live.Addresses(), found, want)
 			}
 			jm.Close()
 			live, err = b.Liveness(ctx)

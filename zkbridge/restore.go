@@ -46,11 +46,12 @@ type SkippedBackup struct {
 
 // RestorePruned puts retracted pointers back from their backups (design
 // §5): the original bytes and, for 1.15+, the persistent locks child
-// without which Flink treats the pointer as deleted. A backup is put back
-// only where the pointer is absent, its id is below the job's checkpoint
-// counter (ids stay ascending) and, unless Unverified, the checkpoint is
-// L2-complete here; then the backup is deleted, in the same multi. It
-// holds the takeover lock, checks the epoch and refuses while a
+// without which Flink treats the pointer as deleted, with its original
+// bytes (empty from a backup that predates Backup.LocksData). A backup is
+// put back only where the pointer is absent, its id is below the job's
+// checkpoint counter (ids stay ascending) and, unless Unverified, the
+// checkpoint is L2-complete here; then the backup is deleted, in the same
+// multi. It holds the takeover lock, checks the epoch and refuses while a
 // JobManager is alive (it would not see the pointers).
 func (b *Bridge) RestorePruned(ctx context.Context, opts RestoreOptions) (*RestoreReport, error) {
 	if err := b.requireSite("restore-pruned"); err != nil {
@@ -203,7 +204,7 @@ func (b *Bridge) restoreJob(ctx context.Context, paths ckptfsPaths, lock *takeov
 			&zk.CreateRequest{Path: bk.Znode, Data: bk.Data, Acl: b.zk.acl},
 		}
 		if bk.HadLocks {
-			ops = append(ops, &zk.CreateRequest{Path: join(bk.Znode, "locks"), Acl: b.zk.acl})
+			ops = append(ops, &zk.CreateRequest{Path: join(bk.Znode, "locks"), Data: bk.LocksData, Acl: b.zk.acl})
 		}
 		ops = append(ops, &zk.DeleteRequest{Path: bpath, Version: bstat.Version})
 		failed, err := b.zk.multi(ops...)

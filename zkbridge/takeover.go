@@ -460,6 +460,22 @@ func (b *Bridge) retract(ctx context.Context, paths ckptfsPaths, lock *takeoverL
 		HadLocks: p.HasLocksNode, CounterZnode: js.CounterPath, Reason: r.Reason,
 		Site: b.cfg.Site, Epoch: ep.value, RetractedAt: time.Now().UTC(),
 	}
+	if p.HasLocksNode {
+		// The locks child's bytes, at the version the multi deletes: the
+		// backup holds what it removes.
+		data, stat, err := b.zk.get(ctx, join(p.Znode, "locks"))
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			log.Info("locks child gone since read")
+			return false, nil
+		case err != nil:
+			return false, err
+		case stat.Version != p.LocksStat.Version:
+			log.Info("locks child changed since read")
+			return false, nil
+		}
+		bk.LocksData = data
+	}
 	if p.Handle != nil {
 		bk.HAFile = p.Handle.URI
 	}

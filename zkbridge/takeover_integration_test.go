@@ -182,6 +182,12 @@ func TestIntegration_Takeover(t *testing.T) {
 				if err != nil || !bytes.Equal(bk.Data, s.cps[id].Data) || bk.Znode != s.cps[id].Znode || bk.HadLocks != layout.LocksChild() {
 					t.Errorf("backup %d = %+v, %v", id, bk, err)
 				}
+				// The locks child's bytes: Curator's default data, as the
+				// JobManager wrote them (before.WithoutEphemeral below
+				// holds them).
+				if locks := before[s.cps[id].Znode+"/locks"]; !bytes.Equal(bk.LocksData, locks.Data) || layout.LocksChild() && len(bk.LocksData) == 0 {
+					t.Errorf("backup %d keeps locks data %q, the locks child held %q", id, bk.LocksData, locks.Data)
+				}
 			}
 			active, _, _ := b.Conn().Get(e.ckptfs + "/default/active-site")
 			epoch, _, _ := b.Conn().Get(e.ckptfs + "/default/epoch")
@@ -653,6 +659,14 @@ func TestIntegration_RestorePrunedRules(t *testing.T) {
 	s.jm.Close()
 	b := e.bridge("dc2")
 	ctx := testContext(t, time.Minute)
+	originalLocks := map[int64][]byte{}
+	for _, id := range []int64{3, 5} {
+		data, _, err := b.Conn().Get(s.cps[id].Znode + "/locks")
+		if err != nil || len(data) == 0 {
+			t.Fatalf("pointer %d's locks child: %q, %v; want Curator's default data", id, data, err)
+		}
+		originalLocks[id] = data
+	}
 	if _, err := b.Takeover(ctx, TakeoverOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -691,6 +705,23 @@ func TestIntegration_RestorePrunedRules(t *testing.T) {
 	if _, err := b.Conn().Set(counter, old, -1); err != nil {
 		t.Fatal(err)
 	}
+	// 3's backup as a ckptfs before Backup.LocksData wrote it.
+	bpath := e.ckptfs + "/default/pruned/" + s.job + "/" + checkpointName(3)
+	data, _, err := b.Conn().Get(bpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bk, err := decodeBackup(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(bk.LocksData, originalLocks[3]) {
+		t.Fatalf("backup 3 keeps locks data %q, want %q", bk.LocksData, originalLocks[3])
+	}
+	bk.LocksData = nil
+	if _, err := b.Conn().Set(bpath, mustBackup(t, bk), -1); err != nil {
+		t.Fatal(err)
+	}
 	jm, _ := e.startJM(flinkemu.Flink1_20, false)
 	if _, err := b.RestorePruned(ctx, RestoreOptions{Unverified: true}); !errors.Is(err, ErrJobManagerAlive) {
 		t.Errorf("restore with a live JobManager: %v", err)
@@ -705,6 +736,12 @@ func TestIntegration_RestorePrunedRules(t *testing.T) {
 		kids, _, _ := b.Conn().Children(s.cps[id].Znode)
 		if err != nil || !bytes.Equal(data, s.cps[id].Data) || !slices.Equal(kids, []string{"locks"}) {
 			t.Errorf("pointer %d: %v, children %v", id, err, kids)
+		}
+		// 5's locks child comes back with its bytes, 3's (from the old
+		// backup) empty.
+		want := map[int64][]byte{3: nil, 5: originalLocks[5]}[id]
+		if locks, _, err := b.Conn().Get(s.cps[id].Znode + "/locks"); err != nil || !bytes.Equal(locks, want) {
+			t.Errorf("pointer %d: locks child holds %q, %v; want %q", id, locks, err, want)
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package zkbridge
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -156,7 +158,8 @@ func TestEvidenceResolve(t *testing.T) {
 
 func TestBackupRoundTrip(t *testing.T) {
 	b := &Backup{Format: backupFormat, JobID: "j", CheckpointID: 7, Znode: "/flink/default/jobs/j/checkpoints/0000000000000000007",
-		Data: []byte{0xac, 0xed, 0, 5, 1}, HadLocks: true, Reason: ReasonAboveNewestComplete, RetractedAt: time.Unix(1, 0).UTC()}
+		Data: []byte{0xac, 0xed, 0, 5, 1}, HadLocks: true, LocksData: []byte("10.0.0.7"), Reason: ReasonAboveNewestComplete,
+		RetractedAt: time.Unix(1, 0).UTC()}
 	data, err := b.encode()
 	if err != nil {
 		t.Fatal(err)
@@ -165,8 +168,31 @@ func TestBackupRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !reflect.DeepEqual(got, b) {
+		t.Errorf("round trip: %+v, want %+v", got, b)
+	}
+	if !strings.Contains(string(data), `"locks_data":"MTAuMC4wLjc="`) {
+		t.Errorf("backup JSON %s lacks locks_data in base64", data)
+	}
 	if !got.sameOriginal(b.Znode, b.Data, true) || got.sameOriginal(b.Znode, b.Data, false) || got.sameOriginal(b.Znode, []byte{1}, true) {
 		t.Errorf("sameOriginal wrong for %+v", got)
+	}
+	// A backup written before locks_data existed still reads: its locks
+	// child comes back empty; it holds the same pointer as a new one.
+	old := `{"format":1,"job_id":"j","checkpoint_id":7,"znode":"/flink/default/jobs/j/checkpoints/0000000000000000007",` +
+		`"data":"rO0ABQE=","had_locks":true,"counter_znode":"","reason":"above_newest_complete","site":"dc2","epoch":0,` +
+		`"retracted_at":"1970-01-01T00:00:01Z"}`
+	ob, err := decodeBackup([]byte(old))
+	if err != nil {
+		t.Fatalf("a backup without locks_data: %v", err)
+	}
+	if !ob.HadLocks || ob.LocksData != nil || !bytes.Equal(ob.Data, b.Data) || !ob.sameOriginal(b.Znode, b.Data, true) {
+		t.Errorf("a backup without locks_data: %+v", ob)
+	}
+	// Empty locks data are left out, as in the old format.
+	b.LocksData = nil
+	if data, _ := b.encode(); strings.Contains(string(data), "locks_data") {
+		t.Errorf("empty locks data encoded: %s", data)
 	}
 	for _, bad := range []string{`{}`, `{"format":1,"znode":"x","data":"AQ=="}`, `{"format":2,"znode":"/a","data":"AQ=="}`, `nope`} {
 		if _, err := decodeBackup([]byte(bad)); err == nil {

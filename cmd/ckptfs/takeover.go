@@ -170,11 +170,11 @@ func newRestorePrunedCmd() *cobra.Command {
 		Short: "Put back checkpoint pointers a takeover retracted",
 		Long: `Restore-pruned puts back the checkpoint pointers a takeover retracted, from
 the backups under /ckptfs/<cluster>/pruned: the original bytes and, for
-Flink 1.15+, the persistent locks child without which Flink treats a
-pointer as deleted. A pointer is put back only where it is absent, its id
-is below the job's checkpoint counter and, unless --unverified, its
-checkpoint is now complete on this site at L2 (Flink restores the newest
-pointer). Each is one version-checked transaction that also deletes the
+Flink 1.15+, the persistent locks child (with its original bytes) without
+which Flink treats a pointer as deleted. A pointer is put back only where
+it is absent, its id is below the job's checkpoint counter and, unless
+--unverified, its checkpoint is now complete on this site at L2 (Flink
+restores the newest pointer). Each is one version-checked transaction that also deletes the
 backup. It refuses while a Flink JobManager is alive.
 
 Exit status:

@@ -11,7 +11,10 @@
 //     process) and the leader information nodes (ephemeral, written with
 //     flinkha.EncodeLeaderInfo; 1.15+: one leader session id for all
 //     components, as one election serves them) where that Flink release
-//     keeps them;
+//     keeps them, their RPC addresses naming the endpoints as Flink does
+//     (RpcServiceUtils.createRandomName, one counter per process:
+//     resourcemanager_0, dispatcher_1, then jobmanager_2, jobmanager_3
+//     ... for the JobMasters of the jobs submitted or recovered);
 //   - at start, the HA storage's directories: ha/<cluster>/blob,
 //     ha/job-result-store/<cluster> (1.15+), and in 2.3 the empty
 //     persistent applications znode and ha/application-result-store/
@@ -35,10 +38,9 @@
 //     the JobManager's session, created in one multi like Flink's
 //     addAndLock (1.15+: the node, a persistent locks child and the
 //     ephemeral locks/<uuid>, the uuid naming the job's checkpoint store;
-//     the job graph store has its own). The ephemeral locks hold
-//     Curator's default data, the host's address (Config.Address); the
-//     persistent locks child stays empty (real Flink's holds the address
-//     too, see addAndLock). A source operator's
+//     the job graph store has its own). The persistent locks child and
+//     the ephemeral lock below it hold Curator's default data, the
+//     host's address (Config.Address). A source operator's
 //     state and RocksDB's CURRENT stay inline, as small state does in
 //     Flink;
 //   - subsumption beyond Config.Retained in Flink's order: release the

@@ -52,7 +52,7 @@ type Config struct {
 	Host string
 	// Address is the JobManager host's IP address, which Curator writes
 	// as the data of every node Flink creates without data of its own
-	// (the lock nodes; see addAndLock for the persistent locks child);
+	// (the lock nodes and the persistent locks children, see addAndLock);
 	// empty means 127.0.0.1.
 	Address string
 	// Retention is Flink's externalized checkpoint retention
@@ -177,6 +177,9 @@ type JobManager struct {
 	shared map[string]map[string]*sharedFile
 	// latches: GUARDED_BY(mu). Latch paths that have our child.
 	latches []string
+	// rpcNames: GUARDED_BY(mu). The next number of RpcServiceUtils.
+	// createRandomName, one counter per process (see rpcName).
+	rpcNames int64
 	// closed: GUARDED_BY(mu).
 	closed bool
 }
@@ -255,7 +258,10 @@ func Start(ctx context.Context, cfg Config) (*JobManager, error) {
 		conn.Close()
 		return nil, errors.New("flinkemu: no ZooKeeper session within 30s")
 	}
-	for _, c := range jm.p.clusterComponents(cfg.Host) {
+	// The ResourceManager and the Dispatcher are made before any
+	// JobMaster: resourcemanager_0 and dispatcher_1, as in the harvests.
+	rm, dispatcher := jm.rpcName("resourcemanager"), jm.rpcName("dispatcher")
+	for _, c := range jm.p.clusterComponents(cfg.Host, rm, dispatcher) {
 		if err := jm.elect(c); err != nil {
 			conn.Close()
 			return nil, err
@@ -291,6 +297,21 @@ func (jm *JobManager) startStores() error {
 		}
 	}
 	return nil
+}
+
+// rpcName is Flink's RpcServiceUtils.createRandomName: prefix_<n>, n
+// taken from one counter per process (a static AtomicLong, from 0), each
+// time an RPC endpoint is made. The ResourceManager, the Dispatcher and
+// every JobMaster (JobMaster.JOB_MANAGER_NAME "jobmanager", one per job
+// and leadership) take their names from it, so the first job's JobMaster
+// is jobmanager_2, the second's jobmanager_3, and a restarted JobManager
+// (a new process) counts from 0 again.
+func (jm *JobManager) rpcName(prefix string) string {
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	n := jm.rpcNames
+	jm.rpcNames++
+	return fmt.Sprintf("%s_%d", prefix, n)
 }
 
 // checkpointLockID returns the lock id of a job's checkpoint store.
@@ -471,7 +492,8 @@ func (jm *JobManager) SubmitJob(jobID string) error {
 			return err
 		}
 	}
-	if err := jm.elect(jm.p.jobComponent(jobID, jm.cfg.Host)); err != nil {
+	// The JobMaster, made once the job is persisted, names its endpoint.
+	if err := jm.elect(jm.p.jobComponent(jobID, jm.cfg.Host, jm.rpcName("jobmanager"))); err != nil {
 		return err
 	}
 	if jm.cfg.Layout >= Flink1_14 {
@@ -557,12 +579,10 @@ func (jm *JobManager) writeJarBlob(jobID string) error {
 
 // addAndLock is ZooKeeperStateHandleStore.addAndLock: the node and its
 // lock (named by the store's lockID) in one multi (1.15+: node,
-// persistent locks, ephemeral locks/<lockID>). The ephemeral lock holds
-// Curator's default data, as Flink gives it none. So does the persistent
-// locks child in real Flink, but here it stays empty: zkbridge's
-// restore-pruned recreates a pointer's locks child without data (its
-// Backup keeps none), and its round-trip test would no longer be
-// byte-identical (integration/realflink's emulatorAllowed).
+// persistent locks, ephemeral locks/<lockID>). The persistent locks child
+// and the ephemeral lock hold Curator's default data, the host's address,
+// as Flink gives them none (zkbridge's backups keep the locks child's
+// bytes, so restore-pruned puts them back).
 func (jm *JobManager) addAndLock(path string, st flinkha.StateHandle, lockID string) error {
 	data, err := flinkha.EncodeStateHandle(st)
 	if err != nil {
@@ -575,7 +595,7 @@ func (jm *JobManager) addAndLock(path string, st flinkha.StateHandle, lockID str
 	lock := jm.cfg.curatorData()
 	if jm.cfg.Layout.LocksChild() {
 		ops = append(ops,
-			&zk.CreateRequest{Path: path + "/locks", Acl: jm.acl},
+			&zk.CreateRequest{Path: path + "/locks", Data: lock, Acl: jm.acl},
 			&zk.CreateRequest{Path: path + "/locks/" + lockID, Data: lock, Acl: jm.acl, Flags: zk.FlagEphemeral})
 	} else {
 		ops = append(ops, &zk.CreateRequest{Path: path + "/" + lockID, Data: lock, Acl: jm.acl, Flags: zk.FlagEphemeral})

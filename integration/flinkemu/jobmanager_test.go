@@ -3,6 +3,7 @@ package flinkemu
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,6 +156,15 @@ func TestIntegration_Layouts(t *testing.T) {
 			if d := tree[counterPath].Data; len(d) != 4 || binary.BigEndian.Uint32(d) != 6 {
 				t.Errorf("counter %s = %x, want 6", counterPath, d)
 			}
+			// Curator's default data, the host's address, in every lock
+			// and every persistent locks child.
+			for p, n := range tree {
+				if strings.HasSuffix(p, "/locks") || strings.Contains(p, "/locks/") || (n.Ephemeral && !strings.HasSuffix(p, "connection_info") && !strings.HasSuffix(p, "_lock") && !strings.Contains(p, "-latch-")) {
+					if string(n.Data) != "127.0.0.1" {
+						t.Errorf("lock node %s holds %q, want Curator's default data 127.0.0.1", p, n.Data)
+					}
+				}
+			}
 			for p, n := range tree {
 				if n.Ephemeral && (strings.HasSuffix(p, "connection_info") || strings.HasSuffix(p, "_lock")) {
 					li, err := flinkha.DecodeLeaderInfo(n.Data)
@@ -220,5 +230,98 @@ func TestReleaseDetails(t *testing.T) {
 	cfg.Servers, cfg.Storage, cfg.Address = []string{"127.0.0.1:2181"}, "/x", "jm-dc1"
 	if err := cfg.Validate(); err == nil {
 		t.Error("a host name as Address validates")
+	}
+}
+
+// TestIntegration_RPCNames: the leader addresses name the RPC endpoints
+// as Flink's RpcServiceUtils.createRandomName does, from one counter per
+// JobManager process: resourcemanager_0, dispatcher_1, a JobMaster per
+// job from 2 on, in the order the jobs start; a JobManager started after
+// a failover (a new process) counts from 0 again, and a failed recovery
+// still used a name (Flink restores in the JobMaster's constructor).
+func TestIntegration_RPCNames(t *testing.T) {
+	c := zktest.StartCluster(t, 1)
+	obs := zktest.Connect(t, c.Servers())
+	for _, layout := range []Layout{Flink1_13, Flink1_20} {
+		t.Run(layout.String(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cfg := DefaultConfig()
+			cfg.Servers = c.Servers()
+			cfg.Layout = layout
+			cfg.ClusterID = "rpc-names-" + layout.Version()
+			cfg.Storage = t.TempDir()
+			// address returns what a leader node holds, after the last
+			// "/" of the RPC path.
+			address := func(leader string) string {
+				t.Helper()
+				data, _, err := obs.Conn.Get(leader)
+				if err != nil {
+					t.Fatalf("leader node %s: %v", leader, err)
+				}
+				li, err := flinkha.DecodeLeaderInfo(data)
+				if err != nil || li == nil {
+					t.Fatalf("leader node %s: %+v, %v", leader, li, err)
+				}
+				return li.Address[strings.LastIndexByte(li.Address, '/')+1:]
+			}
+			p := paths{l: layout, ns: cfg.Namespace()}
+			jobLeader := func(job string) string { return p.jobComponent(job, cfg.Host, "").leader }
+			want := func(what, got, want string) {
+				t.Helper()
+				if got != want {
+					t.Errorf("%s: endpoint %s, want %s", what, got, want)
+				}
+			}
+
+			jm, err := Start(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer jm.Close()
+			cluster := p.clusterComponents(cfg.Host, "", "")
+			want("resource manager", address(cluster[0].leader), "resourcemanager_0")
+			want("dispatcher", address(cluster[1].leader), "dispatcher_1")
+			jobs := []string{NewJobID(), NewJobID(), NewJobID()}
+			for _, job := range jobs {
+				if err := jm.SubmitJob(job); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, job := range jobs[:2] {
+				if _, err := jm.CompleteCheckpoint(job, CheckpointSpec{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, job := range jobs {
+				want(fmt.Sprintf("JobMaster of job %d", i+1), address(jobLeader(job)), fmt.Sprintf("jobmanager_%d", i+2))
+			}
+
+			// Failover: a new JobManager recovers the second job, fails
+			// to recover the third (no checkpoint), recovers the first.
+			jm.Close()
+			cfg.Host = "jm-dc2:6123"
+			jm2, err := Start(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer jm2.Close()
+			want("resource manager after failover", address(cluster[0].leader), "resourcemanager_0")
+			want("dispatcher after failover", address(cluster[1].leader), "dispatcher_1")
+			if _, err := jm2.Recover(jobs[1], RestoreOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := jm2.Recover(jobs[2], RestoreOptions{Attempts: 1}); err == nil {
+				t.Fatal("recovered a job without a checkpoint")
+			}
+			if _, err := jm2.Recover(jobs[0], RestoreOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			want("recovered JobMaster of job 2", address(jobLeader(jobs[1])), "jobmanager_2")
+			want("recovered JobMaster of job 1", address(jobLeader(jobs[0])), "jobmanager_4")
+			if ok, _, err := obs.Conn.Exists(jobLeader(jobs[2])); err != nil || ok {
+				t.Errorf("job 3's leader node after a failed recovery: exists %v, %v", ok, err)
+			}
+		})
 	}
 }

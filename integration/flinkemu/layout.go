@@ -192,12 +192,13 @@ type component struct {
 	addr   string // what the leader node holds
 }
 
-// clusterComponents are the resource manager, dispatcher and REST server.
-func (p paths) clusterComponents(host string) []component {
-	rpc := p.rpcScheme()
+// clusterComponents are the resource manager, dispatcher and REST server;
+// resourceManager and dispatcher are their RPC endpoint names
+// (JobManager.rpcName).
+func (p paths) clusterComponents(host, resourceManager, dispatcher string) []component {
 	addrs := map[string]string{
-		"resource_manager": rpc + "://flink@" + host + "/user/rpc/resourcemanager_0",
-		"dispatcher":       rpc + "://flink@" + host + "/user/rpc/dispatcher_1",
+		"resource_manager": p.rpcAddress(host, resourceManager),
+		"dispatcher":       p.rpcAddress(host, dispatcher),
 		"rest_server":      "http://" + host,
 	}
 	var out []component
@@ -217,9 +218,10 @@ func (p paths) clusterComponents(host string) []component {
 	return out
 }
 
-// jobComponent is the JobMaster's leader election of one job.
-func (p paths) jobComponent(job, host string) component {
-	addr := p.rpcScheme() + "://flink@" + host + "/user/rpc/jobmanager_" + job[:8]
+// jobComponent is the JobMaster's leader election of one job; endpoint
+// is the JobMaster's RPC endpoint name (JobManager.rpcName).
+func (p paths) jobComponent(job, host, endpoint string) component {
+	addr := p.rpcAddress(host, endpoint)
 	switch p.l {
 	case Flink1_13:
 		return component{latch: p.join("leaderlatch", job, "job_manager_lock"), leader: p.join("leader", job, "job_manager_lock"), addr: addr}
@@ -229,6 +231,12 @@ func (p paths) jobComponent(job, host string) component {
 		return component{latch: p.join("leader", "latch"), leader: p.join("leader", job, "connection_info"), addr: addr}
 	}
 	return component{latch: p.join("leader", "latch"), leader: p.join("leader", "job-"+job, "connection_info"), addr: addr}
+}
+
+// rpcAddress is the address of an RPC endpoint of the JobManager's actor
+// system, as Flink publishes it in leader information.
+func (p paths) rpcAddress(host, endpoint string) string {
+	return p.rpcScheme() + "://flink@" + host + "/user/rpc/" + endpoint
 }
 
 func (p paths) rpcScheme() string {

@@ -291,11 +291,14 @@ func (jm *JobManager) Recover(jobID string, opts RestoreOptions) (*Restored, err
 	if err != nil {
 		return nil, err
 	}
+	// Flink restores inside the JobMaster's constructor, which has named
+	// the endpoint already: a failed restore uses a name too.
+	endpoint := jm.rpcName("jobmanager")
 	res, ccs, err := r.run(opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := jm.elect(jm.p.jobComponent(jobID, jm.cfg.Host)); err != nil {
+	if err := jm.elect(jm.p.jobComponent(jobID, jm.cfg.Host, endpoint)); err != nil {
 		return nil, err
 	}
 	var adopted []*Checkpoint

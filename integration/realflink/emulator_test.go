@@ -101,38 +101,10 @@ const timing = "timing: the harvest stopped real Flink at an arbitrary moment, h
 	"deleted a subsumed checkpoint's chk-N; the emulator's checkpoints are complete, and subsumed ones deleted, when " +
 	"CompleteCheckpoint returns (it stages _metadata the same way, MetadataInProgress)"
 
-// locksChild is the reason for the empty persistent locks child.
-const locksChild = "Curator writes its default data (the host address) into the persistent locks child as into the " +
-	"ephemeral lock below it, which the emulator does; but it leaves locks empty because zkbridge's restore-pruned " +
-	"recreates a retracted pointer's locks child without data (zkbridge.Backup keeps HadLocks, not the bytes; " +
-	"zkbridge/restore.go), so with Flink's bytes zkbridge's TestIntegration_Takeover round trip is no longer " +
-	"byte-identical. Flink only tests that locks exists, so no restore changes; zkbridge is not editable here"
-
 // emulatorAllowed lists the differences between real Flink and the
 // emulator that are accepted, each with its reason. Everything else the
 // test finds fails it.
 var emulatorAllowed = []allowance{
-	{
-		area: "zk", key: "leader/job-{job}/connection_info", aspect: "data",
-		real: `leader information pekko\.tcp://flink@\{host\}/user/rpc/jobmanager_2, \{leader-session-1\}`,
-		emu:  `leader information pekko\.tcp://flink@\{host\}/user/rpc/jobmanager_[0-9a-f]{8}, \{leader-session-1\}`,
-		reason: "Flink names the JobMaster's RPC endpoint jobmanager_<n> from a process-wide counter " +
-			"(resourcemanager_0, dispatcher_1, jobmanager_2 for the first job); the emulator writes jobmanager_<first 8 hex " +
-			"digits of the job id>, which zkbridge's TestIntegration_Liveness (zkbridge/layout_integration_test.go) " +
-			"asserts and which this change may not edit. ckptfs only needs the node to exist and decode",
-	},
-	{
-		area: "zk", key: "jobs/{job}/checkpoints/{cp}/locks", aspect: "data",
-		real: `an IP address \(Curator's default data\)`, emu: `empty`, reason: locksChild,
-	},
-	{
-		area: "zk", key: "jobgraphs/{job}/locks", aspect: "data", release: "1.20.5",
-		real: `an IP address \(Curator's default data\)`, emu: `empty`, reason: locksChild,
-	},
-	{
-		area: "zk", key: "execution-plans/{job}/locks", aspect: "data", release: "2.3.0",
-		real: `an IP address \(Curator's default data\)`, emu: `empty`, reason: locksChild,
-	},
 	{
 		release: "1.20.5", area: "files", key: "ha/{cluster}/submittedJobGraph{hex12}", aspect: "encoding",
 		real: `Java-serialized org\.apache\.flink\.runtime\.jobgraph\.JobGraph`, emu: `not Java serialization`,

@@ -128,6 +128,8 @@ func collectMount(ch chan<- prometheus.Metric, srv *fusefs.Server, gauge gaugeFu
 	}
 	st := srv.Stats()
 	counter(FUSEReadOnlyRefusals, st.ReadOnlyRefusals)
+	counter(FencedWriters, st.RevokedWriters)
+	counter(WritesAfterFence, st.WritesAfterFence)
 	counter(FUSEOpens, st.PassthroughOpens, "passthrough")
 	counter(FUSEOpens, st.DaemonOpens, "daemon")
 	counter(ChecksummedBytes, st.ReadBackBytes, "seal")

@@ -29,6 +29,8 @@ const (
 	HiddenCheckpointAccesses = "ckptfs_hidden_checkpoint_accesses_total"
 	FUSERequestDuration      = "ckptfs_fuse_request_duration_seconds"
 	FUSEReadOnlyRefusals     = "ckptfs_fuse_readonly_refusals_total"
+	FencedWriters            = "ckptfs_fenced_writers_total"
+	WritesAfterFence         = "ckptfs_writes_after_fence_total"
 	FUSEOpens                = "ckptfs_fuse_opens_total"
 	ZooKeeperSessionState    = "ckptfs_zookeeper_session_state"
 	ZooKeeperExpirations     = "ckptfs_zookeeper_session_expirations_total"
@@ -93,6 +95,10 @@ var Families = []Family{
 		Help: "Time the daemon took to answer FUSE requests, by operation (reads served by FUSE passthrough never reach the daemon)."},
 	{Name: FUSEReadOnlyRefusals, Type: "counter",
 		Help: "Changes refused with EROFS (replica or fenced mount)."},
+	{Name: FencedWriters, Type: "counter",
+		Help: "Files open for writing whose writes fencing cut off (passthrough handles revoked when the mount turned read-only)."},
+	{Name: WritesAfterFence, Type: "counter",
+		Help: "Files found changed when a handle fencing had cut off was closed: a write the kernel let through after the fence. Should stay 0."},
 	{Name: FUSEOpens, Type: "counter", Labels: []string{labelPath},
 		Help: "File opens by data path: passthrough (the kernel reads the backing file) or daemon."},
 	{Name: ZooKeeperSessionState, Type: "gauge", Labels: []string{labelState},

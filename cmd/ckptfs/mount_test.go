@@ -318,18 +318,29 @@ func TestMountPromotionAndFencing(t *testing.T) {
 	client := zktest.Connect(t, cluster.Servers())
 	top := t.TempDir()
 	var mnts [2]string
+	var dc1Metrics string
 	for i, site := range []string{"dc1", "dc2"} {
 		backing, mnt := filepath.Join(top, site, "backing"), filepath.Join(top, site, "mnt")
 		os.MkdirAll(filepath.Join(backing, "d"), 0o755)
 		os.MkdirAll(mnt, 0o755)
 		mode := map[string]string{"dc1": "primary", "dc2": "replica"}[site]
-		startMount(t, "--mode", mode, "--site", site, "--zk", cluster.ConnectString(), "--cluster-id", "c1", "--poll", "200ms", backing, mnt)
+		d := startMount(t, "--log-format", "json", "--mode", mode, "--site", site, "--zk", cluster.ConnectString(), "--cluster-id", "c1",
+			"--poll", "200ms", "--metrics-addr", "127.0.0.1:0", backing, mnt)
+		if site == "dc1" {
+			dc1Metrics = d.metricsAddr(t)
+		}
 		mnts[i] = mnt
 	}
 	write := func(mnt string) error { return os.WriteFile(filepath.Join(mnt, "d", "f"), []byte("x"), 0o644) }
 	if err := write(mnts[0]); err != nil {
 		t.Fatalf("dc1 primary before any takeover: %v", err)
 	}
+	// A writer open on dc1 when it is fenced: fencing cuts it off.
+	open, err := os.OpenFile(filepath.Join(mnts[0], "d", "open"), os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
 	if err := write(mnts[1]); !errors.Is(err, syscall.EROFS) {
 		t.Fatalf("dc2 replica before any takeover: %v", err)
 	}
@@ -350,6 +361,13 @@ func TestMountPromotionAndFencing(t *testing.T) {
 	}
 	waitFor("dc2 was not promoted", func() bool { return write(mnts[1]) == nil })
 	waitFor("dc1 was not fenced", func() bool { return errors.Is(write(mnts[0]), syscall.EROFS) })
+	fams := scrapeDaemon(t, dc1Metrics)
+	if n, _ := seriesValue(fams, "ckptfs_fenced_writers_total", "", ""); n != 1 {
+		t.Errorf("dc1 fenced with one file open for writing: ckptfs_fenced_writers_total %v, want 1", n)
+	}
+	if n, ok := seriesValue(fams, "ckptfs_writes_after_fence_total", "", ""); !ok || n != 0 {
+		t.Errorf("ckptfs_writes_after_fence_total %v (exported %v), want 0", n, ok)
+	}
 	// Back to dc1: dc1 is promoted again, dc2 fenced.
 	if _, err := client.Set("/ckptfs/c1/active-site", []byte("dc1"), -1); err != nil {
 		t.Fatal(err)
@@ -612,7 +630,10 @@ func TestMountSealsAndReplicaChecksL3(t *testing.T) {
 	// raises both checkpoints to L3 within a pass or two, read none of it
 	// again (a _metadata renamed into place is a new version: at most the
 	// _metadata files).
-	passes := func() float64 { v, _ := seriesValue(scrapeDaemon(t, addr), "ckptfs_catalog_passes_total", "", ""); return v }
+	passes := func() float64 {
+		v, _ := seriesValue(scrapeDaemon(t, addr), "ckptfs_catalog_passes_total", "", "")
+		return v
+	}
 	for start := passes(); passes() < start+3; {
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -10,9 +10,19 @@ import (
 )
 
 // errnoFor is the one place where an error becomes the errno the kernel
-// sees. It looks through wrapping (fs.ToErrno does not: a wrapped error
-// would become ENOSYS there, and the kernel stops sending some opcodes
-// after one ENOSYS). Unknown errors are logged and become EIO.
+// sees (docs/design.md §4.6). A node method answers with a syscall.Errno,
+// which go-fuse (v2.12.1, fs/bridge.go) hands to the kernel unchanged; a
+// Go error must be turned into one first, and go-fuse's own way, fs.ToErrno
+// (fuse.ToStatus), does not fit: it finds a syscall.Errno through
+// wrapping (errors.As), but knows os.ErrNotExist, ErrExist, ErrPermission
+// and ErrInvalid only unwrapped and manifest's errors not at all, answers
+// success for an error that wraps Errno(0), and turns anything else into
+// ENOTSUP with a line on the standard library's log rather than ours.
+// errnoFor puts policy first: an ended context is EINTR, ErrReadOnly
+// EROFS, ErrHidden and ErrIncomplete ENOENT, even beside an errno; then a
+// non-zero errno anywhere in the chain is itself and a wrapped
+// fs.ErrNotExist is ENOENT. Anything else, a zero errno included, is
+// logged and becomes EIO.
 func (fsys *fileSystem) errnoFor(err error) syscall.Errno {
 	if err == nil {
 		return 0

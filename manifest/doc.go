@@ -8,9 +8,9 @@
 // metadata): a Manifest lists the distinct files it references with their
 // exact sizes, and a Verifier checks them against a directory tree.
 //
-// Levels (design §3): L1 (metadata-complete), L2 (the ZooKeeper pointer's
-// HA file is complete too), L3 (checksums sealed on the primary match). An
-// I/O error is "unknown", and unknown counts as incomplete.
+// Levels (docs/design.md §3): L1 (metadata-complete), L2 (the ZooKeeper
+// pointer's HA file is complete too), L3 (checksums sealed on the primary
+// match). An I/O error is "unknown", and unknown counts as incomplete.
 //
 // Flink stores absolute URIs of the writing site. A Resolver maps them
 // (--map URI_PREFIX=LOCAL_DIR) and confines every result to the configured

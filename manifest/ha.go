@@ -46,10 +46,10 @@ type PointerVerdict struct {
 }
 
 // VerifyPointer verifies what the checkpoint pointer with id pointerID
-// needs for a ZooKeeper failover on this site (design §3, L2): the HA
-// file named by the znode data and the files it references (VerifyHA),
-// and at level L1 the checkpoint directory the HA file names, whose
-// _metadata must hold checkpoint pointerID as well.
+// needs for a ZooKeeper failover on this site (L2, docs/design.md §3.2):
+// the HA file named by the znode data and the files it references
+// (VerifyHA), and at level L1 the checkpoint directory the HA file names,
+// whose _metadata must hold checkpoint pointerID as well.
 func (v *Verifier) VerifyPointer(ctx context.Context, pointerID int64, znode flinkha.StateHandle) *PointerVerdict {
 	ha, cc, haSize := v.verifyHA(ctx, pointerID, znode)
 	pv := &PointerVerdict{HA: ha, HAFileReadable: cc != nil, Checkpoint: cc}

@@ -23,10 +23,10 @@ var ErrClosed = errors.New("zkbridge: connection closed")
 // The caller re-reads and decides.
 var errOutcomeUnknown = errors.New("outcome unknown")
 
-// client is one ZooKeeper connection following design §5: it waits for a
-// session after connecting, reports session changes (an expired session
-// means every ephemeral node and watch of ours is gone), retries reads
-// while it reconnects and never retries a write blindly.
+// client is one ZooKeeper connection following docs/design.md §5.8: it
+// waits for a session after connecting, reports session changes (an
+// expired session means every ephemeral node and watch of ours is gone),
+// retries reads while it reconnects and never retries a write blindly.
 //
 // go-zookeeper calls take no context. A call blocks until its reply or
 // until the connection fails, which the client notices within 2/3 of the

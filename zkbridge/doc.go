@@ -44,11 +44,11 @@
 //
 // Everything under <CkptfsRoot>/<cluster>:
 //
-//	epoch                      decimal activation counter
-//	active-site                the site allowed to write
-//	takeover/lock-<seq>        the takeover lock (ephemeral, sequential)
-//	pruned/<job>/<%019d>       backup of a retracted pointer (JSON, Backup)
-//	sites/<site>/jobs/<job>    marker: newest complete checkpoint (JSON)
+//	epoch                         decimal activation counter
+//	active-site                   the site allowed to write
+//	takeover/_c_<guid>-lock-<seq> the takeover lock (ephemeral, sequential, protected)
+//	pruned/<job>/<%019d>          backup of a retracted pointer (JSON, Backup)
+//	sites/<site>/jobs/<job>       marker: newest complete checkpoint (JSON)
 //
 // In Flink's namespace it only ever deletes pointers (and their locks
 // child), each in one multi that also checks the epoch version, checks

@@ -11,7 +11,7 @@ import (
 )
 
 // Generation is a family of Flink versions that share one ZooKeeper HA
-// layout (flink-formats.md §1.2).
+// layout (docs/flink-formats.md §1.2).
 type Generation int
 
 const (

@@ -77,9 +77,9 @@ type MarkerSource interface {
 var ErrMarkerAhead = errors.New("zkbridge: marker ahead of this site")
 
 // checkMarker is the invariant checked before every marker write
-// (design §6.4): a marker never names a checkpoint that the source does
-// not report complete at the marker's level or higher. A marker may always
-// say "none".
+// (docs/design.md §6.4): a marker never names a checkpoint that the source
+// does not report complete at the marker's level or higher. A marker may
+// always say "none".
 func checkMarker(ctx context.Context, src MarkerSource, m Marker) error {
 	if m.CheckpointID < 0 {
 		if m.Level != manifest.LevelNone {

@@ -8,7 +8,7 @@ import (
 )
 
 // Flink's namespace is <path.root>/<cluster-id>, but the two generations
-// join them differently (flink-formats.md §1.1).
+// join them differently (docs/flink-formats.md §1.1).
 
 // legacyNamespace is Flink 1.4-1.14: prepend "/" to the cluster id if
 // missing, strip one trailing "/" from the cluster id and from the root,

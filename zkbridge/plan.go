@@ -53,10 +53,10 @@ type JobPlan struct {
 	Ignored []int64
 }
 
-// PlanJob decides a job's retractions (design §5): retract every visible
-// pointer above the newest L2-complete one and every visible pointer whose
-// HA file is unreadable; never the newest L2-complete one; nothing at all
-// when no visible pointer is L2-complete.
+// PlanJob decides a job's retractions (docs/design.md §5.5): retract every
+// visible pointer above the newest L2-complete one and every visible
+// pointer whose HA file is unreadable; never the newest L2-complete one;
+// nothing at all when no visible pointer is L2-complete.
 //
 // INVARIANT: when Refused is false and a visible pointer exists, Keep
 // contains NewestComplete, and no kept pointer is newer than it.

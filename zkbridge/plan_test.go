@@ -97,9 +97,9 @@ func TestPlanJob(t *testing.T) {
 	}
 }
 
-// checkPlanInvariants states design §6.3 for any plan: the newest
-// complete pointer is never retracted, no visible pointer newer than it
-// stays, and a job with visible pointers keeps at least one.
+// checkPlanInvariants states docs/design.md §6.2 and §6.3 for any plan:
+// the newest complete pointer is never retracted, no visible pointer
+// newer than it stays, and a job with visible pointers keeps at least one.
 func checkPlanInvariants(t *testing.T, in []PointerFacts, plan JobPlan) {
 	t.Helper()
 	visible := 0

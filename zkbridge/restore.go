@@ -44,14 +44,15 @@ type SkippedBackup struct {
 	Reason string `json:"reason"`
 }
 
-// RestorePruned puts retracted pointers back from their backups (design
-// §5): the original bytes and, for 1.15+, the persistent locks child
-// without which Flink treats the pointer as deleted, with its original
-// bytes (empty from a backup that predates Backup.LocksData). A backup is
-// put back only where the pointer is absent, its id is below the job's
-// checkpoint counter (ids stay ascending) and, unless Unverified, the
-// checkpoint is L2-complete here; then the backup is deleted, in the same
-// multi. It holds the takeover lock, checks the epoch and refuses while a
+// RestorePruned puts retracted pointers back from their backups
+// (docs/design.md §5.6): the original bytes and, for 1.15+, the persistent
+// locks child without which Flink treats the pointer as deleted, with its
+// original bytes (empty from a backup that predates Backup.LocksData). A
+// backup is put back only where the pointer is absent and its parent
+// still exists, its id is below the job's checkpoint counter (ids stay
+// ascending) and, unless Unverified, the checkpoint is L2-complete here;
+// then the backup is deleted, in the same multi. It holds the takeover
+// lock (except in a dry run), checks the epoch and refuses while a
 // JobManager is alive (it would not see the pointers).
 func (b *Bridge) RestorePruned(ctx context.Context, opts RestoreOptions) (*RestoreReport, error) {
 	if err := b.requireSite("restore-pruned"); err != nil {

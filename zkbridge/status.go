@@ -189,7 +189,7 @@ func jobStatus(js *JobState) *JobStatus {
 }
 
 // ActiveSite returns the site allowed to write ("" before any takeover)
-// and the epoch, for a mount's promotion and fencing (design §4).
+// and the epoch, for a mount's promotion and fencing (docs/design.md §4.4).
 func (b *Bridge) ActiveSite(ctx context.Context) (site string, epoch int64, err error) {
 	defer b.zk.bind(ctx)()
 	paths, err := b.clusterPaths(ctx)

@@ -142,10 +142,11 @@ func (b *Bridge) readActiveSite(ctx context.Context, paths ckptfsPaths) (site st
 }
 
 // Takeover makes this site's ZooKeeper state safe for Flink to start here
-// (design §5): it takes the takeover lock, waits (bounded) until no
-// JobManager is alive, retracts for every job the pointers this site
+// (docs/design.md §5.5): it takes the takeover lock, waits (bounded) until
+// no JobManager is alive, retracts for every job the pointers this site
 // cannot restore, each in one version-checked multi with a backup, and
-// finally sets active-site and bumps the epoch, unless a job was refused.
+// finally sets active-site and bumps the epoch, unless a job was refused
+// or this site was active already.
 //
 // Running it again after a crash or a ZooKeeper failure converges to the
 // same result: every step re-reads and re-plans, and every write is

@@ -209,8 +209,9 @@ func (l levels) Level(_ context.Context, _ string, id int64) (manifest.Level, er
 	return l[id], nil
 }
 
-// TestMarkerInvariant is design §6.4: a marker never names a checkpoint
-// that is not complete at its level on its site; "none" is always fine.
+// TestMarkerInvariant is docs/design.md §6.4: a marker never names a
+// checkpoint that is not complete at its level on its site; "none" is
+// always fine.
 func TestMarkerInvariant(t *testing.T) {
 	src := levels{4: manifest.L2, 5: manifest.L1, 6: manifest.LevelNone, 7: manifest.L3}
 	m := func(id int64, l manifest.Level) Marker {

@@ -16,7 +16,7 @@ import (
 )
 
 // TestIntegration_Layouts checks the znodes each layout writes against
-// flink-formats.md §1.2-1.5 (with its 1.14 correction).
+// docs/flink-formats.md §1.2 to §1.5.
 func TestIntegration_Layouts(t *testing.T) {
 	c := zktest.StartCluster(t, 1)
 	for i, layout := range Layouts() {

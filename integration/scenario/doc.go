@@ -1,7 +1,7 @@
-// Package scenario is the proof that ckptfs solves the user's problem
-// (seed-problem.md): the end-to-end disaster-recovery scenario of design
-// §1, run through real mounts, real ZooKeeper servers and the built
-// ckptfs binary, with a checker for the invariants of design §6.
+// Package scenario is the proof that ckptfs solves the user's problem:
+// the end-to-end disaster-recovery scenario of docs/design.md §1, run
+// through real mounts, real ZooKeeper servers and the built ckptfs
+// binary, with a checker for the invariants of docs/design.md §6.
 //
 // One run (runScenario):
 //
@@ -32,7 +32,7 @@
 //     then, once the takeover's active-site has promoted DC2's mount,
 //     completes new checkpoints through it, which DC2 seals and marks.
 //
-// The invariants checked on every run:
+// The invariants checked on every run (docs/design.md §6.1 to §6.4):
 //
 //   - (1) the restore after takeover succeeds, every byte as DC1 wrote it,
 //     and Flink on DC2 never reaches for a checkpoint the mount hides;

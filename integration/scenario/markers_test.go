@@ -15,7 +15,7 @@ import (
 )
 
 // markerWatch follows the site markers the mounts publish and checks
-// design §6 (4) on each one as soon as it appears: the checkpoint it
+// docs/design.md §6.4 on each one as soon as it appears: the checkpoint it
 // names is complete, at the marker's level, on that site. A checkpoint
 // that Flink has subsumed meanwhile may have lost files: that is no
 // violation.

@@ -55,8 +55,8 @@ var kinds = []string{"snapshot", "filelevel", "perobject"}
 
 // TestIntegration_Failover runs the two-site scenario through real mounts
 // once per replication family, each with another Flink layout, and checks
-// design §6 on each run. With CKPTFS_SCENARIO_SEED it replays a chaos run
-// exactly (layout and moments drawn from the seed).
+// docs/design.md §6 on each run. With CKPTFS_SCENARIO_SEED it replays a
+// chaos run exactly (layout and moments drawn from the seed).
 func TestIntegration_Failover(t *testing.T) {
 	c := startEnsemble(t)
 	layouts := map[string]flinkemu.Layout{"snapshot": flinkemu.Flink1_20, "filelevel": flinkemu.Flink1_14, "perobject": flinkemu.Flink1_13}
@@ -686,7 +686,7 @@ func (w *world) takeover(t *testing.T, c *zktest.Cluster) (*takeoverReport, int)
 	return &rep, code
 }
 
-// checkPointers checks design §6 (2) and (3) on ZooKeeper after the
+// checkPointers checks docs/design.md §6.2 and §6.3 on ZooKeeper after the
 // takeover.
 func (w *world) checkPointers(ctx context.Context, t *testing.T, conn *zk.Conn, v *manifest.Verifier, l *atLoss, rep *takeoverReport, code int) {
 	t.Helper()

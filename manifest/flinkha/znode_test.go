@@ -39,7 +39,7 @@ func utf(s string) []byte { return binary.BigEndian.AppendUint16(nil, uint16(len
 
 func u64(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
 
-// The znode bytes of flink-formats.md §1.7, written out by hand.
+// The znode bytes of docs/flink-formats.md §1.7, written out by hand.
 func TestStateHandleGolden(t *testing.T) {
 	const uri = "file:/flink/ha/completedCheckpoint0a1b2c3d4e5f"
 	str := func(s string) []byte { return cat(utf(s), s) }
@@ -196,7 +196,7 @@ func TestStateHandleTruncation(t *testing.T) {
 	}
 }
 
-// The leader information bytes of flink-formats.md §1.3, by hand.
+// The leader information bytes of docs/flink-formats.md §1.3, by hand.
 func TestLeaderInfoGolden(t *testing.T) {
 	const addr = "pekko.tcp://flink@jm:6123/user/rpc/dispatcher_1"
 	msb, lsb := int64(0x0123456789abcdef), int64(-0x0123456789abcdf0)

@@ -15,7 +15,8 @@ const (
 	leaderURL = "pekko.tcp://flink@jobmanager-0.flink:6123/user/rpc/dispatcher_1"
 )
 
-// flinkClasses holds Flink's descriptors for the znode chain (flink-formats.md §1.7).
+// flinkClasses holds Flink's descriptors for the znode chain
+// (docs/flink-formats.md §1.7).
 type flinkClasses struct {
 	jdk                  JDK
 	retrievable, fsh, fp *ClassDesc

@@ -6,7 +6,7 @@ import (
 )
 
 // Every _metadata of version >= 4 ends with a Java stream holding exactly
-// one CheckpointProperties object (flink-formats.md §3.2 "Properties").
+// one CheckpointProperties object (docs/flink-formats.md §3.2, "Properties").
 func TestMetadataProperties(t *testing.T) {
 	streams := metadataProperties(t)
 	shapes := map[string]int{}

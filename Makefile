@@ -18,7 +18,7 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDec
 	./flinkconf:FuzzParse:150000
 FUZZTIME ?= 10m
 
-.PHONY: all build deps flink chaos-flink harvest test vet bench fuzz chaos demo check-alerts install clean
+.PHONY: all build deps flink chaos-flink harvest test vet bench bench-flink fuzz chaos demo check-alerts install clean
 
 all: build
 
@@ -80,6 +80,20 @@ bench: deps build
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 ./manifest/...
 	CKPTFS_REQUIRE_ZK=1 $(GO) test -run='^$$' -bench=. -count=1 ./zkbridge/
 	CKPTFS_REQUIRE_FUSE=1 $(GO) test -run='^$$' -bench=. -benchtime=3x -count=1 -timeout 45m ./fusefs/
+
+# What ckptfs costs real Flink, as ratios within one run (mount against
+# the backing directory, replica mount against the plain replica): Flink's
+# checkpoint durations through DC1's primary mount, the restore on DC2,
+# and the recovery's breakdown. BENCH_RUNS runs per case, alternated ABBA;
+# BENCH_FLINK picks the release (default: the newest 1.20.x). About 25
+# minutes with the defaults.
+BENCH_RUNS ?= 4
+BENCH_FLINK ?=
+bench-flink: deps flink build
+	@bash -o pipefail -c "CKPTFS_BENCH_RUNS=$(BENCH_RUNS) CKPTFS_BENCH_FLINK=$(BENCH_FLINK) \
+		CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_REQUIRE_FLINK=1 \
+		$(GO) test -v -count=1 -run '^$$' -bench 'CheckpointDuration|RestoreDuration|RecoveryBreakdown' -benchtime=1x -timeout 120m \
+		./integration/realflink/ | grep -v -e 'logging.go:[0-9]*: zk[0-9]|'"
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

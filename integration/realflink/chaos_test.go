@@ -19,9 +19,11 @@ import (
 // times, randomized from one series seed across the releases that run
 // here (use test or runs in flink/versions.tsv), the replication kind and
 // the moment of loss, which falls anywhere in the checkpoint cycle:
-// between checkpoints, while one is written, while its HA file is. It
-// prints a table; a failed run is an invariant violation, replayed alone
-// with its own seed (CKPTFS_REALFLINK_SEED and the release it names).
+// between checkpoints, while one is written, while its HA file is; one
+// run in four is the baseline (DC2 without ckptfs: Flink must loop on the
+// checkpoint whenever ZooKeeper pointed past DC2, and restore the newest
+// otherwise). It prints a table; a failed run is an invariant violation,
+// replayed alone with its own seed (CKPTFS_CHAOS_FLINK_REPLAY).
 func TestChaosFlink(t *testing.T) {
 	runs, _ := strconv.Atoi(os.Getenv("CKPTFS_CHAOS_FLINK_RUNS"))
 	if runs <= 0 {
@@ -44,18 +46,24 @@ func TestChaosFlink(t *testing.T) {
 	mounttest.RequireFUSE(t)
 	c := zktest.StartCluster(t, 5, func(cfg *zktest.Config) { cfg.MaxSessionTimeout = 5 * time.Second })
 	rng := rand.New(rand.NewPCG(series, 0xc4a05))
-	// CKPTFS_CHAOS_FLINK_REPLAY=<release>:<seed> replays one run.
+	// CKPTFS_CHAOS_FLINK_REPLAY=<release>:<seed>[:plain] replays one run
+	// (plain: the baseline).
 	var replay struct {
 		release string
 		seed    uint64
+		plain   bool
 	}
 	if rp := os.Getenv("CKPTFS_CHAOS_FLINK_REPLAY"); rp != "" {
-		rel, seed, _ := strings.Cut(rp, ":")
-		n, err := strconv.ParseUint(seed, 10, 64)
-		if err != nil {
-			t.Fatalf("CKPTFS_CHAOS_FLINK_REPLAY=%q: want <release>:<seed>", rp)
+		parts := strings.Split(rp, ":")
+		var err error
+		if len(parts) >= 2 {
+			replay.release = parts[0]
+			replay.seed, err = strconv.ParseUint(parts[1], 10, 64)
 		}
-		replay.release, replay.seed = rel, n
+		if len(parts) < 2 || len(parts) > 3 || err != nil || (len(parts) == 3 && parts[2] != "plain") {
+			t.Fatalf("CKPTFS_CHAOS_FLINK_REPLAY=%q: want <release>:<seed>[:plain]", rp)
+		}
+		replay.plain = len(parts) == 3
 	}
 	type row struct {
 		r   *run
@@ -66,35 +74,45 @@ func TestChaosFlink(t *testing.T) {
 	for i := range runs {
 		d := dists[rng.IntN(len(dists))]
 		seed := rng.Uint64() % 1_000_000
+		withCkptfs := rng.IntN(4) != 0
 		if replay.release != "" {
 			if i > 0 {
 				break
 			}
-			seed = replay.seed
+			seed, withCkptfs = replay.seed, !replay.plain
 			if d = findDist(dists, replay.release); d.Home == "" {
 				t.Fatalf("release %s does not run here", replay.release)
 			}
 		}
-		var (
-			r   *run
-			out outcome
-		)
-		ok := t.Run(fmt.Sprintf("%03d-%s-%d", i, d.Version, seed), func(t *testing.T) {
+		var r *run
+		name := fmt.Sprintf("%03d-%s-%d", i, d.Version, seed)
+		if !withCkptfs {
+			name += "-plain"
+		}
+		ok := t.Run(name, func(t *testing.T) {
 			t.Setenv(seedEnvVar, strconv.FormatUint(seed, 10))
-			r = newRun(t, d, true)
-			out = runFailover(t, c, r)
+			r = newRun(t, d, withCkptfs)
+			runFailover(t, c, r)
 		})
-		rows = append(rows, row{r, out, ok})
+		rows = append(rows, row{r, r.out, ok})
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nchaos-flink: %d runs, series seed %d\n", len(rows), series)
-	fmt.Fprintf(&b, "%-4s %-7s %-8s %-10s %-6s %-7s %-8s %-8s %-9s %-10s %s\n",
-		"run", "flink", "seed", "repl", "loss", "ahead", "optimal", "restored", "takeover", "loss→run", "result")
+	fmt.Fprintf(&b, "%-4s %-7s %-8s %-10s %-6s %-17s %-7s %-8s %-8s %-9s %-10s %-14s %s\n",
+		"run", "flink", "seed", "repl", "dc2", "loss", "ahead", "optimal", "restored", "takeover", "loss→run", "result", "caught on DC1")
 	violations, harness := 0, 0
 	var total time.Duration
-	restores := 0
+	restores, plain, looped := 0, 0, 0
 	for i, x := range rows {
-		res := "ok"
+		res, dc2, takeover := "ok", "ckptfs", x.out.Takeover.Round(10*time.Millisecond).String()
+		if !x.r.ckptfs {
+			dc2, takeover = "plain", "-"
+			plain++
+			if x.out.Failures > 0 {
+				res = fmt.Sprintf("ok: looped %d×", x.out.Failures)
+				looped++
+			}
+		}
 		switch {
 		case !x.ok && x.out.Lost:
 			res = "VIOLATION"
@@ -103,23 +121,37 @@ func TestChaosFlink(t *testing.T) {
 			res = "failed before the loss"
 			harness++
 		}
-		if x.out.LossToRunning > 0 {
+		if x.r.ckptfs && x.out.LossToRunning > 0 {
 			total += x.out.LossToRunning
 			restores++
 		}
-		fmt.Fprintf(&b, "%-4d %-7s %-8d %-10s %-6v %-7v %-8d %-8d %-9v %-10v %s\n", i, x.r.dist.Version, x.r.seed, x.r.kind,
-			x.r.lossDelay.Round(10*time.Millisecond), x.out.Ahead, x.out.Optimal, x.out.Restored,
-			x.out.Takeover.Round(10*time.Millisecond), x.out.LossToRunning.Round(100*time.Millisecond), res)
+		fmt.Fprintf(&b, "%-4d %-7s %-8d %-10s %-6s %-17s %-7v %-8d %-8d %-9s %-10v %-14s %s\n", i, x.r.dist.Version, x.r.seed, x.r.kind, dc2,
+			fmt.Sprintf("%s+%v", x.r.moment, x.r.lossDelay.Round(time.Millisecond)), x.out.Ahead, x.out.Optimal, x.out.Restored,
+			takeover, x.out.LossToRunning.Round(100*time.Millisecond), res, x.out.Hit)
 	}
-	ahead := 0
+	ahead, inFlight, orphanHA := 0, 0, 0
+	byMoment := map[string]int{}
 	for _, x := range rows {
+		byMoment[x.r.moment]++
 		if x.out.Ahead {
 			ahead++
 		}
+		if strings.Contains(x.out.Hit, "without _metadata") {
+			inFlight++
+		}
+		if strings.Contains(x.out.Hit, "HA file without pointer") {
+			orphanHA++
+		}
 	}
+	fmt.Fprintf(&b, "moments of loss:")
+	for _, m := range moments {
+		fmt.Fprintf(&b, " %s %d", m.name, byMoment[m.name])
+	}
+	fmt.Fprintf(&b, "; caught on DC1: a checkpoint being written in %d runs, an HA file without its pointer in %d\n", inFlight, orphanHA)
 	fmt.Fprintf(&b, "invariant violations: %d of %d runs (and %d runs failed before the loss); ZooKeeper ahead of DC2 at the loss: %d runs", violations, len(rows), harness, ahead)
+	fmt.Fprintf(&b, "; baseline (no ckptfs on DC2): %d runs, %d of them looping on one checkpoint", plain, looped)
 	if restores > 0 {
-		fmt.Fprintf(&b, "; mean loss to RUNNING on DC2: %v", (total / time.Duration(restores)).Round(100*time.Millisecond))
+		fmt.Fprintf(&b, "; mean loss to RUNNING on DC2 with ckptfs: %v", (total / time.Duration(restores)).Round(100*time.Millisecond))
 	}
 	fmt.Println(b.String())
 }

@@ -63,6 +63,11 @@ func (c ClusterConfig) Settings() map[string]string {
 		"jobmanager.memory.process.size":    "768m",
 		"taskmanager.memory.process.size":   "1200m",
 		"parallelism.default":               "1",
+		// Flink's temporary files (RocksDB's working directories, the
+		// web server's, 2.x's archivedApplicationStore) stay in the
+		// cluster's directory rather than the machine's /tmp.
+		"io.tmp.dirs": c.TmpDir(),
+		"web.tmpdir":  c.TmpDir(),
 
 		pick("high-availability", "high-availability.type", r.AtLeast(1, 17)): "zookeeper",
 		"high-availability.storageDir":                                        "file://" + c.HADir,
@@ -92,12 +97,17 @@ func (c ClusterConfig) Settings() map[string]string {
 // ConfDir is the configuration directory the cluster's processes read.
 func (c ClusterConfig) ConfDir() string { return filepath.Join(c.Dir, "conf") }
 
+// TmpDir is the cluster's io.tmp.dirs.
+func (c ClusterConfig) TmpDir() string { return filepath.Join(c.Dir, "tmp") }
+
 // writeConf writes the configuration file (config.yaml from 1.19 on,
 // flink-conf.yaml before) and a log4j configuration.
 func (c ClusterConfig) writeConf() error {
 	dir := c.ConfDir()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+	for _, d := range []string{dir, c.TmpDir()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
 	}
 	s := c.Settings()
 	keys := make([]string, 0, len(s))

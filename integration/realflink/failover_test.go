@@ -13,7 +13,6 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,7 +67,6 @@ const (
 	rate          = 300 // records per second
 	parallelism   = 2
 	stepTimeout   = 120 * time.Second
-	maxLossDelay  = 2 * time.Second
 	seedEnvVar    = "CKPTFS_REALFLINK_SEED"
 	baselineTries = 3 // failed restore attempts the baseline waits for
 	afterTakeover = 2 // checkpoints DC2 completes through its promoted mount
@@ -120,8 +118,13 @@ type run struct {
 	ckptfs bool
 	// ahead: the replication stops before DC1's last checkpoints, so that
 	// ZooKeeper points past what DC2 holds.
-	ahead     bool
+	ahead bool
+	// moment is when DC1 is lost in the checkpoint cycle (see moments),
+	// lossDelay how long after its event.
+	moment    string
 	lossDelay time.Duration
+	// out is what the run measured, as far as it got.
+	out outcome
 	// story narrates the run (make demo); nil in tests.
 	story io.Writer
 	start time.Time
@@ -132,7 +135,11 @@ func newRun(t *testing.T, d Dist, ckptfs bool) *run {
 	rng := rand.New(rand.NewPCG(seed, 0x7ea1f11c))
 	r := &run{dist: d, seed: seed, rng: rng, ckptfs: ckptfs}
 	r.kind = kinds[rng.IntN(len(kinds))]
-	r.lossDelay = time.Duration(rng.Int64N(int64(maxLossDelay)))
+	m := moments[rng.IntN(len(moments))]
+	r.moment = m.name
+	if m.maxDelay > 0 {
+		r.lossDelay = time.Duration(rng.Int64N(int64(m.maxDelay)))
+	}
 	return r
 }
 
@@ -141,7 +148,7 @@ func (r *run) String() string {
 	if !r.ckptfs {
 		dc2 = "plain replica directory (no ckptfs)"
 	}
-	loss := fmt.Sprintf("DC1 lost %v after DC2 holds a complete checkpoint", r.lossDelay.Round(time.Millisecond))
+	loss := fmt.Sprintf("once DC2 holds a complete checkpoint, DC1 lost at the moment %q (+%v)", r.moment, r.lossDelay.Round(time.Millisecond))
 	if r.ahead {
 		loss = "the replication stops once DC2 holds a complete checkpoint, DC1 lost two checkpoints later"
 	}
@@ -210,12 +217,21 @@ type outcome struct {
 	// Lost: the run got as far as losing DC1 (a failure before that is
 	// the harness's, not an invariant's).
 	Lost bool
+	// Hit is what the loss caught in flight on DC1's NAS (world.hit).
+	Hit string
+	// Failures: the baseline's failed restore attempts (it stops
+	// counting at baselineTries).
+	Failures int
 	// LossToRunning is the time from DC1's loss to the job RUNNING on
 	// DC2 from its restored checkpoint; Takeover is ckptfs's part of it.
 	LossToRunning, Takeover time.Duration
 }
 
-func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
+func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
+	// The outcome is kept in r as it is learnt: a run that fails keeps
+	// what it got to (chaos tells a violation from a harness failure by
+	// out.Lost).
+	out := &r.out
 	t.Logf("seed %d (replay: %s=%d go test -run '%s' ./integration/realflink/)", r.seed, seedEnvVar, r.seed, t.Name())
 	t.Logf("run: %s", r)
 	if r.story != nil {
@@ -227,7 +243,7 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	// live in a directory the test owns, outside any private /tmp.
 	root := t.TempDir()
 	w := &world{
-		r: r, root: root, flink: filepath.Join(root, "flink"),
+		r: r, root: root, flink: filepath.Join(root, "storage", "flink"),
 		clusterID: fmt.Sprintf("/realflink-%s-%d", strings.ReplaceAll(r.dist.Version, ".", "_"), r.seed),
 		backing:   map[string]string{}, local: map[string]string{}, mounts: map[string]*Process{},
 	}
@@ -256,7 +272,7 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 		if w.mounts["dc2"], err = w.dc2.StartMount("ckptfs", binary, "replica", w.backing["dc2"], w.flink, mountArgs("dc2")...); err != nil {
 			t.Fatal(err)
 		}
-	} else if err := w.dc2.Bind(w.backing["dc2"], w.flink); err != nil {
+	} else if err := w.plainReplica(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -295,12 +311,12 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 		// The link falls behind: nothing more reaches DC2 while DC1's
 		// Flink completes more checkpoints.
 		stopReplication()
-		waitFor(t, "ZooKeeper to point past DC2", func() bool {
+		waitUntil(t, stepTimeout, "ZooKeeper to point past DC2", func() bool {
 			ids, _ := w.pointerIDs(zc.Conn)
 			return len(ids) > 0 && ids[len(ids)-1] > first+1
 		})
 	} else {
-		time.Sleep(r.lossDelay)
+		w.awaitMoment(ctx, t, zc.Conn)
 	}
 
 	// 3. DC1 is lost: the replication stops mid-pass, and its JobManager,
@@ -321,6 +337,8 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	}
 	w.say(t, "DC1 LOST (%v): replication stopped (%+v)", time.Since(lostAt).Round(time.Millisecond), repl.Stats())
 	zc2 := zktest.Connect(t, c.Servers(2, 3, 4))
+	out.Hit = w.hit(zc2.Conn)
+	w.say(t, "  the loss caught on DC1's NAS: %s", out.Hit)
 	loss := w.observe(ctx, t, zc2.Conn, v2)
 	for _, id := range loss.ids {
 		w.say(t, "  ZooKeeper points at checkpoint %d; on DC2 it is %v", id, loss.verdicts[id].Verdict)
@@ -338,8 +356,13 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	rep1 := w.report("dc1")
 	fl2 := w.cluster(t, c, w.dc2)
 	if !r.ckptfs {
-		w.baseline(ctx, t, fl2, loss)
-		return out
+		started := time.Now()
+		out.Restored, out.Failures = w.baseline(ctx, t, fl2, loss)
+		if out.Restored >= 0 {
+			out.LossToRunning = time.Since(lostAt)
+			w.say(t, "baseline: Flink restored checkpoint %d %v after its JobManager started", out.Restored, time.Since(started).Round(time.Millisecond))
+		}
+		return *out
 	}
 
 	// 4. ckptfs takeover on DC2 changes no file of DC2's NAS.
@@ -356,7 +379,7 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 		if code != 4 {
 			t.Fatalf("no pointer is L2-complete on DC2, yet takeover exited %d", code)
 		}
-		return out
+		return *out
 	}
 	if code != 0 {
 		t.Fatalf("takeover exited %d", code)
@@ -379,7 +402,7 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 	// 6. DC2 checkpoints through its promoted mount, which seals them and
 	// publishes them in DC2's marker.
 	var last int64
-	waitFor(t, fmt.Sprintf("%d new checkpoints on DC2", afterTakeover), func() bool {
+	waitUntil(t, stepTimeout, fmt.Sprintf("%d new checkpoints on DC2", afterTakeover), func() bool {
 		cp, err := fl2.REST.Checkpoints(ctx, w.job)
 		if err != nil || cp.Latest.Completed == nil {
 			return false
@@ -388,12 +411,12 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) (out outcome) {
 		return last >= restored.ID+afterTakeover
 	})
 	sealed := manifest.SealedPath(w.backing["dc2"], filepath.Join("checkpoints", w.job, "chk-"+strconv.FormatInt(last, 10)))
-	waitFor(t, fmt.Sprintf("DC2 to seal checkpoint %d", last), func() bool { _, err := os.Stat(sealed); return err == nil })
-	waitFor(t, fmt.Sprintf("DC2's marker to name checkpoint %d or later", last), func() bool {
+	waitUntil(t, stepTimeout, fmt.Sprintf("DC2 to seal checkpoint %d", last), func() bool { _, err := os.Stat(sealed); return err == nil })
+	waitUntil(t, stepTimeout, fmt.Sprintf("DC2's marker to name checkpoint %d or later", last), func() bool {
 		return w.marker(zc2.Conn, "dc2") >= last
 	})
 	w.say(t, "DC2: checkpoint %d written through the promoted mount, sealed, and in DC2's marker", last)
-	return out
+	return *out
 }
 
 // cluster configures a site's Flink: the same settings on both sites but
@@ -424,7 +447,7 @@ func (w *world) startFlink(t *testing.T, fl *Cluster, name string) (jm, tm *Proc
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, name+"'s TaskManager to register", func() bool {
+	waitUntil(t, stepTimeout, name+"'s TaskManager to register", func() bool {
 		o, err := fl.REST.Overview(context.Background())
 		return err == nil && o.TaskManagers >= 1
 	})
@@ -433,7 +456,7 @@ func (w *world) startFlink(t *testing.T, fl *Cluster, name string) (jm, tm *Proc
 
 func waitJob(ctx context.Context, t *testing.T, fl *Cluster, job, state string) {
 	t.Helper()
-	waitFor(t, "job "+job+" "+state, func() bool {
+	waitUntil(t, stepTimeout, "job "+job+" "+state, func() bool {
 		jobs, err := fl.REST.Jobs(ctx)
 		if err != nil {
 			return false
@@ -452,7 +475,7 @@ func waitJob(ctx context.Context, t *testing.T, fl *Cluster, job, state string) 
 func waitRestored(ctx context.Context, t *testing.T, fl *Cluster, job string) *RestoredCheckpoint {
 	t.Helper()
 	var got *RestoredCheckpoint
-	waitFor(t, "job "+job+" to restore and run", func() bool {
+	waitUntil(t, stepTimeout, "job "+job+" to restore and run", func() bool {
 		cp, err := fl.REST.Checkpoints(ctx, job)
 		if err != nil || cp.Latest.Restored == nil {
 			return false
@@ -483,7 +506,7 @@ func (w *world) checkRestore(ctx context.Context, t *testing.T, fl *Cluster, dc1
 		t.Fatalf("DC1's job never reported a snapshot of checkpoint %d", id)
 	}
 	var rep *Report
-	waitFor(t, "DC2's job to report every key", func() bool {
+	waitUntil(t, stepTimeout, "DC2's job to report every key", func() bool {
 		rep = w.report("dc2")
 		return len(rep.Keys) >= keys
 	})
@@ -516,7 +539,10 @@ func (w *world) checkRestore(ctx context.Context, t *testing.T, fl *Cluster, dc1
 // (systemd's Restart=, Kubernetes) starts it again, as this does; a task
 // that cannot read a state file fails the job, and the restart strategy
 // tries again (REST's exception history).
-func (w *world) baseline(ctx context.Context, t *testing.T, fl *Cluster, loss *atLoss) {
+//
+// It returns the checkpoint restored (-1 for none) and the failed
+// attempts it saw.
+func (w *world) baseline(ctx context.Context, t *testing.T, fl *Cluster, loss *atLoss) (int64, int) {
 	t.Helper()
 	ahead := loss.newest() > loss.optimal
 	w.say(t, "baseline: ZooKeeper's newest pointer %d, DC2's newest L2-complete %d (ahead: %v)", loss.newest(), loss.optimal, ahead)
@@ -532,7 +558,7 @@ func (w *world) baseline(ctx context.Context, t *testing.T, fl *Cluster, loss *a
 		if restored.ID != loss.newest() {
 			t.Fatalf("baseline: restored %d, want ZooKeeper's newest %d", restored.ID, loss.newest())
 		}
-		return
+		return restored.ID, 0
 	}
 	var attempts []string
 	deadline := time.Now().Add(3 * stepTimeout)
@@ -564,6 +590,7 @@ func (w *world) baseline(ctx context.Context, t *testing.T, fl *Cluster, loss *a
 			t.Errorf("baseline: attempt %d failed otherwise than the first: %q, then %q", i+1, attempts[0], a)
 		}
 	}
+	return -1, len(attempts)
 }
 
 // flinkFailure is the cause a Flink process logged for its failure: the
@@ -592,6 +619,22 @@ func flinkFailure(log string) string {
 	return "no fatal error in " + log
 }
 
+// plainReplica shows DC2's Flink the replica directory itself, with no
+// ckptfs: DC2's storage path is a symlink to it, which a replication that
+// replaces the whole directory (snapshot's exchange) does not leave
+// behind, as it would a bind mount of the directory. A NAS's clients see
+// its replica volume updated in place.
+func (w *world) plainReplica() error {
+	dir := filepath.Join(w.root, "dc2", "storage")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.Symlink(w.backing["dc2"], filepath.Join(dir, filepath.Base(w.flink))); err != nil {
+		return err
+	}
+	return w.dc2.Bind(dir, filepath.Dir(w.flink))
+}
+
 // seen lists the job's checkpoint directories as DC2's Flink sees them:
 // through the mount, or the plain replica.
 func (w *world) seen() []string {
@@ -615,11 +658,6 @@ func chkDirs(dir string) []string {
 		out[i] = "chk-" + strconv.Itoa(n)
 	}
 	return out
-}
-
-func firstLine(s string) string {
-	l, _, _ := strings.Cut(s, "\n")
-	return l
 }
 
 // replicator copies DC1's NAS to DC2's with the run's replication kind.
@@ -739,7 +777,7 @@ func (w *world) verifyPointer(ctx context.Context, conn *zk.Conn, v *manifest.Ve
 func (w *world) waitComplete(ctx context.Context, t *testing.T, conn *zk.Conn, v *manifest.Verifier) int64 {
 	t.Helper()
 	var got int64 = -1
-	waitFor(t, "DC2 to hold a complete checkpoint", func() bool {
+	waitUntil(t, stepTimeout, "DC2 to hold a complete checkpoint", func() bool {
 		ids, err := w.pointerIDs(conn)
 		if err != nil {
 			return false
@@ -794,37 +832,6 @@ func restartDC1(t *testing.T, c *zktest.Cluster) {
 				t.Errorf("restart zk%d: %v", i, err)
 			}
 		}
-	}
-}
-
-func freePorts(t *testing.T, addr string, n int) []int {
-	t.Helper()
-	var out []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp4", addr+":0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(stepTimeout)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", stepTimeout, what)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 

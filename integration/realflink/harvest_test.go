@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,7 +131,7 @@ func harvestRelease(t *testing.T, c *zktest.Cluster, d Dist, outDir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := harvestPorts(t, 2)
+	ports := freePorts(t, harvestAddr, 2)
 	cfg := ClusterConfig{
 		Dist: d, Dir: filepath.Join(tmp, "dc1"), Addr: harvestAddr, RESTPort: ports[0], RPCPort: ports[1],
 		ZK: c.ConnectString(), PathRoot: harvestPathRoot, ClusterID: clusterID, SessionTimeout: harvestSession,
@@ -153,7 +152,7 @@ func harvestRelease(t *testing.T, c *zktest.Cluster, d Dist, outDir string) {
 		t.Fatal(err)
 	}
 	var overview *Overview
-	harvestWait(t, "the TaskManager to register", func() bool {
+	waitUntil(t, harvestStep, "the TaskManager to register", func() bool {
 		o, err := fl.REST.Overview(ctx)
 		overview = o
 		return err == nil && o.TaskManagers >= 1
@@ -166,7 +165,7 @@ func harvestRelease(t *testing.T, c *zktest.Cluster, d Dist, outDir string) {
 	}
 	t.Logf("Flink %s: job %s submitted", d.Version, job)
 	var cps *Checkpoints
-	harvestWait(t, fmt.Sprintf("%d completed checkpoints", harvestCheckpoints), func() bool {
+	waitUntil(t, harvestStep, fmt.Sprintf("%d completed checkpoints", harvestCheckpoints), func() bool {
 		cps, err = fl.REST.Checkpoints(ctx, job)
 		return err == nil && cps.Counts.Completed >= harvestCheckpoints
 	}, jm, tm)
@@ -223,7 +222,7 @@ func harvestRelease(t *testing.T, c *zktest.Cluster, d Dist, outDir string) {
 		t.Errorf("no checkpoint pointer in ZooKeeper under %s", ns)
 	}
 	srvr, _ := c.FourLetterWord(0, "srvr")
-	zkVersion, _, _ := strings.Cut(strings.TrimPrefix(firstLineOf(srvr), "Zookeeper version: "), ",")
+	zkVersion, _, _ := strings.Cut(strings.TrimPrefix(firstLine(srvr), "Zookeeper version: "), ",")
 	javaVersion, _ := exec.Command(d.Java, "-version").CombinedOutput()
 	settings := map[string]string{}
 	for k, v := range cfg.Settings() {
@@ -255,7 +254,7 @@ func harvestRelease(t *testing.T, c *zktest.Cluster, d Dist, outDir string) {
 		Dump: fmt.Sprintf("JobManager and TaskManager stopped with SIGSTOP (alive, ZooKeeper sessions open) for %v while ZooKeeper and the backing directory of the ckptfs primary mount were read; "+
 			"the mount's own %s is left out", held.Round(time.Millisecond), ".ckptfs"),
 		ZooKeeper: strings.TrimSpace(zkVersion),
-		Java:      firstLineOf(string(javaVersion)),
+		Java:      firstLine(string(javaVersion)),
 		Mount:     "ckptfs mount --mode primary at the storage root, its backing directory read",
 	}
 	if err := writeFixture(outDir, meta, dump, files, copies); err != nil {
@@ -439,43 +438,4 @@ func writeFixture(outDir string, meta fixtureMeta, dump *fixtureZK, files *fixtu
 		}
 	}
 	return nil
-}
-
-// harvestWait polls ok until it holds, failing the test after harvestStep
-// or when a Flink process ends.
-func harvestWait(t *testing.T, what string, ok func() bool, procs ...*Process) {
-	t.Helper()
-	deadline := time.Now().Add(harvestStep)
-	for !ok() {
-		for _, p := range procs {
-			select {
-			case <-p.Exited():
-				t.Fatalf("%s exited while waiting for %s: %v\n%s", p.Name, what, p.Err(), p.Tail(30))
-			default:
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", harvestStep, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func harvestPorts(t *testing.T, n int) []int {
-	t.Helper()
-	var out []int
-	for range n {
-		l, err := net.Listen("tcp4", harvestAddr+":0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out
-}
-
-func firstLineOf(s string) string {
-	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	return strings.TrimSpace(l)
 }

@@ -165,9 +165,8 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("mount point %q is not an absolute path", c.MountPoint))
 	}
 	if filepath.IsAbs(c.Backing) && filepath.IsAbs(c.MountPoint) {
-		b, m := filepath.Clean(c.Backing), filepath.Clean(c.MountPoint)
-		if within(b, m) || within(m, b) {
-			errs = append(errs, fmt.Errorf("backing directory %q and mount point %q overlap", b, m))
+		if err := CheckOverlap(c.Backing, c.MountPoint); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if !c.Mode.valid() {
@@ -197,6 +196,17 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("MaxWrite %d outside [4096, %d]", c.MaxWrite, maxWriteLimit))
 	}
 	return errors.Join(errs...)
+}
+
+// CheckOverlap refuses a backing directory and a mount point (absolute
+// paths) of which one is the other or lies inside it: the mount would
+// serve itself.
+func CheckOverlap(backing, mountPoint string) error {
+	b, m := filepath.Clean(backing), filepath.Clean(mountPoint)
+	if within(b, m) || within(m, b) {
+		return fmt.Errorf("backing directory %q and mount point %q overlap: the mount would serve itself", b, m)
+	}
+	return nil
 }
 
 // within reports whether path p is dir or lies below it.

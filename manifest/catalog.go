@@ -68,11 +68,17 @@ func (c *CatalogConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("catalog: MaxDepth %d must be at least 1", c.MaxDepth))
 	}
 	for _, p := range c.HiddenPatterns {
-		if _, err := path.Match(p, ""); err != nil {
+		if err := CheckHiddenPattern(p); err != nil {
 			errs = append(errs, fmt.Errorf("catalog: hidden pattern %q: %w", p, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// CheckHiddenPattern refuses a pattern HiddenPatterns cannot hold.
+func CheckHiddenPattern(p string) error {
+	_, err := path.Match(p, "")
+	return err
 }
 
 // Change says that a checkpoint directory's visibility changed.

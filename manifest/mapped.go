@@ -20,6 +20,12 @@ var errShrankWhileRead = errors.New("_metadata shrank while it was read")
 // testHookMapped, when set by a test, runs once _metadata is mapped.
 var testHookMapped atomic.Pointer[func()]
 
+// populateLimit is the largest _metadata mapped with its pages faulted in
+// at once. Beyond it pages are faulted in as the scan reaches them: a
+// file of gigabytes (sparse, or not a _metadata at all) whose parse fails
+// early then costs the pages before that point, not its size.
+const populateLimit = 16 << 20
+
 // scanMetadata scans the first size bytes of the open _metadata f. It maps
 // the file rather than reading it: a re-verification is mostly this scan,
 // and decoding the page cache in place spares copying every byte through a
@@ -28,7 +34,15 @@ func scanMetadata(f *os.File, size int64, v metadata.Visitor) (metadata.Summary,
 	if size <= 0 || size > math.MaxInt {
 		return metadata.Scan(f, size, metadata.Options{}, v)
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	flags := unix.MAP_SHARED
+	if size <= populateLimit {
+		flags |= unix.MAP_POPULATE
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, flags)
+	if err == nil && size > populateLimit {
+		// Read ahead of the scan, and drop what it passed when memory is short.
+		unix.Madvise(data, unix.MADV_SEQUENTIAL)
+	}
 	if err != nil {
 		return metadata.Scan(f, size, metadata.Options{}, v)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -44,6 +45,16 @@ type JobDir struct {
 	ID          string
 	Dir         string
 	Checkpoints []CheckpointDir
+	// Skipped are the entries named chk-N that are not checkpoint
+	// directories a verification enters.
+	Skipped []Skipped
+}
+
+// Skipped is an entry of a job directory, named like a checkpoint
+// directory, that is not verified, and why.
+type Skipped struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
 }
 
 // CheckpointDir is one checkpoint directory.
@@ -74,12 +85,12 @@ func Scan(dir string) (Shape, []JobDir, error) {
 		job := JobDir{ID: filepath.Base(filepath.Dir(dir)), Dir: filepath.Dir(dir), Checkpoints: []CheckpointDir{{ID: id, Dir: dir}}}
 		return ShapeCheckpoint, []JobDir{job}, nil
 	}
-	chks, err := ListCheckpoints(dir)
+	chks, skipped, err := listJob(dir)
 	if err != nil {
 		return 0, nil, err
 	}
-	if len(chks) > 0 {
-		return ShapeJob, []JobDir{{ID: filepath.Base(dir), Dir: dir, Checkpoints: chks}}, nil
+	if len(chks) > 0 || len(skipped) > 0 {
+		return ShapeJob, []JobDir{{ID: filepath.Base(dir), Dir: dir, Checkpoints: chks, Skipped: skipped}}, nil
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -91,12 +102,12 @@ func Scan(dir string) (Shape, []JobDir, error) {
 			continue
 		}
 		jd := filepath.Join(dir, e.Name())
-		chks, err := ListCheckpoints(jd)
+		chks, skipped, err := listJob(jd)
 		if err != nil {
 			return 0, nil, err
 		}
-		if len(chks) > 0 {
-			jobs = append(jobs, JobDir{ID: e.Name(), Dir: jd, Checkpoints: chks})
+		if len(chks) > 0 || len(skipped) > 0 {
+			jobs = append(jobs, JobDir{ID: e.Name(), Dir: jd, Checkpoints: chks, Skipped: skipped})
 		}
 	}
 	if len(jobs) == 0 {
@@ -107,21 +118,34 @@ func Scan(dir string) (Shape, []JobDir, error) {
 
 // ListCheckpoints lists the chk-N directories of a job directory, by id.
 func ListCheckpoints(jobDir string) ([]CheckpointDir, error) {
+	out, _, err := listJob(jobDir)
+	return out, err
+}
+
+// listJob lists the chk-N directories of a job directory, by id, and the
+// other entries named chk-N, which are skipped: a symbolic link is never
+// followed (it could lead anywhere).
+func listJob(jobDir string) ([]CheckpointDir, []Skipped, error) {
 	entries, err := os.ReadDir(jobDir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []CheckpointDir
+	var skipped []Skipped
 	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		if id, ok := CheckpointIDFromDirName(e.Name()); ok {
+		id, ok := CheckpointIDFromDirName(e.Name())
+		switch {
+		case !ok:
+		case e.IsDir():
 			out = append(out, CheckpointDir{ID: id, Dir: filepath.Join(jobDir, e.Name())})
+		case e.Type()&fs.ModeSymlink != 0:
+			skipped = append(skipped, Skipped{Name: e.Name(), Reason: "symbolic link (not followed)"})
+		default:
+			skipped = append(skipped, Skipped{Name: e.Name(), Reason: "not a directory"})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
+	return out, skipped, nil
 }
 
 // JobReport is the verification of every checkpoint of one job.
@@ -129,6 +153,8 @@ type JobReport struct {
 	JobID string
 	// Checkpoints are the verdicts in ascending id order.
 	Checkpoints []*Verdict
+	// Skipped are the job's entries that were not verified (JobDir).
+	Skipped []Skipped
 }
 
 // Newest returns the verdict with the highest id, or nil.
@@ -155,7 +181,7 @@ func (r *JobReport) NewestComplete() *Verdict {
 
 // VerifyJob verifies every checkpoint of a job.
 func (v *Verifier) VerifyJob(ctx context.Context, job JobDir) *JobReport {
-	r := &JobReport{JobID: job.ID}
+	r := &JobReport{JobID: job.ID, Skipped: job.Skipped}
 	for _, c := range job.Checkpoints {
 		r.Checkpoints = append(r.Checkpoints, v.VerifyDir(ctx, c.Dir))
 	}

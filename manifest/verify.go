@@ -388,15 +388,22 @@ func (v *Verifier) matchProbed(targets []target, entries []*pathEntry, scanned [
 
 // openBeneath opens path (O_PATH for directories, read-only for files)
 // without following a symbolic link out of the root that contains it.
+// Opening does not wait for a FIFO's writer; reads block as usual.
 func openBeneath(res *Resolver, path string) (*os.File, error) {
 	fd, err := openBeneathFd(res, path)
 	if err != nil {
 		return nil, err
 	}
+	// The only status flag openBeneathFd sets is O_NONBLOCK.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "fcntl", Path: path, Err: err}
+	}
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// openBeneathFd is openBeneath returning the bare descriptor.
+// openBeneathFd is openBeneath returning the bare descriptor, opened
+// O_NONBLOCK.
 func openBeneathFd(res *Resolver, path string) (int, error) {
 	root, rel, err := res.split(path)
 	if err != nil {
@@ -411,13 +418,13 @@ func openBeneathFd(res *Resolver, path string) (int, error) {
 		rel = "."
 	}
 	how := unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
 	}
 	fd, err := unix.Openat2(rootFd, rel, &how)
 	if errors.Is(err, unix.ENOSYS) {
 		// Kernels before 5.6: the lexical check in split is what remains.
-		fd, err = unix.Openat(rootFd, rel, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		fd, err = unix.Openat(rootFd, rel, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	}
 	if err != nil {
 		return -1, &os.PathError{Op: "open", Path: path, Err: err}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -125,91 +126,144 @@ func (c *Config) DefaultTakeoverWait() time.Duration {
 	return c.FlinkSessionTimeout + c.LivenessMargin
 }
 
-// Validate reports every problem with c, joined.
+// FieldError is a problem with one field of a Config. Validate joins
+// them, so that a caller can say which of its own settings is wrong.
+type FieldError struct {
+	// Field names the Config field, for example "PathRoot".
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return "zkbridge: " + e.Field + ": " + e.Err.Error() }
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Validate reports every problem with c, joined; each is a *FieldError.
 func (c *Config) Validate() error {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("zkbridge: "+format, args...)) }
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Err: fmt.Errorf(format, args...)})
+	}
 
 	if len(c.Servers) == 0 {
-		bad("no ZooKeeper servers")
+		bad("Servers", "no ZooKeeper servers")
 	}
 	for _, s := range c.Servers {
-		host, port, err := net.SplitHostPort(s)
-		if err != nil || host == "" {
-			bad("server %q: want HOST:PORT", s)
-			continue
-		}
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			bad("server %q: bad port", s)
+		if err := checkServer(s); err != nil {
+			bad("Servers", "%w", err)
 		}
 	}
 	if c.SessionTimeout < time.Second {
-		bad("SessionTimeout %v is below 1s", c.SessionTimeout)
+		bad("SessionTimeout", "%v is below 1s", c.SessionTimeout)
 	}
 	if c.ConnectTimeout <= 0 {
-		bad("ConnectTimeout %v must be positive", c.ConnectTimeout)
+		bad("ConnectTimeout", "%v must be positive", c.ConnectTimeout)
 	}
 	if c.RetryTimeout < c.SessionTimeout {
-		bad("RetryTimeout %v must be at least SessionTimeout %v: a reconnect can take that long", c.RetryTimeout, c.SessionTimeout)
+		bad("RetryTimeout", "%v must be at least SessionTimeout %v: a reconnect can take that long", c.RetryTimeout, c.SessionTimeout)
 	}
 	if err := checkAbsPath(c.PathRoot); err != nil {
-		bad("PathRoot: %v", err)
+		bad("PathRoot", "%w", err)
 	}
 	if err := checkAbsPath(c.CkptfsRoot); err != nil {
-		bad("CkptfsRoot: %v", err)
+		bad("CkptfsRoot", "%w", err)
 	}
 	if c.CkptfsRoot != "" && c.PathRoot != "" && (isBelow(c.CkptfsRoot, c.PathRoot) || isBelow(c.PathRoot, c.CkptfsRoot)) {
-		bad("CkptfsRoot %s and PathRoot %s must not contain each other", c.CkptfsRoot, c.PathRoot)
+		bad("PathRoot", "%s and CkptfsRoot %s must not contain each other", c.PathRoot, c.CkptfsRoot)
 	}
 	if c.ClusterID != "" {
 		if key := clusterKey(c.ClusterID); key == "" {
-			bad("ClusterID %q is only slashes", c.ClusterID)
+			bad("ClusterID", "%q is only slashes", c.ClusterID)
 		}
 	}
 	if c.Site != "" {
 		if err := checkNodeName(c.Site); err != nil {
-			bad("Site: %v", err)
+			bad("Site", "%w", err)
 		}
 	}
 	if c.FlinkVersion != GenUnknown && !c.FlinkVersion.valid() {
-		bad("FlinkVersion %d is not a known generation", c.FlinkVersion)
+		bad("FlinkVersion", "%d is not a known generation", c.FlinkVersion)
 	}
 	if c.FlinkSessionTimeout <= 0 {
-		bad("FlinkSessionTimeout %v must be positive", c.FlinkSessionTimeout)
+		bad("FlinkSessionTimeout", "%v must be positive", c.FlinkSessionTimeout)
 	}
 	if c.LivenessMargin < 0 {
-		bad("LivenessMargin %v is negative", c.LivenessMargin)
+		bad("LivenessMargin", "%v is negative", c.LivenessMargin)
 	}
 	if c.LivenessPoll <= 0 {
-		bad("LivenessPoll %v must be positive", c.LivenessPoll)
+		bad("LivenessPoll", "%v must be positive", c.LivenessPoll)
 	}
 	if c.LockWait < 0 {
-		bad("LockWait %v is negative", c.LockWait)
+		bad("LockWait", "%v is negative", c.LockWait)
 	}
 	if c.MarkerInterval <= 0 {
-		bad("MarkerInterval %v must be positive", c.MarkerInterval)
+		bad("MarkerInterval", "%v must be positive", c.MarkerInterval)
 	}
 	if c.MarkerJitter < 0 || c.MarkerJitter > c.MarkerInterval {
-		bad("MarkerJitter %v must be between 0 and MarkerInterval %v", c.MarkerJitter, c.MarkerInterval)
+		bad("MarkerJitter", "%v must be between 0 and MarkerInterval %v", c.MarkerJitter, c.MarkerInterval)
 	}
 	if c.MarkerRetryInterval <= 0 || c.MarkerRetryInterval > c.MarkerInterval {
-		bad("MarkerRetryInterval %v must be positive and at most MarkerInterval %v", c.MarkerRetryInterval, c.MarkerInterval)
+		bad("MarkerRetryInterval", "%v must be positive and at most MarkerInterval %v", c.MarkerRetryInterval, c.MarkerInterval)
 	}
 	for _, d := range c.CheckpointsDirs {
 		if strings.TrimSpace(d) == "" {
-			bad("empty CheckpointsDirs entry")
+			bad("CheckpointsDirs", "empty entry")
 		}
 	}
 	if c.MaxBufferSize < 64<<10 {
-		bad("MaxBufferSize %d is below 64 KiB", c.MaxBufferSize)
+		bad("MaxBufferSize", "%d is below 64 KiB", c.MaxBufferSize)
 	}
 	if len(c.ACL) == 0 {
-		bad("ACL is empty")
+		bad("ACL", "empty")
 	}
 	if c.Logger == nil {
-		bad("Logger is nil (use slog.New(slog.DiscardHandler) for none)")
+		bad("Logger", "nil (use slog.New(slog.DiscardHandler) for none)")
 	}
 	return errors.Join(errs...)
+}
+
+// ParseServers parses a ZooKeeper connect string as Flink's
+// high-availability.zookeeper.quorum holds it, HOST:PORT[,HOST:PORT...],
+// into Servers. Blanks around each server are dropped; an empty server
+// (two commas, or one at an end) and every server Validate would refuse
+// are errors, joined, each naming the server by its position.
+func ParseServers(connect string) ([]string, error) {
+	if strings.TrimSpace(connect) == "" {
+		return nil, errors.New("no ZooKeeper servers")
+	}
+	var servers []string
+	var errs []error
+	for i, s := range strings.Split(connect, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			errs = append(errs, fmt.Errorf("server %d is empty", i+1))
+			continue
+		}
+		if err := checkServer(s); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		servers = append(servers, s)
+	}
+	return servers, errors.Join(errs...)
+}
+
+// checkServer accepts one ZooKeeper client address: HOST:PORT, a host
+// without blanks, a port from 1 to 65535.
+func checkServer(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	switch {
+	case err != nil || host == "":
+		return fmt.Errorf("server %q: want HOST:PORT", s)
+	case strings.ContainsFunc(host, unicode.IsSpace):
+		return fmt.Errorf("server %q: blank in the host", s)
+	case strings.Contains(port, "/"):
+		return fmt.Errorf("server %q: bad port: a chroot suffix is not supported (the path root is set apart)", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("server %q: bad port", s)
+	}
+	return nil
 }
 
 // checkAbsPath accepts a ZooKeeper path: absolute, no empty, "." or ".."

@@ -24,9 +24,12 @@ import (
 // command's addSettings.
 const (
 	settingAnnotation = "ckptfs-setting"
-	configFlag        = "config"
-	configEnv         = "CKPTFS_CONFIG"
-	envPrefix         = "CKPTFS_"
+	// originAnnotation holds where a setting's value came from, when not
+	// from the command line: its variable, or FILE:LINE.
+	originAnnotation = "ckptfs-origin"
+	configFlag       = "config"
+	configEnv        = "CKPTFS_CONFIG"
+	envPrefix        = "CKPTFS_"
 	// maxConfigSize bounds what is read of a configuration file.
 	maxConfigSize = 1 << 20
 )
@@ -128,18 +131,95 @@ func fillSettings(cmd *cobra.Command, file *configFile, env lookupEnv) error {
 			if err := setFlag(f, envValues(f, v)); err != nil {
 				return fmt.Errorf("%s: %s: %w", settingEnv(f.Name), f.Name, err)
 			}
+			f.Annotations[originAnnotation] = []string{settingEnv(f.Name)}
 			continue
 		}
 		if file == nil {
 			continue
 		}
 		if e, ok := file.entries[f.Name]; ok {
+			origin := fmt.Sprintf("%s:%d", file.path, e.line)
 			if err := setFlagFromYAML(f, e.value); err != nil {
-				return fmt.Errorf("%s:%d: %s: %w", file.path, e.line, f.Name, err)
+				return fmt.Errorf("%s: %s: %w", origin, f.Name, err)
 			}
+			f.Annotations[originAnnotation] = []string{origin}
 		}
 	}
 	return nil
+}
+
+// settingError is a problem with the value of one setting; its message
+// names the setting. located prefixes where the value came from.
+type settingError struct {
+	name string
+	// missing: the setting is required and not set; the command line
+	// may still give it (config check lets it pass).
+	missing bool
+	err     error
+}
+
+func (e *settingError) Error() string { return e.err.Error() }
+
+func (e *settingError) Unwrap() error { return e.err }
+
+// badSetting is a problem with the value of setting name; the message
+// names it.
+func badSetting(name, format string, args ...any) error {
+	return &settingError{name: name, err: fmt.Errorf(format, args...)}
+}
+
+// missingSetting says that setting name is required and not set.
+func missingSetting(name, format string, args ...any) error {
+	return &settingError{name: name, missing: true, err: fmt.Errorf(format, args...)}
+}
+
+// leaves flattens joined errors.
+func leaves(err error) []error {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, leaves(e)...)
+	}
+	return out
+}
+
+// located prefixes each problem of err with a setting with where the
+// setting's value came from in cmd: its environment variable or the
+// file and line. A value from the command line is named by the message.
+func located(cmd *cobra.Command, err error) error {
+	var out []error
+	for _, e := range leaves(err) {
+		var se *settingError
+		if errors.As(e, &se) {
+			if f := cmd.Flags().Lookup(se.name); f != nil && f.Changed && len(f.Annotations[originAnnotation]) == 1 {
+				e = fmt.Errorf("%s: %w", f.Annotations[originAnnotation][0], e)
+			}
+		}
+		out = append(out, e)
+	}
+	return errors.Join(out...)
+}
+
+// settingsCheck validates the settings of one command, filled, as the
+// command itself does before it acts; config check runs it on a file.
+type settingsCheck func() error
+
+// settingsChecks holds the check of each command with settings.
+type settingsChecks map[*cobra.Command]settingsCheck
+
+// checkSettings runs cmd's check (nil: none); its errors name where each
+// bad value came from.
+func checkSettings(cmd *cobra.Command, check settingsCheck) error {
+	if check == nil {
+		return nil
+	}
+	return located(cmd, check())
 }
 
 // envValues splits the value of a repeatable setting at commas.

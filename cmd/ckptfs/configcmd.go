@@ -15,14 +15,14 @@ import (
 	"github.com/ckptfs/ckptfs/flinkconf"
 )
 
-func newConfigCmd() *cobra.Command {
+func newConfigCmd(checks settingsChecks) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
 		Short: "Derive a configuration from Flink's, or check one",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newFromFlinkCmd(), newConfigCheckCmd())
+	cmd.AddCommand(newFromFlinkCmd(), newConfigCheckCmd(checks))
 	return cmd
 }
 
@@ -298,15 +298,17 @@ func (d *derivedConfig) writeYAML(w io.Writer, fc *flinkconf.Config) error {
 	return enc.Close()
 }
 
-func newConfigCheckCmd() *cobra.Command {
+func newConfigCheckCmd(checks settingsChecks) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check --config FILE",
 		Short: "Check a configuration file against every command",
 		Long: `Check reads the configuration file (--config, else $CKPTFS_CONFIG) as every
-command reads it: each key must be a setting of some command and its value
-must parse as that command's flag. It prints which commands use each key.
-Checks that need the whole configuration (for example that mount has a
-backing) happen when the command runs.
+command reads it: each key must be a setting of some command, its value
+must parse as that command's flag, and each command's own validation of
+its settings must pass (the values it refuses when it runs). It prints
+which commands use each key. A setting a command requires but the file
+leaves out (mount's backing, takeover's site, ...) may still come from
+the command line or the environment: check does not require it.
 
 Exit status:
   0  the file is valid
@@ -323,15 +325,27 @@ Exit status:
 			users := map[string][]string{}
 			var errs []error
 			seen := map[string]bool{}
+			add := func(err error) {
+				if !seen[err.Error()] {
+					seen[err.Error()] = true
+					errs = append(errs, err)
+				}
+			}
 			for _, c := range settingCommands(cmd.Root()) {
 				for _, f := range commandSettings(c) {
 					if _, ok := file.entries[f.Name]; ok {
 						users[f.Name] = append(users[f.Name], c.Name())
 					}
 				}
-				if err := fillSettings(c, file, noEnv); err != nil && !seen[err.Error()] {
-					seen[err.Error()] = true
-					errs = append(errs, err)
+				if err := fillSettings(c, file, noEnv); err != nil {
+					add(err)
+					continue
+				}
+				// The command's own check, as it runs it.
+				for _, err := range leaves(checkSettings(c, checks[c])) {
+					if se := (*settingError)(nil); !errors.As(err, &se) || !se.missing {
+						add(err)
+					}
 				}
 			}
 			if err := errors.Join(errs...); err != nil {

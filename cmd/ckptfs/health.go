@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ckptfs/ckptfs/fusefs"
 	"github.com/ckptfs/ckptfs/internal/metrics"
@@ -26,7 +27,7 @@ const exitUnhealthy = 1
 // maxHealthBody bounds what health reads from the daemon.
 const maxHealthBody = 1 << 20
 
-func newHealthCmd() *cobra.Command {
+func newHealthCmd(checks settingsChecks) *cobra.Command {
 	var (
 		mountPoint string
 		metricsURL string
@@ -49,34 +50,24 @@ func newHealthCmd() *cobra.Command {
     is at most --max-lag checkpoints and --max-lag-time.
 
 Without --mountpoint, the mount point the daemon reports is checked.
+Settings come from flags, then CKPTFS_<FLAG>, then the YAML file of
+--config (keys as the long flags: mountpoint is mount's), then defaults.
 
 Exit status:
   0  every check passed
   1  some check failed (one line each on stdout)
-  3  usage error`,
+  3  usage or settings error`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if mountPoint == "" && metricsURL == "" {
-				return fail("give --mountpoint, --metrics-url or both")
-			}
-			if timeout <= 0 {
-				return fail("--timeout must be positive")
+			if err := checkSettings(cmd, checks[cmd]); err != nil {
+				return fail("%v", err)
 			}
 			th := metrics.NoThresholds
 			if cmd.Flags().Changed("max-lag") {
-				if maxLag < 0 {
-					return fail("--max-lag must not be negative")
-				}
 				th.MaxLag = maxLag
 			}
 			if cmd.Flags().Changed("max-lag-time") {
-				if maxLagTime < 0 {
-					return fail("--max-lag-time must not be negative")
-				}
 				th.MaxLagSeconds = maxLagTime.Seconds()
-			}
-			if th != metrics.NoThresholds && metricsURL == "" {
-				return fail("--max-lag and --max-lag-time need --metrics-url: the daemon knows the lag")
 			}
 			var problems, passed []string
 			if metricsURL != "" {
@@ -112,21 +103,55 @@ Exit status:
 			return nil
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&mountPoint, "mountpoint", "", "the mount `PATH` to stat (default: the one the daemon reports)")
-	f.StringVar(&metricsURL, "metrics-url", "", "the daemon's metrics endpoint, `URL` http://HOST:PORT of its --metrics-addr")
-	f.DurationVar(&timeout, "timeout", 5*time.Second, "how long the mount and the daemon may take to answer")
-	f.Int64Var(&maxLag, "max-lag", 0, "most checkpoints ZooKeeper's newest pointer may be ahead of this site (default: not checked)")
-	f.DurationVar(&maxLagTime, "max-lag-time", 0, "most `TIME` the newest checkpoint complete here may be behind ZooKeeper's newest (default: not checked)")
+	addSettings(cmd, func(f *pflag.FlagSet) {
+		f.StringVar(&mountPoint, "mountpoint", "", "the mount `PATH` to stat (default: the one the daemon reports)")
+		f.StringVar(&metricsURL, "metrics-url", "", "the daemon's metrics endpoint, `URL` http://HOST:PORT of its --metrics-addr")
+		f.DurationVar(&timeout, "timeout", 5*time.Second, "how long the mount and the daemon may take to answer")
+		f.Int64Var(&maxLag, "max-lag", 0, "most checkpoints ZooKeeper's newest pointer may be ahead of this site (default: not checked)")
+		f.DurationVar(&maxLagTime, "max-lag-time", 0, "most `TIME` the newest checkpoint complete here may be behind ZooKeeper's newest (default: not checked)")
+	})
+	checks[cmd] = func() error {
+		var errs []error
+		if mountPoint == "" && metricsURL == "" {
+			errs = append(errs, missingSetting("mountpoint", "give --mountpoint, --metrics-url or both"))
+		}
+		if timeout <= 0 {
+			errs = append(errs, badSetting("timeout", "timeout %v must be positive", timeout))
+		}
+		lag := cmd.Flags().Changed("max-lag") || cmd.Flags().Changed("max-lag-time")
+		if maxLag < 0 {
+			errs = append(errs, badSetting("max-lag", "max-lag %d must not be negative", maxLag))
+		}
+		if maxLagTime < 0 {
+			errs = append(errs, badSetting("max-lag-time", "max-lag-time %v must not be negative", maxLagTime))
+		}
+		if metricsURL != "" {
+			if _, err := healthURL(metricsURL); err != nil {
+				errs = append(errs, badSetting("metrics-url", "%w", err))
+			}
+		} else if lag {
+			errs = append(errs, missingSetting("metrics-url", "max-lag and max-lag-time need metrics-url: the daemon knows the lag"))
+		}
+		return errors.Join(errs...)
+	}
 	return cmd
+}
+
+// healthURL is the /healthz of the daemon whose metrics endpoint is base.
+func healthURL(base string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimSuffix(base, "/") + "/healthz")
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("metrics-url %q: want http://HOST:PORT", base)
+	}
+	return u, nil
 }
 
 // fetchHealth asks the daemon's /healthz. A 503 carries the daemon's
 // problems and is no error.
 func fetchHealth(ctx context.Context, base string, th metrics.Thresholds, timeout time.Duration) (*metrics.Health, error) {
-	u, err := url.Parse(strings.TrimSuffix(base, "/") + "/healthz")
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--metrics-url %q: want http://HOST:PORT", base)
+	u, err := healthURL(base)
+	if err != nil {
+		return nil, err
 	}
 	q := url.Values{}
 	if th.MaxLag >= 0 {

@@ -318,7 +318,8 @@ func TestHealthUsageAndPlainDirectory(t *testing.T) {
 	if out, code, _ := health(t, "--mountpoint", dir); code != 1 || !strings.Contains(out, "not mounted") {
 		t.Errorf("health of a plain directory: exit %d\n%s", code, out)
 	}
-	if out, code, _ := health(t, "--metrics-url", "ftp://x"); code != 1 || !strings.Contains(out, "want http://HOST:PORT") {
+	// A URL that cannot be the daemon's is a usage error, as config check says.
+	if out, code, _ := health(t, "--metrics-url", "ftp://x"); code != 3 || !strings.Contains(out, "want http://HOST:PORT") {
 		t.Errorf("health with a bad URL: exit %d\n%s", code, out)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/manifest/metadata"
@@ -21,7 +23,8 @@ func newInspectCmd() *cobra.Command {
 		Short: "Summarize a _metadata file: checkpoint id, operators, referenced files",
 		Long: `Inspect parses a Flink _metadata file (PATH is the file or a directory
 holding it) and prints its checkpoint id, format version, operators, every
-file it references and the state stored inline.
+file it references and the state stored inline. It reads only a regular
+file, never through a symbolic link.
 
 Exit status: 0 on success, 3 when the file cannot be read or parsed (the
 error, with its byte offset, goes to stderr).`,
@@ -31,15 +34,16 @@ error, with its byte offset, goes to stderr).`,
 			if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 				path = filepath.Join(path, manifest.MetadataFile)
 			}
-			m, err := metadata.DecodeFile(path, metadata.Options{})
-			if err != nil {
-				return fail("%s: %v", path, err)
-			}
-			fi, err := os.Stat(path)
+			f, size, err := openMetadata(path)
 			if err != nil {
 				return fail("%v", err)
 			}
-			report := newInspectReport(path, fi.Size(), m)
+			defer f.Close()
+			m, err := metadata.Decode(f, size, metadata.Options{})
+			if err != nil {
+				return fail("%s: %v", path, err)
+			}
+			report := newInspectReport(path, size, m)
 			if out == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -51,6 +55,35 @@ error, with its byte offset, goes to stderr).`,
 	}
 	addOutputFlag(cmd, &out)
 	return cmd
+}
+
+// openMetadata opens the _metadata file at path for reading, and returns
+// its size. A symbolic link is refused, not followed (a checkpoint
+// directory may be written by anyone with access to the storage), and so
+// is anything but a regular file (opening does not wait for a FIFO).
+func openMetadata(path string) (*os.File, int64, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		if fi, lerr := os.Lstat(path); errors.Is(err, unix.ELOOP) && lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return nil, 0, fmt.Errorf("%s is a symbolic link: inspect does not follow symbolic links", path)
+		}
+		return nil, 0, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, 0, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, 0, fmt.Errorf("%s is not a regular file", path)
+	}
+	// A regular file: reads block as usual.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0); err != nil {
+		unix.Close(fd)
+		return nil, 0, &os.PathError{Op: "fcntl", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), st.Size, nil
 }
 
 type inspectReport struct {

@@ -86,8 +86,8 @@ It verifies checkpoints from Flink's own _metadata, serves the checkpoint
 directory through a FUSE mount that shows only complete checkpoints, and
 keeps ZooKeeper from pointing ahead of what the new active site holds.
 
-Settings of mount, verify, status, takeover and restore-pruned come from
-flags, then the environment (CKPTFS_<FLAG>, e.g. CKPTFS_ZK,
+Settings of mount, verify, status, takeover, restore-pruned and health
+come from flags, then the environment (CKPTFS_<FLAG>, e.g. CKPTFS_ZK,
 CKPTFS_CLUSTER_ID), then the YAML file given by --config or
 $CKPTFS_CONFIG (keys named like the long flags), then defaults.`,
 		SilenceUsage:  true,
@@ -99,8 +99,9 @@ $CKPTFS_CONFIG (keys named like the long flags), then defaults.`,
 			return nil
 		},
 	}
-	root.AddCommand(newInspectCmd(), newVerifyCmd(), newMountCmd(serve), newVersionCmd())
-	root.AddCommand(newStatusCmd(), newTakeoverCmd(), newRestorePrunedCmd(), newConfigCmd(), newHealthCmd())
+	checks := settingsChecks{}
+	root.AddCommand(newInspectCmd(), newVerifyCmd(checks), newMountCmd(serve, checks), newVersionCmd())
+	root.AddCommand(newStatusCmd(checks), newTakeoverCmd(checks), newRestorePrunedCmd(checks), newConfigCmd(checks), newHealthCmd(checks))
 	return root
 }
 

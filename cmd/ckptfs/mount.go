@@ -22,6 +22,7 @@ import (
 	"github.com/ckptfs/ckptfs/fusefs"
 	"github.com/ckptfs/ckptfs/internal/metrics"
 	"github.com/ckptfs/ckptfs/manifest"
+	"github.com/ckptfs/ckptfs/zkbridge"
 )
 
 // mountConfig is the daemon's configuration. Every field is a setting
@@ -31,7 +32,6 @@ type mountConfig struct {
 	Backing    string
 	MountPoint string
 	Mode       string
-	Site       string
 	Poll       time.Duration
 	Hidden     []string
 	Maps       []string
@@ -44,10 +44,9 @@ type mountConfig struct {
 	LogFormat     string
 	LogLevel      string
 	Debug         bool
-	// ZK, ClusterID and PathRoot locate Flink's HA data, as for status.
-	ZK        string
-	ClusterID string
-	PathRoot  string
+	// zkSettings name the site and, with ZK, locate Flink's HA data, as
+	// for status.
+	zkSettings
 	// Lease turns a primary read-only when its ZooKeeper session is lost.
 	Lease bool
 	// MetricsAddr is where /metrics and /healthz are served (HOST:PORT;
@@ -60,46 +59,75 @@ type mountConfig struct {
 func defaultMountConfig() mountConfig {
 	return mountConfig{
 		Mode: "replica", Poll: 2 * time.Second, AllowOther: true, Passthrough: true,
-		LogFormat: "text", LogLevel: "info", PathRoot: "/flink", LagInterval: 10 * time.Second,
+		LogFormat: "text", LogLevel: "info", zkSettings: defaultZKSettings(), LagInterval: 10 * time.Second,
 	}
 }
 
+// validate reports every problem with the settings, each naming its
+// setting (settingError) but the overlap, which is of two.
 func (c *mountConfig) validate() error {
 	var errs []error
-	if !filepath.IsAbs(c.Backing) {
-		errs = append(errs, fmt.Errorf("backing %q must be an absolute path", c.Backing))
+	for _, d := range []struct{ name, dir string }{{"backing", c.Backing}, {"mountpoint", c.MountPoint}} {
+		switch {
+		case d.dir == "":
+			errs = append(errs, missingSetting(d.name, "%s is required: the argument %s, or --%s, %s or %s in the configuration file",
+				d.name, strings.ToUpper(d.name), d.name, settingEnv(d.name), d.name))
+		case !filepath.IsAbs(d.dir):
+			errs = append(errs, badSetting(d.name, "%s %q must be an absolute path", d.name, d.dir))
+		}
 	}
-	if !filepath.IsAbs(c.MountPoint) {
-		errs = append(errs, fmt.Errorf("mountpoint %q must be an absolute path", c.MountPoint))
+	if filepath.IsAbs(c.Backing) && filepath.IsAbs(c.MountPoint) {
+		if err := fusefs.CheckOverlap(c.Backing, c.MountPoint); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if _, err := fusefs.ParseMode(c.Mode); err != nil || c.Mode == "fenced" {
-		errs = append(errs, fmt.Errorf("mode %q: want replica or primary", c.Mode))
+		errs = append(errs, badSetting("mode", "mode %q: want replica or primary", c.Mode))
 	}
 	if c.Poll < 10*time.Millisecond {
-		errs = append(errs, fmt.Errorf("poll %v is too short", c.Poll))
+		errs = append(errs, badSetting("poll", "poll %v is too short", c.Poll))
 	}
-	if c.LogFormat != "text" && c.LogFormat != "json" {
-		errs = append(errs, fmt.Errorf("log-format %q: want text or json", c.LogFormat))
+	for _, p := range c.Hidden {
+		if err := manifest.CheckHiddenPattern(p); err != nil {
+			errs = append(errs, badSetting("hidden", "hidden %q: %w", p, err))
+		}
+	}
+	if _, err := c.resolver(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkLogFormat(c.LogFormat); err != nil {
+		errs = append(errs, err)
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		errs = append(errs, fmt.Errorf("log-level %q: %w", c.LogLevel, err))
+		errs = append(errs, badSetting("log-level", "log-level %q: %w", c.LogLevel, err))
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			errs = append(errs, fmt.Errorf("metrics-addr %q: want HOST:PORT: %w", c.MetricsAddr, err))
+			errs = append(errs, badSetting("metrics-addr", "metrics-addr %q: want HOST:PORT: %w", c.MetricsAddr, err))
 		}
 	}
 	if c.LagInterval < 100*time.Millisecond {
-		errs = append(errs, fmt.Errorf("lag-interval %v is too short", c.LagInterval))
+		errs = append(errs, badSetting("lag-interval", "lag-interval %v is too short", c.LagInterval))
 	}
-	if c.ZK == "" && c.Lease {
-		errs = append(errs, errors.New("lease needs zk"))
+	switch {
+	case c.ZK == "" && c.Lease:
+		errs = append(errs, missingSetting("zk", "lease needs zk"))
+	case c.ZK != "" && c.Site == "":
+		errs = append(errs, missingSetting("site", "zk needs site: markers and active-site name this site"))
 	}
-	if c.ZK != "" && c.Site == "" {
-		errs = append(errs, errors.New("zk needs site: markers and active-site name this site"))
+	if c.ZK != "" {
+		if _, err := c.bridgeConfig(slog.New(slog.DiscardHandler)); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// resolver resolves Flink's paths inside the backing directory and the
+// settings map and root.
+func (c *mountConfig) resolver() (*manifest.Resolver, error) {
+	return newResolver(c.Maps, c.Roots, c.Backing)
 }
 
 // logger is the daemon's logger without attributes; each part adds the
@@ -123,7 +151,7 @@ func serveMount(cmd *cobra.Command, cfg *mountConfig) error {
 	return runMount(cmd.Context(), cfg, cmd.ErrOrStderr(), os.Getenv("CKPTFS_READY_FD"))
 }
 
-func newMountCmd(serve mountServer) *cobra.Command {
+func newMountCmd(serve mountServer, checks settingsChecks) *cobra.Command {
 	cfg := defaultMountConfig()
 	cmd := &cobra.Command{
 		Use:   "mount [flags] BACKING MOUNTPOINT",
@@ -145,8 +173,13 @@ mountpoint. Settings come from flags, then CKPTFS_<FLAG>, then the YAML
 file of --config (keys as the long flags), then defaults. Also runs as
 the mount helper mount.fuse.ckptfs.
 
-Exit status: 0 after a clean unmount, 1 when the unmount had to be forced
-or the mount failed, 3 for usage errors.`,
+Exit status:
+  0  clean unmount after SIGTERM or SIGINT
+  1  the unmount had to be forced, the mount failed (BACKING is not a
+     directory, FUSE refused), or it was unmounted from outside
+  3  usage or settings error (BACKING and MOUNTPOINT overlap, a bad
+     ZooKeeper connect string, metrics-addr cannot be listened on, ...):
+     nothing was mounted`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 0 && len(args) != 2 {
 				return fmt.Errorf("want BACKING and MOUNTPOINT, or neither (the settings backing and mountpoint); got %d arguments", len(args))
@@ -156,21 +189,27 @@ or the mount failed, 3 for usage errors.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 2 {
 				cfg.Backing, cfg.MountPoint = args[0], args[1]
-			}
-			for _, p := range []*string{&cfg.Backing, &cfg.MountPoint} {
-				if *p != "" {
-					abs, err := filepath.Abs(*p)
-					if err != nil {
-						return fail("%v", err)
-					}
-					*p = abs
+				for _, name := range []string{"backing", "mountpoint"} {
+					delete(cmd.Flags().Lookup(name).Annotations, originAnnotation) // the argument wins
 				}
 			}
-			if err := cfg.validate(); err != nil {
+			if err := checkSettings(cmd, checks[cmd]); err != nil {
 				return fail("%v", err)
 			}
 			return serve(cmd, &cfg)
 		},
+	}
+	checks[cmd] = func() error {
+		for _, d := range []*string{&cfg.Backing, &cfg.MountPoint} {
+			if *d != "" {
+				abs, err := filepath.Abs(*d)
+				if err != nil {
+					return err
+				}
+				*d = abs
+			}
+		}
+		return cfg.validate()
 	}
 	addSettings(cmd, func(f *pflag.FlagSet) {
 		f.StringVar(&cfg.Backing, "backing", "", "`DIR` to serve (the first argument wins)")
@@ -202,12 +241,16 @@ func runMount(ctx context.Context, cfg *mountConfig, logw io.Writer, readyFD str
 	base := cfg.logger(logw)
 	siteLog := base.With("site", cfg.Site)
 	log := siteLog.With("component", "mount")
-	roots := append([]string{cfg.Backing}, cfg.Roots...)
-	var paths pathFlags
-	paths.maps = cfg.Maps
-	res, err := paths.resolver(roots...)
+	res, err := cfg.resolver()
 	if err != nil {
 		return fail("%v", err)
+	}
+	// ZooKeeper's settings were checked, but fail before mounting anyway.
+	var zcfg zkbridge.Config
+	if cfg.ZK != "" {
+		if zcfg, err = cfg.bridgeConfig(base); err != nil {
+			return fail("%v", err)
+		}
 	}
 	vcfg := manifest.DefaultConfig()
 	// A file found complete is stat'ed again every other pass: a deletion
@@ -308,7 +351,7 @@ func runMount(ctx context.Context, cfg *mountConfig, logw io.Writer, readyFD str
 	go func() {
 		defer close(zkDone)
 		if cfg.ZK != "" {
-			runZooKeeper(ctx, cfg, verifier, catalog, srv, zkm, base)
+			runZooKeeper(ctx, cfg, zcfg, verifier, catalog, srv, zkm, base)
 		}
 	}()
 

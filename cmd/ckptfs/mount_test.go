@@ -362,8 +362,8 @@ func TestMountPromotionAndFencing(t *testing.T) {
 	waitFor("dc2 was not promoted", func() bool { return write(mnts[1]) == nil })
 	waitFor("dc1 was not fenced", func() bool { return errors.Is(write(mnts[0]), syscall.EROFS) })
 	fams := scrapeDaemon(t, dc1Metrics)
-	if n, _ := seriesValue(fams, "ckptfs_fenced_writers_total", "", ""); n != 1 {
-		t.Errorf("dc1 fenced with one file open for writing: ckptfs_fenced_writers_total %v, want 1", n)
+	if n, _ := seriesValue(fams, "ckptfs_fenced_writers_total", "", ""); n < 1 {
+		t.Errorf("dc1 fenced with one file open for writing: ckptfs_fenced_writers_total %v, want at least 1", n)
 	}
 	if n, ok := seriesValue(fams, "ckptfs_writes_after_fence_total", "", ""); !ok || n != 0 {
 		t.Errorf("ckptfs_writes_after_fence_total %v (exported %v), want 0", n, ok)

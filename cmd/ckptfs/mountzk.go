@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ckptfs/ckptfs/fusefs"
@@ -57,30 +56,17 @@ func (c catalogMarkers) Level(_ context.Context, job string, id int64) (manifest
 	return manifest.LevelNone, nil
 }
 
-// zkConfig maps the mount's ZooKeeper settings onto zkbridge's.
-func (c *mountConfig) zkConfig(log *slog.Logger) (zkbridge.Config, error) {
-	cfg := zkbridge.DefaultConfig()
-	cfg.Servers = strings.Split(c.ZK, ",")
-	cfg.PathRoot, cfg.ClusterID, cfg.Site, cfg.Logger = c.PathRoot, c.ClusterID, c.Site, log
-	return cfg, cfg.Validate()
-}
-
 // runZooKeeper publishes this site's markers and follows active-site:
 // a replica mount of the active site becomes primary (promotion); a
 // primary mount of another site becomes read-only (fencing), as does a
 // primary whose ZooKeeper session is lost in lease mode. It tells zkm
 // what it connected and read, and runs zkm's lag tracker if it has one.
-// It returns when ctx ends.
-//
-// base is the daemon's logger without attributes: zkbridge adds the site.
-func runZooKeeper(ctx context.Context, cfg *mountConfig, verifier *manifest.Verifier, catalog *manifest.Catalog, srv *fusefs.Server, zkm *metrics.ZooKeeper, base *slog.Logger) {
+// It returns when ctx ends. zcfg is cfg's bridgeConfig, logging to the
+// daemon's logger without attributes (zkbridge adds the site).
+func runZooKeeper(ctx context.Context, cfg *mountConfig, zcfg zkbridge.Config, verifier *manifest.Verifier, catalog *manifest.Catalog, srv *fusefs.Server, zkm *metrics.ZooKeeper, base *slog.Logger) {
 	log := base.With("site", cfg.Site, "component", "mount")
-	zcfg, err := cfg.zkConfig(base)
-	if err != nil {
-		log.Error("ZooKeeper settings", "err", err)
-		return
-	}
 	var bridge *zkbridge.Bridge
+	var err error
 	for bridge == nil {
 		if bridge, err = zkbridge.New(ctx, zcfg, zkbridge.NewSiteVerifier(verifier)); err != nil {
 			log.Warn("connecting to ZooKeeper", "err", err)

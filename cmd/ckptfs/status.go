@@ -23,30 +23,26 @@ import (
 	"github.com/ckptfs/ckptfs/zkbridge"
 )
 
-// zkFlags are the flags of the commands that talk to ZooKeeper.
+// zkFlags are the flags of the commands that read Flink's pointers in
+// ZooKeeper: status, takeover and restore-pruned.
 type zkFlags struct {
-	servers         string
-	site            string
-	clusterID       string
-	pathRoot        string
-	flinkVersion    string
-	checkpointsDirs []string
-	flinkSession    time.Duration
-	verbose         bool
-	logFormat       string
-	textfile        string
-	paths           pathFlags
+	zk        zkSettings
+	verbose   bool
+	logFormat string
+	textfile  string
+	paths     pathFlags
 }
 
 func (f *zkFlags) add(cmd *cobra.Command) {
+	f.zk = defaultZKSettings()
 	addSettings(cmd, func(fl *pflag.FlagSet) {
-		fl.StringVar(&f.servers, "zk", "", "ZooKeeper `HOST:PORT[,...]` (Flink's high-availability.zookeeper.quorum)")
-		fl.StringVar(&f.site, "site", "", "`NAME` of this site (dc1, dc2, ...)")
-		fl.StringVar(&f.clusterID, "cluster-id", "", "Flink's high-availability.cluster-id: `ID` of the Flink cluster (default: the only one under --path-root)")
-		fl.StringVar(&f.pathRoot, "path-root", "/flink", "`PATH` of Flink's high-availability.zookeeper.path.root")
-		fl.StringVar(&f.flinkVersion, "flink-version", "", "Flink `VERSION` (for example 1.14 or 1.17) when ZooKeeper does not tell")
-		fl.StringArrayVar(&f.checkpointsDirs, "checkpoints-dir", nil, "Flink's state.checkpoints.dir as a `URI` Flink writes, to find checkpoints no pointer names (repeatable)")
-		fl.DurationVar(&f.flinkSession, "flink-session-timeout", 60*time.Second, "Flink's high-availability.zookeeper.client.session-timeout: how long a dead JobManager's nodes may stay")
+		fl.StringVar(&f.zk.ZK, "zk", "", "ZooKeeper `HOST:PORT[,...]` (Flink's high-availability.zookeeper.quorum)")
+		fl.StringVar(&f.zk.Site, "site", "", "`NAME` of this site (dc1, dc2, ...)")
+		fl.StringVar(&f.zk.ClusterID, "cluster-id", "", "Flink's high-availability.cluster-id: `ID` of the Flink cluster (default: the only one under --path-root)")
+		fl.StringVar(&f.zk.PathRoot, "path-root", f.zk.PathRoot, "`PATH` of Flink's high-availability.zookeeper.path.root")
+		fl.StringVar(&f.zk.FlinkVersion, "flink-version", "", "Flink `VERSION` (for example 1.14 or 1.17) when ZooKeeper does not tell")
+		fl.StringArrayVar(&f.zk.CheckpointsDirs, "checkpoints-dir", nil, "Flink's state.checkpoints.dir as a `URI` Flink writes, to find checkpoints no pointer names (repeatable)")
+		fl.DurationVar(&f.zk.FlinkSessionTimeout, "flink-session-timeout", f.zk.FlinkSessionTimeout, "Flink's high-availability.zookeeper.client.session-timeout: how long a dead JobManager's nodes may stay")
 		fl.StringVar(&f.logFormat, "log-format", "text", "format of the log on stderr: text or json")
 	})
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log what is done on stderr")
@@ -73,59 +69,58 @@ func (f *zkFlags) record(cmd *cobra.Command, actions map[string]uint64, result e
 	if errors.As(result, &ee) {
 		code = ee.code
 	}
-	if err := metrics.RecordTakeover(f.textfile, f.site, actions, code, time.Now()); err != nil {
+	if err := metrics.RecordTakeover(f.textfile, f.zk.Site, actions, code, time.Now()); err != nil {
 		fmt.Fprintln(cmd.ErrOrStderr(), "ckptfs: metrics textfile:", err)
 	}
 }
 
-// open validates the flags and connects. Verification trusts nothing from
-// earlier runs (MaxAge zero): takeover acts on it.
-func (f *zkFlags) open(ctx context.Context, cmd *cobra.Command, needSite bool) (*zkbridge.Bridge, error) {
-	if f.servers == "" {
-		return nil, errors.New("zk is required: --zk, CKPTFS_ZK or zk in the configuration file")
+// config validates the settings and maps them: zkbridge's configuration,
+// logging to w, and the verifier. Verification trusts nothing from
+// earlier runs (MaxAge zero): takeover acts on it. needSite: the command
+// writes in ZooKeeper.
+func (f *zkFlags) config(w io.Writer, needSite bool) (zkbridge.Config, *manifest.Verifier, error) {
+	var errs []error
+	if needSite {
+		errs = append(errs, requireSite(f.zk.Site))
 	}
-	if needSite && f.site == "" {
-		return nil, errors.New("site is required: --site, CKPTFS_SITE or site in the configuration file")
-	}
-	if f.logFormat != "text" && f.logFormat != "json" {
-		return nil, fmt.Errorf("--log-format %q: want text or json", f.logFormat)
-	}
-	gen, err := zkbridge.ParseGeneration(f.flinkVersion)
-	if err != nil {
-		return nil, err
-	}
+	errs = append(errs, checkLogFormat(f.logFormat))
 	res, err := f.paths.resolver()
-	if err != nil {
-		return nil, err
-	}
-	mcfg := manifest.DefaultConfig()
-	mcfg.Resolver = res
-	v, err := manifest.NewVerifier(mcfg)
-	if err != nil {
-		return nil, err
-	}
+	errs = append(errs, err)
 	level := slog.LevelWarn
 	if f.verbose {
 		level = slog.LevelInfo
 	}
-	cfg := zkbridge.DefaultConfig()
-	for _, s := range strings.Split(f.servers, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			cfg.Servers = append(cfg.Servers, s)
-		}
-	}
-	cfg.Site = f.site
-	cfg.ClusterID = f.clusterID
-	cfg.PathRoot = f.pathRoot
-	cfg.FlinkVersion = gen
-	cfg.CheckpointsDirs = f.checkpointsDirs
-	cfg.FlinkSessionTimeout = f.flinkSession
 	opts := &slog.HandlerOptions{Level: level}
-	var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), opts)
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if f.logFormat == "json" {
-		h = slog.NewJSONHandler(cmd.ErrOrStderr(), opts)
+		h = slog.NewJSONHandler(w, opts)
 	}
-	cfg.Logger = slog.New(h)
+	cfg, err := f.zk.bridgeConfig(slog.New(h))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return cfg, nil, err
+	}
+	mcfg := manifest.DefaultConfig()
+	mcfg.Resolver = res
+	v, err := manifest.NewVerifier(mcfg)
+	return cfg, v, err
+}
+
+// check is the command's settingsCheck.
+func (f *zkFlags) check(needSite bool) settingsCheck {
+	return func() error {
+		_, _, err := f.config(io.Discard, needSite)
+		return err
+	}
+}
+
+// open validates the settings (their errors name where a bad value came
+// from) and connects.
+func (f *zkFlags) open(ctx context.Context, cmd *cobra.Command, needSite bool) (*zkbridge.Bridge, error) {
+	cfg, v, err := f.config(cmd.ErrOrStderr(), needSite)
+	if err != nil {
+		return nil, located(cmd, err)
+	}
 	return zkbridge.New(ctx, cfg, zkbridge.NewSiteVerifier(v))
 }
 
@@ -139,7 +134,7 @@ func commandContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 }
 
-func newStatusCmd() *cobra.Command {
+func newStatusCmd(checks settingsChecks) *cobra.Command {
 	var (
 		out outputFlag
 		zf  zkFlags
@@ -183,6 +178,7 @@ Exit status:
 	}
 	addOutputFlag(cmd, &out)
 	zf.add(cmd)
+	checks[cmd] = zf.check(false)
 	return cmd
 }
 

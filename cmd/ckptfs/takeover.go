@@ -20,7 +20,7 @@ const (
 	exitAlive   = 5 // a Flink JobManager stayed alive past the wait
 )
 
-func newTakeoverCmd() *cobra.Command {
+func newTakeoverCmd(checks settingsChecks) *cobra.Command {
 	var (
 		out            outputFlag
 		zf             zkFlags
@@ -99,6 +99,7 @@ Exit status:
 	addOutputFlag(cmd, &out)
 	zf.add(cmd)
 	zf.addTextfile(cmd)
+	checks[cmd] = zf.check(true)
 	addSettings(cmd, func(f *pflag.FlagSet) {
 		f.DurationVar(&wait, "wait", 0, "how long to wait for Flink's JobManagers to vanish from ZooKeeper (default --flink-session-timeout + 15s; 0 does not wait)")
 	})
@@ -157,7 +158,7 @@ func ids(v []int64) string {
 	return strings.Join(s, ", ")
 }
 
-func newRestorePrunedCmd() *cobra.Command {
+func newRestorePrunedCmd(checks settingsChecks) *cobra.Command {
 	var (
 		out        outputFlag
 		zf         zkFlags
@@ -214,6 +215,7 @@ Exit status:
 	addOutputFlag(cmd, &out)
 	zf.add(cmd)
 	zf.addTextfile(cmd)
+	checks[cmd] = zf.check(true)
 	cmd.Flags().StringArrayVar(&jobs, "job", nil, "restore only this job `ID` (repeatable)")
 	cmd.Flags().BoolVar(&unverified, "unverified", false, "put pointers back even when their checkpoint is not complete here")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be put back and write nothing")

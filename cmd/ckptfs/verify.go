@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -35,26 +36,46 @@ func (p *pathFlags) add(cmd *cobra.Command) {
 // resolver builds the path resolver; extraRoots are roots implied by the
 // command's arguments.
 func (p *pathFlags) resolver(extraRoots ...string) (*manifest.Resolver, error) {
-	var maps []manifest.Mapping
-	for _, s := range p.maps {
-		m, err := manifest.ParseMapping(s)
-		if err != nil {
-			return nil, err
-		}
-		maps = append(maps, m)
-	}
-	var roots []string
-	for _, r := range append(append([]string(nil), p.roots...), extraRoots...) {
-		abs, err := filepath.Abs(r)
-		if err != nil {
-			return nil, err
-		}
-		roots = append(roots, abs)
-	}
-	return manifest.NewResolver(maps, roots)
+	return newResolver(p.maps, p.roots, extraRoots...)
 }
 
-func newVerifyCmd() *cobra.Command {
+// newResolver builds the path resolver of the settings map and root;
+// extraRoots are roots implied otherwise. Problems name their setting.
+func newResolver(maps, roots []string, extraRoots ...string) (*manifest.Resolver, error) {
+	var mappings []manifest.Mapping
+	var errs []error
+	for _, s := range maps {
+		m, err := manifest.ParseMapping(s)
+		if err != nil {
+			errs = append(errs, badSetting("map", "map: %w", err))
+			continue
+		}
+		mappings = append(mappings, m)
+	}
+	var abs []string
+	for i, r := range append(append([]string(nil), roots...), extraRoots...) {
+		a, err := filepath.Abs(r)
+		if err != nil {
+			if i < len(roots) {
+				err = badSetting("root", "root %q: %w", r, err)
+			}
+			errs = append(errs, err)
+			continue
+		}
+		abs = append(abs, a)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	res, err := manifest.NewResolver(mappings, abs)
+	if err != nil {
+		// The roots are absolute: a mapping is wrong.
+		return nil, badSetting("map", "map: %w", err)
+	}
+	return res, nil
+}
+
+func newVerifyCmd(checks settingsChecks) *cobra.Command {
 	var (
 		out        outputFlag
 		paths      pathFlags
@@ -80,6 +101,9 @@ Exit status:
   3  usage or I/O error`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkSettings(cmd, checks[cmd]); err != nil {
+				return fail("%v", err)
+			}
 			root, err := filepath.Abs(args[0])
 			if err != nil {
 				return fail("%v", err)
@@ -121,6 +145,10 @@ Exit status:
 	}
 	addOutputFlag(cmd, &out)
 	paths.add(cmd)
+	checks[cmd] = func() error {
+		_, err := paths.resolver()
+		return err
+	}
 	cmd.Flags().StringVar(&jobFilter, "job", "", "verify only the job with this `ID` (directory name)")
 	cmd.Flags().Int64Var(&checkpoint, "checkpoint", 0, "verify only checkpoint `N` of each job")
 	return cmd
@@ -140,10 +168,16 @@ func filterJobs(jobs []manifest.JobDir, job string, checkpoint int64, byCheckpoi
 					keep = append(keep, c)
 				}
 			}
-			if len(keep) == 0 {
+			var skipped []manifest.Skipped
+			for _, sk := range j.Skipped {
+				if id, _ := manifest.CheckpointIDFromDirName(sk.Name); id == checkpoint {
+					skipped = append(skipped, sk)
+				}
+			}
+			if len(keep) == 0 && len(skipped) == 0 {
 				continue
 			}
-			j.Checkpoints = keep
+			j.Checkpoints, j.Skipped = keep, skipped
 		}
 		out = append(out, j)
 	}
@@ -182,12 +216,17 @@ type verifyJobJSON struct {
 	Newest         *int64              `json:"newest"`
 	NewestComplete *int64              `json:"newest_complete"`
 	Checkpoints    []*manifest.Verdict `json:"checkpoints"`
+	// Skipped are the entries named chk-N that were not verified.
+	Skipped []manifest.Skipped `json:"skipped,omitempty"`
 }
 
 func writeVerifyJSON(w io.Writer, reports []*manifest.JobReport) error {
 	doc := verifyJSON{Jobs: []verifyJobJSON{}}
 	for _, r := range reports {
-		j := verifyJobJSON{JobID: r.JobID, Checkpoints: r.Checkpoints}
+		j := verifyJobJSON{JobID: r.JobID, Checkpoints: r.Checkpoints, Skipped: r.Skipped}
+		if j.Checkpoints == nil {
+			j.Checkpoints = []*manifest.Verdict{} // only skipped entries
+		}
 		if n := r.Newest(); n != nil {
 			j.Newest = &n.CheckpointID
 		}
@@ -227,6 +266,9 @@ func writeVerifyText(w io.Writer, root string, shape manifest.Shape, reports []*
 				}
 				fmt.Fprintf(w, "  %d: %s\n", v.CheckpointID, p)
 			}
+		}
+		for _, s := range r.Skipped {
+			fmt.Fprintf(w, "  skipped %s: %s\n", s.Name, s.Reason)
 		}
 		if n := r.NewestComplete(); n != nil {
 			fmt.Fprintf(w, "newest complete checkpoint: %d (%s)\n", n.CheckpointID, n.Dir)

@@ -475,11 +475,61 @@ func (d *decoder) blob(n int32, what string) ([]byte, error) {
 	if !d.opts.KeepInline {
 		return nil, d.skip(int64(n), what)
 	}
-	if err := d.need(int64(n), what); err != nil {
+	return d.bytes(int64(n), what)
+}
+
+// maxPrealloc bounds the elements (or bytes, times 64) allocated before
+// they are parsed. A count or length is only a claim, which a sparse or
+// hostile file of gigabytes backs with zeros or not at all: lists and
+// byte strings grow with what the parse reaches.
+const maxPrealloc = 1024
+
+// bytes reads n bytes into a new slice that grows as they are read.
+func (d *decoder) bytes(n int64, what string) ([]byte, error) {
+	if err := d.need(n, what); err != nil {
 		return nil, err
 	}
-	b := make([]byte, n)
-	return b, d.read(b, what)
+	b := make([]byte, 0, min(n, 64*maxPrealloc))
+	for int64(len(b)) < n {
+		if d.pos == len(d.buf) {
+			if err := d.fill(1, what); err != nil {
+				return nil, err
+			}
+		}
+		k := int(min(n-int64(len(b)), int64(len(d.buf)-d.pos)))
+		b = append(b, d.buf[d.pos:d.pos+k]...)
+		d.pos += k
+	}
+	return b, nil
+}
+
+// each decodes n elements with one into a list that grows with the
+// elements parsed (maxPrealloc). Scanning keeps nothing: every element
+// is decoded into one scratch value, zeroed first, and the list is nil,
+// as it is for n == 0.
+func each[T any](d *decoder, n int, one func(*T) error) ([]T, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	var zero T
+	if d.scanning() {
+		scratch := new(T)
+		for range n {
+			*scratch = zero
+			if err := one(scratch); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}
+	out := make([]T, 0, min(n, maxPrealloc))
+	for range n {
+		out = append(out, zero)
+		if err := one(&out[len(out)-1]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // count reads an element count and checks that count elements of at least
@@ -508,13 +558,13 @@ func (d *decoder) longs(n int, what string) ([]int64, error) {
 	if d.scanning() {
 		return nil, d.skip(int64(n)*8, what)
 	}
-	out := make([]int64, n)
-	for i := range out {
+	out := make([]int64, 0, min(n, maxPrealloc))
+	for range n {
 		v, err := d.i64(what)
 		if err != nil {
 			return nil, err
 		}
-		out[i] = v
+		out = append(out, v)
 	}
 	return out, nil
 }
@@ -562,26 +612,16 @@ func (d *decoder) metadata() (*Metadata, error) {
 	if err != nil {
 		return m, err
 	}
-	if n > 0 {
-		m.MasterStates = make([]MasterState, n)
-	}
-	for i := range m.MasterStates {
-		if err := d.masterState(&m.MasterStates[i]); err != nil {
-			return m, err
-		}
+	if m.MasterStates, err = each(d, n, d.masterState); err != nil {
+		return m, err
 	}
 	// The smallest operator is 29 bytes: ids, parallelisms, a null
 	// coordinator and a zero subtask count (version 3).
 	if n, err = d.count("operator count", 29); err != nil {
 		return m, err
 	}
-	if n > 0 {
-		m.Operators = make([]Operator, n)
-	}
-	for i := range m.Operators {
-		if err := d.operator(&m.Operators[i]); err != nil {
-			return m, err
-		}
+	if m.Operators, err = each(d, n, d.operator); err != nil {
+		return m, err
 	}
 	if version >= 4 {
 		if err := d.properties(m); err != nil {
@@ -687,11 +727,7 @@ func (d *decoder) operator(op *Operator) error {
 	if int64(n)*4 > d.remaining() {
 		return d.fail("subtask count", fmt.Errorf("%w: %d subtasks cannot fit in %d bytes", ErrTruncated, n, d.remaining()))
 	}
-	if n > 0 {
-		op.Subtasks = make([]Subtask, n)
-	}
-	for i := range op.Subtasks {
-		st := &op.Subtasks[i]
+	op.Subtasks, err = each(d, int(n), func(st *Subtask) error {
 		idx, err := d.i32("subtask index")
 		if err != nil {
 			return err
@@ -701,14 +737,12 @@ func (d *decoder) operator(op *Operator) error {
 				return d.fail("subtask index", fmt.Errorf("%w: negative index %d", ErrInvalid, idx))
 			}
 			st.Index, st.Finished = -idx-1, true
-			continue
+			return nil
 		}
 		st.Index = idx
-		if err := d.subtask(st); err != nil {
-			return err
-		}
-	}
-	return nil
+		return d.subtask(st)
+	})
+	return err
 }
 
 func (d *decoder) subtask(st *Subtask) error {
@@ -787,13 +821,7 @@ func (d *decoder) channels(what string, input bool) ([]ChannelHandle, error) {
 		}
 		return nil, nil
 	}
-	out := make([]ChannelHandle, n)
-	for i := range out {
-		if err := d.channel(&out[i], what, input); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return each(d, n, func(c *ChannelHandle) error { return d.channel(c, what, input) })
 }
 
 func (d *decoder) channel(c *ChannelHandle, what string, input bool) error {
@@ -863,11 +891,7 @@ func (d *decoder) keptBlob(n int32, what string) ([]byte, error) {
 	if d.scanning() {
 		return nil, d.skip(int64(n), what)
 	}
-	if err := d.need(int64(n), what); err != nil {
-		return nil, err
-	}
-	b := make([]byte, n)
-	return b, d.read(b, what)
+	return d.bytes(int64(n), what)
 }
 
 func (d *decoder) operatorHandle(what string) (*OperatorHandle, error) {
@@ -890,27 +914,26 @@ func (d *decoder) operatorHandle(what string) (*OperatorHandle, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n > 0 {
-		h.States = make([]OperatorStateMeta, n)
-	}
-	for i := range h.States {
-		s := &h.States[i]
+	h.States, err = each(d, n, func(s *OperatorStateMeta) error {
+		var err error
 		if s.Name, err = d.utf("state name"); err != nil {
-			return nil, err
+			return err
 		}
 		if s.Mode, err = d.u8("distribution mode"); err != nil {
-			return nil, err
+			return err
 		}
 		if s.Mode > 2 {
-			return nil, d.fail("distribution mode", fmt.Errorf("%w: mode %d", ErrInvalid, s.Mode))
+			return d.fail("distribution mode", fmt.Errorf("%w: mode %d", ErrInvalid, s.Mode))
 		}
 		k, err := d.count("offset count", 8)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if s.Offsets, err = d.longs(k, "offsets"); err != nil {
-			return nil, err
-		}
+		s.Offsets, err = d.longs(k, "offsets")
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if tag == TagFileMergingOperator {
 		if h.TaskOwnedDir, err = d.path("task-owned directory"); err != nil {
@@ -1043,20 +1066,19 @@ func (d *decoder) keyedHandleBody(tag byte, what string) (*KeyedHandle, error) {
 		if err != nil {
 			return nil, err
 		}
-		if n > 0 {
-			h.Changes = make([]StateChange, n)
-		}
-		for i := range h.Changes {
-			c := &h.Changes[i]
+		h.Changes, err = each(d, n, func(c *StateChange) error {
+			var err error
 			if c.KeyGroup, err = d.i32("change key group"); err != nil {
-				return nil, err
+				return err
 			}
 			if c.DataLen, err = d.i32("change length"); err != nil {
-				return nil, err
+				return err
 			}
-			if c.Data, err = d.blob(c.DataLen, "change"); err != nil {
-				return nil, err
-			}
+			c.Data, err = d.blob(c.DataLen, "change")
+			return err
+		})
+		if err != nil {
+			return nil, err
 		}
 		if h.StateHandleID, err = d.utf("state handle id"); err != nil {
 			return nil, err
@@ -1069,23 +1091,15 @@ func (d *decoder) keyedHandleBody(tag byte, what string) (*KeyedHandle, error) {
 		if err != nil {
 			return nil, err
 		}
-		if n > 0 && !d.scanning() {
-			h.Parts = make([]OffsetHandle, n)
-		}
-		var part OffsetHandle
 		d.changelog++
-		for i := range n {
-			p := &part
-			if h.Parts != nil {
-				p = &h.Parts[i]
-			}
+		h.Parts, err = each(d, n, func(p *OffsetHandle) error {
+			var err error
 			if p.Offset, err = d.i64("part offset"); err != nil {
-				break
+				return err
 			}
-			if p.Handle, err = d.streamHandle("part"); err != nil {
-				break
-			}
-		}
+			p.Handle, err = d.streamHandle("part")
+			return err
+		})
 		d.changelog--
 		if err != nil {
 			return nil, err
@@ -1140,13 +1154,11 @@ func (d *decoder) keyedList(what string) ([]*KeyedHandle, error) {
 		}
 		return nil, nil
 	}
-	out := make([]*KeyedHandle, n)
-	for i := range out {
-		if out[i], err = d.keyedHandle(what); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return each(d, n, func(h **KeyedHandle) error {
+		var err error
+		*h, err = d.keyedHandle(what)
+		return err
+	})
 }
 
 func (d *decoder) namedHandles(what string) ([]NamedHandle, error) {
@@ -1173,16 +1185,14 @@ func (d *decoder) namedHandles(what string) ([]NamedHandle, error) {
 		}
 		return nil, nil
 	}
-	out := make([]NamedHandle, n)
-	for i := range out {
-		if out[i].LocalName, err = d.utf("local name"); err != nil {
-			return nil, err
+	return each(d, n, func(h *NamedHandle) error {
+		var err error
+		if h.LocalName, err = d.utf("local name"); err != nil {
+			return err
 		}
-		if out[i].Handle, err = d.streamHandle(what); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+		h.Handle, err = d.streamHandle(what)
+		return err
+	})
 }
 
 // namedFileStream scans one named file handle (a local name and a
@@ -1335,28 +1345,26 @@ func (d *decoder) properties(m *Metadata) error {
 	if err := d.read(buf, "checkpoint properties"); err != nil {
 		return err
 	}
+	// The errors name no class or field: those are bytes of the file.
 	stream, err := javaser.Decode(buf)
 	if err == nil {
 		// Flink reads exactly one CheckpointProperties object.
 		var obj *javaser.Object
 		if obj, err = stream.Object(); err == nil && obj.Class.Name != checkpointPropertiesClass {
-			err = fmt.Errorf("properties are a %s, want %s", obj.Class.Name, checkpointPropertiesClass)
-		}
-		if err != nil {
-			return &ParseError{Offset: start, What: "checkpoint properties", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+			return &ParseError{Offset: start, What: "checkpoint properties", Err: fmt.Errorf("%w: an object of another class than %s", ErrInvalid, checkpointPropertiesClass)}
 		}
 	}
 	if err != nil {
 		var de *javaser.DecodeError
-		off := start
+		off, why := start, error(javaser.ErrMalformed)
 		if errors.As(err, &de) {
-			off += de.Offset
+			off, why = start+de.Offset, de.Err
 		}
 		werr := ErrInvalid
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, javaser.ErrTruncated) {
 			werr = ErrTruncated
 		}
-		return &ParseError{Offset: off, What: "checkpoint properties", Err: fmt.Errorf("%w: %v", werr, err)}
+		return &ParseError{Offset: off, What: "checkpoint properties", Err: fmt.Errorf("%w: %v", werr, why)}
 	}
 	m.Properties = buf
 	return nil

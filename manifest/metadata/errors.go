@@ -21,7 +21,9 @@ var (
 	ErrInvalid = errors.New("invalid value")
 )
 
-// ParseError says where and why a _metadata file could not be parsed.
+// ParseError says where and why a _metadata file could not be parsed. Its
+// message holds no bytes of the file but a few in hex (the magic number
+// or a tag): the file may be anything.
 type ParseError struct {
 	// Offset is the byte offset at which the problem was found.
 	Offset int64

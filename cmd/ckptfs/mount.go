@@ -173,6 +173,10 @@ mountpoint. Settings come from flags, then CKPTFS_<FLAG>, then the YAML
 file of --config (keys as the long flags), then defaults. Also runs as
 the mount helper mount.fuse.ckptfs.
 
+Signals: SIGTERM and SIGINT unmount and exit; SIGHUP is logged and
+ignored (nothing is reloaded: restart to change settings); a closed log
+reader (SIGPIPE) does not stop the mount.
+
 Exit status:
   0  clean unmount after SIGTERM or SIGINT
   1  the unmount had to be forced, the mount failed (BACKING is not a
@@ -293,6 +297,14 @@ func runMount(ctx context.Context, cfg *mountConfig, logw io.Writer, readyFD str
 
 	ctx, cancel := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
+	// A mount must outlive its terminal and its log readers: SIGHUP is
+	// logged and ignored (the daemon reloads nothing; restart it to
+	// change settings), and a log write to a closed pipe fails with EPIPE
+	// rather than killing the daemon with SIGPIPE.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	signal.Ignore(syscall.SIGPIPE)
 	// Verify once before mounting, so the mount starts with what is
 	// complete rather than with nothing.
 	catalog.Refresh(ctx)
@@ -358,14 +370,20 @@ func runMount(ctx context.Context, cfg *mountConfig, logw io.Writer, readyFD str
 	signalReady(readyFD, log)
 	unmounted := make(chan struct{})
 	go func() { srv.Wait(); close(unmounted) }()
-	select {
-	case <-ctx.Done():
-	case <-unmounted:
-		cancel()
-		<-done
-		stopSealing()
-		<-sealDone
-		return &exitError{code: 1, err: errors.New("unmounted from outside")}
+serve:
+	for {
+		select {
+		case <-ctx.Done():
+			break serve
+		case <-hup:
+			log.Warn("SIGHUP ignored: the mount reloads nothing; restart it to change its settings")
+		case <-unmounted:
+			cancel()
+			<-done
+			stopSealing()
+			<-sealDone
+			return &exitError{code: 1, err: errors.New("unmounted from outside")}
+		}
 	}
 	<-done
 	<-zkDone

@@ -718,3 +718,72 @@ func TestMountMetricsSettings(t *testing.T) {
 		t.Errorf("a taken metrics port: exit %d, %s", code, stderr)
 	}
 }
+
+// TestMountSurvivesHangupAndClosedLog: SIGHUP is logged and ignored, and
+// a log reader that went away does not kill the daemon with SIGPIPE; the
+// mount keeps serving and SIGTERM still ends it cleanly. (Before, SIGHUP
+// ended the daemon with status 129 and left a dead mount.)
+func TestMountSurvivesHangupAndClosedLog(t *testing.T) {
+	mounttest.RequireFUSE(t)
+	top := t.TempDir()
+	backing, mnt := filepath.Join(top, "backing"), filepath.Join(top, "mnt")
+	os.MkdirAll(filepath.Join(backing, "d"), 0o755)
+	os.MkdirAll(mnt, 0o755)
+	cmd := exec.Command(binary, "mount", "--mode", "primary", "--poll", "200ms", backing, mnt)
+	logR, logW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, readyW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ready.Close()
+	cmd.Stderr, cmd.ExtraFiles = logW, []*os.File{readyW}
+	cmd.Env = append(os.Environ(), "CKPTFS_READY_FD=3")
+	err = cmd.Start()
+	logW.Close()
+	readyW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-exited
+		}
+		syscall.Unmount(mnt, syscall.MNT_DETACH)
+	})
+	if line, _ := bufio.NewReader(ready).ReadString('\n'); line != "READY\n" {
+		t.Fatalf("the daemon did not become ready (%q)", line)
+	}
+	logR.Close() // the log reader goes away
+	for range 3 {
+		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatalf("the daemon ended after SIGHUP with a closed log: %v", <-exited)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("the daemon ended after SIGHUP with a closed log: %v", err)
+	case <-time.After(time.Second):
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "d", "f"), []byte("x"), 0o644); err != nil {
+		t.Fatalf("the mount no longer serves: %v", err)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("SIGTERM: %v, want a clean exit", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the daemon did not stop after SIGTERM")
+	}
+	if isFUSEMount(t, mnt) {
+		t.Error("still mounted after a clean exit")
+	}
+}

@@ -330,9 +330,11 @@ func dumpZK(conn *zk.Conn, ns string, ph harvestPlaceholders) (*fixtureZK, error
 }
 
 // zkSequential reports a name ending in ZooKeeper's %010d sequence suffix.
+// A name that is a whole UUID (Flink's lock ids) is never sequential, even
+// when its last ten hex digits happen to be decimal ones.
 func zkSequential(p string) bool {
 	name := p[strings.LastIndexByte(p, '/')+1:]
-	if len(name) <= 10 {
+	if len(name) <= 10 || reWholeUUID.MatchString(name) {
 		return false
 	}
 	for _, r := range name[len(name)-10:] {
@@ -438,4 +440,18 @@ func writeFixture(outDir string, meta fixtureMeta, dump *fixtureZK, files *fixtu
 		}
 	}
 	return nil
+}
+
+func TestZkSequential(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/flink/c/leader/_c_4f1e2a4b-1c2d-4e5f-8a9b-0a1b2c3d4e5f-latch-0000000003":                   true,
+		"/flink/c/jobs/j/checkpoints/0000000000000000004/locks/4f1e2a4b-1c2d-4e5f-8a9b-ab0123456789": false,
+		"/flink/c/jobs/j/checkpoints/0000000000000000004/locks/4f1e2a4b-1c2d-4e5f-8a9b-0a1b2c3d4e5f": false,
+		"/flink/c/jobs/j/checkpoints/0000000000000000004":                                            false,
+		"/flink/c/checkpoint-counter": false,
+	} {
+		if got := zkSequential(p); got != want {
+			t.Errorf("zkSequential(%s) = %v, want %v", p, got, want)
+		}
+	}
 }

@@ -22,5 +22,6 @@ require (
 	github.com/pandatix/go-abnf v0.5.5 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/procfs v0.21.0 // indirect
+	golang.org/x/sync v0.21.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )

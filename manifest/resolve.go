@@ -73,6 +73,19 @@ func NewResolver(mappings []Mapping, roots []string) (*Resolver, error) {
 	return r, nil
 }
 
+// Mappings lists the mappings, longest prefix first, each prefix
+// normalized (a local path for file URIs).
+func (r *Resolver) Mappings() []Mapping {
+	out := make([]Mapping, len(r.mappings))
+	for i, m := range r.mappings {
+		out[i] = Mapping{Prefix: m.prefix, Dir: m.dir}
+		if m.prefix == "" {
+			out[i].Prefix = "/"
+		}
+	}
+	return out
+}
+
 // Roots lists the directories that resolved paths must stay inside.
 func (r *Resolver) Roots() []string { return append([]string(nil), r.roots...) }
 

@@ -8,10 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -86,7 +84,7 @@ Exit status:
 				}
 			}
 			if mountPoint != "" {
-				if err := checkMount(mountPoint, timeout); err != nil {
+				if err := fusefs.Probe(mountPoint, timeout); err != nil {
 					problems = append(problems, err.Error())
 				} else {
 					passed = append(passed, "mount "+mountPoint+" answers")
@@ -193,38 +191,4 @@ func fetchHealth(ctx context.Context, base string, th metrics.Thresholds, timeou
 		h.Problems = []string{"the daemon reports a problem without saying which"}
 	}
 	return &h, nil
-}
-
-// checkMount checks that dir is a ckptfs mount and that its daemon
-// answers within timeout. It asks with statfs, which the kernel always
-// passes to the daemon (a stat may be answered from the attribute
-// cache). The call runs in a goroutine: a hung FUSE daemon blocks it in
-// the kernel, and the command exits without it (the process's exit ends
-// the blocked thread).
-func checkMount(dir string, timeout time.Duration) error {
-	dir = filepath.Clean(dir)
-	mounted, err := fusefs.IsMounted(dir)
-	if err != nil {
-		return fmt.Errorf("mount %s: %v", dir, err)
-	}
-	if !mounted {
-		return fmt.Errorf("mount %s: not mounted (no fuse.%s mount there)", dir, fusefs.Name)
-	}
-	done := make(chan error, 1)
-	go func() {
-		var st syscall.Statfs_t
-		done <- syscall.Statfs(dir, &st)
-	}()
-	select {
-	case err := <-done:
-		switch {
-		case errors.Is(err, syscall.ENOTCONN):
-			return fmt.Errorf("mount %s: the daemon is gone (ENOTCONN)", dir)
-		case err != nil:
-			return fmt.Errorf("mount %s: statfs: %v", dir, err)
-		}
-		return nil
-	case <-time.After(timeout):
-		return fmt.Errorf("mount %s: statfs did not answer within %v (daemon hung?)", dir, timeout)
-	}
 }

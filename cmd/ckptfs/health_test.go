@@ -26,7 +26,7 @@ import (
 
 // metricsAddr waits for the daemon's "serving metrics" line (it logs
 // JSON) and returns its address.
-func (d *daemon) metricsAddr(t *testing.T) string {
+func (d *mountProc) metricsAddr(t *testing.T) string {
 	t.Helper()
 	timeout := time.After(30 * time.Second)
 	for {

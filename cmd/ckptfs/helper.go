@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -156,7 +157,7 @@ func runMountHelper(args []string, stderr io.Writer) int {
 	}
 	cmd := exec.Command(self, margs...)
 	cmd.ExtraFiles = []*os.File{w} // fd 3
-	cmd.Env = append(os.Environ(), "CKPTFS_READY_FD=3")
+	cmd.Env = append(os.Environ(), "CKPTFS_READY_FD=3", "CKPTFS_DETACH=1")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -164,24 +165,19 @@ func runMountHelper(args []string, stderr io.Writer) int {
 		return 1
 	}
 	w.Close()
-	ready := make(chan bool, 1)
-	go func() {
-		line, _ := bufio.NewReader(r).ReadString('\n')
-		ready <- strings.TrimSpace(line) == "READY"
-	}()
-	select {
-	case ok := <-ready:
-		if ok {
-			cmd.Process.Release()
-			return 0
-		}
-		// The daemon closed the pipe without being ready: it failed.
-		err := cmd.Wait()
-		fmt.Fprintln(stderr, helperName+": the mount daemon failed:", err)
-		return 1
-	case <-time.After(2 * time.Minute):
+	// The daemon writes READY on the pipe once it serves, or closes it
+	// by exiting.
+	r.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	line, err := bufio.NewReader(r).ReadString('\n')
+	switch {
+	case strings.TrimSpace(line) == "READY":
+		cmd.Process.Release()
+		return 0
+	case errors.Is(err, os.ErrDeadlineExceeded):
 		cmd.Process.Kill()
 		fmt.Fprintln(stderr, helperName+": the mount daemon did not become ready")
 		return 1
 	}
+	fmt.Fprintln(stderr, helperName+": the mount daemon failed:", cmd.Wait())
+	return 1
 }

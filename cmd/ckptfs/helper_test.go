@@ -79,7 +79,7 @@ func TestMountHelperRefusesBeforeStarting(t *testing.T) {
 		{"mode=fenced", `mode "fenced": want replica or primary`},
 		{"poll=5x", `invalid argument "5x" for "--poll"`},
 		{"config=" + conf, `ckptfs.yaml:2: unknown key "siet" (did you mean "site"?)`},
-		{"zk=zk1:2181", "zk needs site"},
+		{"zk=zk1:2181", "site is required with ZooKeeper"},
 		{"bogus", `unknown mount option "bogus"`},
 	} {
 		cmd := exec.Command(helper, dir, dir, "-o", "rw,_netdev,"+tc.opts)

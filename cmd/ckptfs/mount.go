@@ -1,28 +1,25 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/ckptfs/ckptfs/daemon"
 	"github.com/ckptfs/ckptfs/fusefs"
-	"github.com/ckptfs/ckptfs/internal/metrics"
+	"github.com/ckptfs/ckptfs/internal/logsink"
 	"github.com/ckptfs/ckptfs/manifest"
-	"github.com/ckptfs/ckptfs/zkbridge"
 )
 
 // mountConfig is the daemon's configuration. Every field is a setting
@@ -43,7 +40,10 @@ type mountConfig struct {
 	Passthrough   bool
 	LogFormat     string
 	LogLevel      string
-	Debug         bool
+	// LogFile is where the log goes (appended; SIGHUP reopens it). Empty:
+	// standard error, and syslog once the mount helper's daemon serves.
+	LogFile string
+	Debug   bool
 	// zkSettings name the site and, with ZK, locate Flink's HA data, as
 	// for status.
 	zkSettings
@@ -64,7 +64,8 @@ func defaultMountConfig() mountConfig {
 }
 
 // validate reports every problem with the settings, each naming its
-// setting (settingError) but the overlap, which is of two.
+// setting (settingError): the settings' own syntax here, the daemon's
+// rules through daemonConfig.
 func (c *mountConfig) validate() error {
 	var errs []error
 	for _, d := range []struct{ name, dir string }{{"backing", c.Backing}, {"mountpoint", c.MountPoint}} {
@@ -74,11 +75,6 @@ func (c *mountConfig) validate() error {
 				d.name, strings.ToUpper(d.name), d.name, settingEnv(d.name), d.name))
 		case !filepath.IsAbs(d.dir):
 			errs = append(errs, badSetting(d.name, "%s %q must be an absolute path", d.name, d.dir))
-		}
-	}
-	if filepath.IsAbs(c.Backing) && filepath.IsAbs(c.MountPoint) {
-		if err := fusefs.CheckOverlap(c.Backing, c.MountPoint); err != nil {
-			errs = append(errs, err)
 		}
 	}
 	if _, err := fusefs.ParseMode(c.Mode); err != nil || c.Mode == "fenced" {
@@ -92,9 +88,6 @@ func (c *mountConfig) validate() error {
 			errs = append(errs, badSetting("hidden", "hidden %q: %w", p, err))
 		}
 	}
-	if _, err := c.resolver(); err != nil {
-		errs = append(errs, err)
-	}
 	if err := checkLogFormat(c.LogFormat); err != nil {
 		errs = append(errs, err)
 	}
@@ -102,26 +95,74 @@ func (c *mountConfig) validate() error {
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		errs = append(errs, badSetting("log-level", "log-level %q: %w", c.LogLevel, err))
 	}
-	if c.MetricsAddr != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			errs = append(errs, badSetting("metrics-addr", "metrics-addr %q: want HOST:PORT: %w", c.MetricsAddr, err))
-		}
-	}
-	if c.LagInterval < 100*time.Millisecond {
-		errs = append(errs, badSetting("lag-interval", "lag-interval %v is too short", c.LagInterval))
-	}
-	switch {
-	case c.ZK == "" && c.Lease:
-		errs = append(errs, missingSetting("zk", "lease needs zk"))
-	case c.ZK != "" && c.Site == "":
-		errs = append(errs, missingSetting("site", "zk needs site: markers and active-site name this site"))
-	}
-	if c.ZK != "" {
-		if _, err := c.bridgeConfig(slog.New(slog.DiscardHandler)); err != nil {
-			errs = append(errs, err)
-		}
+	if _, err := c.daemonConfig(slog.New(slog.DiscardHandler), nil); len(errs) == 0 || (c.Backing == "" && c.MountPoint == "") {
+		// Without the directories (config check of a file that leaves
+		// them to the command line), the daemon's rules of the others.
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// daemonFieldSettings names the setting behind each daemon.Config field
+// that daemonConfig fills from one.
+var daemonFieldSettings = map[string]string{
+	"Backing": "backing", "MountPoint": "mountpoint", "Resolver": "map", "Mount.Mode": "mode", "ZooKeeper": "zk",
+	"Site": "site", "Lease": "lease", "MetricsAddr": "metrics-addr", "LagInterval": "lag-interval",
+}
+
+// daemonSettingErrors names the setting behind each of the daemon's
+// errors (settingError).
+func daemonSettingErrors(err error) error {
+	var errs []error
+	for _, e := range leaves(err) {
+		var fe *daemon.FieldError
+		if errors.As(e, &fe) {
+			required := errors.Is(fe.Err, daemon.ErrRequired)
+			if (fe.Field == "ZooKeeper" && !required) || errors.Is(fe.Err, daemon.ErrNotAbsolute) {
+				continue // bridgeConfig or validate said it, by setting
+			}
+			switch name := daemonFieldSettings[fe.Field]; {
+			case name != "" && required:
+				e = missingSetting(name, "%s %w", name, fe.Err)
+			case name != "":
+				e = badSetting(name, "%s %w", name, fe.Err)
+			}
+		}
+		errs = append(errs, e)
+	}
+	return errors.Join(errs...)
+}
+
+// daemonConfig maps the settings onto the daemon's configuration, logging
+// to log (through sink, if set), and validates it. Each problem names its
+// setting (settingError).
+func (c *mountConfig) daemonConfig(log *slog.Logger, sink *logsink.Sink) (daemon.Config, error) {
+	d := daemon.DefaultConfig()
+	var errs []error
+	res, err := c.resolver()
+	errs = append(errs, err)
+	if c.ZK != "" {
+		zcfg, err := c.bridgeConfig(log)
+		errs = append(errs, err)
+		d.ZooKeeper = &zcfg
+	}
+	if err := errors.Join(errs...); err != nil {
+		return d, err
+	}
+	d.Site, d.Backing, d.MountPoint, d.Resolver = c.Site, c.Backing, c.MountPoint, res
+	// A file found complete is stat'ed again every other pass: a deletion
+	// is noticed within two poll intervals, and a pass costs about half
+	// of the files.
+	d.Verifier.MaxAge = 2 * c.Poll
+	d.Catalog.Poll = c.Poll
+	d.Catalog.HiddenPatterns = append(append([]string(nil), manifest.DefaultHiddenPatterns...), c.Hidden...)
+	d.Recorder.ReadUnwritten = c.ReadUnwritten
+	d.Mount.Mode, _ = fusefs.ParseMode(c.Mode)
+	d.Mount.AllowOther, d.Mount.Passthrough, d.Mount.Debug = c.AllowOther, c.Passthrough, c.Debug
+	d.Lease, d.MetricsAddr, d.LagInterval, d.Version = c.Lease, c.MetricsAddr, c.LagInterval, version
+	d.Logger, d.Log = log, sink
+	errs = append(errs, daemonSettingErrors(d.Validate()))
+	return d, errors.Join(errs...)
 }
 
 // resolver resolves Flink's paths inside the backing directory and the
@@ -146,9 +187,39 @@ func (c *mountConfig) logger(w io.Writer) *slog.Logger {
 // mountServer runs the daemon with a validated configuration.
 type mountServer func(cmd *cobra.Command, cfg *mountConfig) error
 
-// serveMount is the real daemon.
+// serveMount runs the daemon: SIGTERM and SIGINT end it, SIGHUP reopens
+// its log file, and a closed log reader (EPIPE) does not kill it. Under
+// the mount helper it tells the helper when it serves (CKPTFS_READY_FD)
+// and then leaves the caller's standard streams (CKPTFS_DETACH).
 func serveMount(cmd *cobra.Command, cfg *mountConfig) error {
-	return runMount(cmd.Context(), cfg, cmd.ErrOrStderr(), os.Getenv("CKPTFS_READY_FD"))
+	sink, err := logsink.New(cfg.LogFile, cmd.ErrOrStderr())
+	if err != nil {
+		return fail("log-file: %v", err)
+	}
+	d, err := cfg.daemonConfig(cfg.logger(sink), sink)
+	if err != nil {
+		return fail("%v", err)
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	signal.Ignore(syscall.SIGPIPE)
+	d.Hangup = hup
+	d.Notify.Socket = os.Getenv("NOTIFY_SOCKET")
+	if fd, err := strconv.Atoi(os.Getenv("CKPTFS_READY_FD")); err == nil {
+		d.Notify.Ready = os.NewFile(uintptr(fd), "ready")
+	}
+	d.Notify.Detach = os.Getenv("CKPTFS_DETACH") == "1"
+	switch err := daemon.Run(ctx, d); {
+	case err == nil:
+		return nil
+	case errors.Is(err, daemon.ErrConfig):
+		return fail("%v", daemonSettingErrors(err))
+	default:
+		return &exitError{code: 1, err: err}
+	}
 }
 
 func newMountCmd(serve mountServer, checks settingsChecks) *cobra.Command {
@@ -173,9 +244,14 @@ mountpoint. Settings come from flags, then CKPTFS_<FLAG>, then the YAML
 file of --config (keys as the long flags), then defaults. Also runs as
 the mount helper mount.fuse.ckptfs.
 
-Signals: SIGTERM and SIGINT unmount and exit; SIGHUP is logged and
-ignored (nothing is reloaded: restart to change settings); a closed log
-reader (SIGPIPE) does not stop the mount.
+Logs go to standard error, or to the file of log-file. Started as the
+mount helper, the daemon leaves the caller's terminal or pipe once the
+mount serves: its log then goes to log-file, or to the journal when its
+standard error is one, or to syslog.
+
+Signals: SIGTERM and SIGINT unmount and exit; SIGHUP reopens log-file
+(for logrotate) and reloads nothing else (restart to change settings); a
+closed log reader (SIGPIPE) does not stop the mount.
 
 Exit status:
   0  clean unmount after SIGTERM or SIGINT
@@ -229,6 +305,7 @@ Exit status:
 		f.BoolVar(&cfg.Passthrough, "passthrough", cfg.Passthrough, "let the kernel read files directly (FUSE passthrough)")
 		f.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "text or json")
 		f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+		f.StringVar(&cfg.LogFile, "log-file", "", "append the log to `FILE` (SIGHUP reopens it; default: standard error, or syslog under the mount helper once mounted)")
 		f.BoolVar(&cfg.Debug, "debug", false, "log every FUSE request")
 		f.StringVar(&cfg.ZK, "zk", "", "ZooKeeper `HOST:PORT[,...]` (optional: promotion, fencing, markers)")
 		f.StringVar(&cfg.ClusterID, "cluster-id", "", "Flink's high-availability.cluster-id")
@@ -238,261 +315,4 @@ Exit status:
 		f.DurationVar(&cfg.LagInterval, "lag-interval", cfg.LagInterval, "how often the lag behind Flink's ZooKeeper pointers is computed for /metrics (with --zk)")
 	})
 	return cmd
-}
-
-// runMount mounts, serves until a signal, and unmounts.
-func runMount(ctx context.Context, cfg *mountConfig, logw io.Writer, readyFD string) error {
-	base := cfg.logger(logw)
-	siteLog := base.With("site", cfg.Site)
-	log := siteLog.With("component", "mount")
-	res, err := cfg.resolver()
-	if err != nil {
-		return fail("%v", err)
-	}
-	// ZooKeeper's settings were checked, but fail before mounting anyway.
-	var zcfg zkbridge.Config
-	if cfg.ZK != "" {
-		if zcfg, err = cfg.bridgeConfig(base); err != nil {
-			return fail("%v", err)
-		}
-	}
-	vcfg := manifest.DefaultConfig()
-	// A file found complete is stat'ed again every other pass: a deletion
-	// is noticed within two poll intervals, and a pass costs about half
-	// of the files.
-	vcfg.Resolver, vcfg.MaxAge, vcfg.SealedRoot = res, 2*cfg.Poll, cfg.Backing
-	verifier, err := manifest.NewVerifier(vcfg)
-	if err != nil {
-		return fail("%v", err)
-	}
-	ccfg := manifest.DefaultCatalogConfig()
-	ccfg.Backing, ccfg.Verifier, ccfg.Poll = cfg.Backing, verifier, cfg.Poll
-	ccfg.HiddenPatterns = append(append([]string(nil), manifest.DefaultHiddenPatterns...), cfg.Hidden...)
-	catalog, err := manifest.NewCatalog(ccfg)
-	if err != nil {
-		return fail("%v", err)
-	}
-	recorder, err := manifest.NewRecorder(manifest.SealerConfig{
-		Backing: cfg.Backing, Resolver: res, ReadUnwritten: cfg.ReadUnwritten, Verifier: verifier,
-		OnSealed: func(chk, path string, err error) {
-			if err != nil {
-				log.Error("sealing failed", append(checkpointAttrs(chk), "err", err)...)
-				return
-			}
-			log.Info("sealed", append(checkpointAttrs(chk), "manifest", path)...)
-		},
-	})
-	if err != nil {
-		return fail("%v", err)
-	}
-
-	// Listen before mounting, so that a taken port fails the start.
-	var metricsLn net.Listener
-	if cfg.MetricsAddr != "" {
-		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
-			return fail("metrics-addr: %v", err)
-		}
-		defer metricsLn.Close()
-	}
-
-	ctx, cancel := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-	defer cancel()
-	// A mount must outlive its terminal and its log readers: SIGHUP is
-	// logged and ignored (the daemon reloads nothing; restart it to
-	// change settings), and a log write to a closed pipe fails with EPIPE
-	// rather than killing the daemon with SIGPIPE.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	signal.Ignore(syscall.SIGPIPE)
-	// Verify once before mounting, so the mount starts with what is
-	// complete rather than with nothing.
-	catalog.Refresh(ctx)
-
-	mode, _ := fusefs.ParseMode(cfg.Mode)
-	fcfg := fusefs.DefaultConfig()
-	fcfg.Backing, fcfg.MountPoint, fcfg.Mode = cfg.Backing, cfg.MountPoint, mode
-	fcfg.Visibility, fcfg.Sealer, fcfg.Logger = catalog, recorder, siteLog
-	fcfg.AllowOther, fcfg.Passthrough, fcfg.Debug = cfg.AllowOther, cfg.Passthrough, cfg.Debug
-	srv, err := fusefs.Mount(fcfg)
-	if err != nil {
-		return &exitError{code: 1, err: err}
-	}
-	log.Info("mounted", "backing", cfg.Backing, "mountpoint", cfg.MountPoint, "mode", mode.String(), "passthrough", srv.Passthrough())
-	catalog.OnChange(func(ch manifest.Change) {
-		attrs := checkpointAttrs(filepath.Join(ch.Dir, ch.Name))
-		if ch.Visible {
-			log.Info("checkpoint complete", attrs...)
-		} else {
-			log.Warn("checkpoint no longer complete", attrs...)
-		}
-		if err := srv.Invalidate(ch.Dir, ch.Name); err != nil {
-			log.Warn("invalidating kernel cache", append(attrs, "err", err)...)
-		}
-	})
-
-	var zkm *metrics.ZooKeeper
-	if cfg.ZK != "" {
-		zkm = &metrics.ZooKeeper{}
-	}
-	if metricsLn != nil {
-		if zkm != nil {
-			zkm.Lag = metrics.NewLagTracker(zkm.Status, cfg.LagInterval)
-		}
-		src := metrics.Sources{Site: cfg.Site, Version: version, Catalog: catalog, Poll: cfg.Poll, Mount: srv, ZooKeeper: zkm}
-		hs := &http.Server{
-			Handler:           metrics.Handler(metrics.NewRegistry(src), src),
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		}
-		go hs.Serve(metricsLn)
-		defer hs.Close()
-		log.Info("serving metrics", "addr", metricsLn.Addr().String())
-	}
-
-	done := make(chan struct{})
-	go func() { defer close(done); catalog.Run(ctx) }()
-	// The recorder outlives the mount: unmounting hands it what the mount
-	// still had to report, and it seals what that commits.
-	sealCtx, stopSealing := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopSealing()
-	sealDone := make(chan struct{})
-	go func() { defer close(sealDone); recorder.Run(sealCtx) }()
-	go watchBacking(ctx, cfg.Backing, catalog, log)
-	zkDone := make(chan struct{})
-	go func() {
-		defer close(zkDone)
-		if cfg.ZK != "" {
-			runZooKeeper(ctx, cfg, zcfg, verifier, catalog, srv, zkm, base)
-		}
-	}()
-
-	signalReady(readyFD, log)
-	unmounted := make(chan struct{})
-	go func() { srv.Wait(); close(unmounted) }()
-serve:
-	for {
-		select {
-		case <-ctx.Done():
-			break serve
-		case <-hup:
-			log.Warn("SIGHUP ignored: the mount reloads nothing; restart it to change its settings")
-		case <-unmounted:
-			cancel()
-			<-done
-			stopSealing()
-			<-sealDone
-			return &exitError{code: 1, err: errors.New("unmounted from outside")}
-		}
-	}
-	<-done
-	<-zkDone
-	err = unmount(srv, cfg.MountPoint, log)
-	stopSealing()
-	<-sealDone
-	return err
-}
-
-// checkpointAttrs are the log attributes of a checkpoint directory
-// (relative to the backing directory, <job dir>/chk-N): its job id,
-// checkpoint id and directory.
-func checkpointAttrs(dir string) []any {
-	attrs := []any{"job", filepath.Base(filepath.Dir(dir))}
-	if id, ok := manifest.CheckpointIDFromDirName(filepath.Base(dir)); ok {
-		attrs = append(attrs, "checkpoint", id)
-	}
-	return append(attrs, "dir", dir)
-}
-
-// unmount tries a clean unmount for a while (open files make it fail with
-// EBUSY), then detaches the mount lazily and reports that it had to.
-func unmount(srv *fusefs.Server, mountPoint string, log *slog.Logger) error {
-	var err error
-	for i := 0; i < 10; i++ {
-		if err = srv.Unmount(); err == nil {
-			return nil
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	log.Error("clean unmount failed; detaching", "err", err)
-	if derr := syscall.Unmount(mountPoint, syscall.MNT_DETACH); derr != nil {
-		return &exitError{code: 1, err: fmt.Errorf("unmount %s: %v; detach: %v", mountPoint, err, derr)}
-	}
-	return &exitError{code: 1, err: fmt.Errorf("unmount of %s was forced: %v", mountPoint, err)}
-}
-
-// signalReady tells systemd (Type=notify) or the mount helper that the
-// mount serves.
-func signalReady(readyFD string, log *slog.Logger) {
-	if sock := os.Getenv("NOTIFY_SOCKET"); sock != "" {
-		addr := &net.UnixAddr{Name: sock, Net: "unixgram"}
-		if strings.HasPrefix(sock, "@") {
-			addr.Name = "\x00" + sock[1:]
-		}
-		if conn, err := net.DialUnix("unixgram", nil, addr); err != nil {
-			log.Warn("notifying systemd", "err", err)
-		} else {
-			conn.Write([]byte("READY=1"))
-			conn.Close()
-		}
-	}
-	if readyFD != "" {
-		var fd int
-		if _, err := fmt.Sscan(readyFD, &fd); err == nil {
-			f := os.NewFile(uintptr(fd), "ready")
-			f.Write([]byte("READY\n"))
-			f.Close()
-		}
-	}
-}
-
-// watchBacking is the fast path of the catalog: local writes into job and
-// checkpoint directories poke it. On NFS it sees nothing from other
-// machines; polling stays the source of truth.
-func watchBacking(ctx context.Context, backing string, catalog *manifest.Catalog, log *slog.Logger) {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		log.Warn("no file system notifications; polling only", "err", err)
-		return
-	}
-	defer w.Close()
-	watched := map[string]bool{}
-	resync := func() {
-		want := map[string]bool{backing: true}
-		for _, job := range catalog.Jobs() {
-			jobDir := filepath.Join(backing, job.Dir)
-			want[jobDir] = true
-			for _, v := range job.Checkpoints {
-				if !v.Complete {
-					want[v.Dir] = true
-				}
-			}
-		}
-		for p := range watched {
-			if !want[p] {
-				w.Remove(p)
-				delete(watched, p)
-			}
-		}
-		for p := range want {
-			if !watched[p] && w.Add(p) == nil {
-				watched[p] = true
-			}
-		}
-	}
-	resync()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.Events:
-			catalog.Poke()
-		case err := <-w.Errors:
-			log.Debug("file system notifications", "err", err)
-		case <-tick.C:
-			resync()
-		}
-	}
 }

@@ -29,8 +29,8 @@ import (
 	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
-// daemon is a `ckptfs mount` process.
-type daemon struct {
+// mountProc is a `ckptfs mount` process.
+type mountProc struct {
 	cmd  *exec.Cmd
 	logs chan string
 	mnt  string
@@ -40,7 +40,7 @@ type daemon struct {
 }
 
 // allLines returns every line the daemon logged so far.
-func (d *daemon) allLines() []string {
+func (d *mountProc) allLines() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return append([]string(nil), d.lines...)
@@ -50,7 +50,7 @@ func (d *daemon) allLines() []string {
 // says it serves (CKPTFS_READY_FD). A daemon killed before that may still
 // hold a file open on its own mount (go-fuse's poll probe), and a process
 // exiting with such a file open waits forever for its own answer.
-func startMount(t *testing.T, args ...string) *daemon {
+func startMount(t *testing.T, args ...string) *mountProc {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"mount", "--log-level", "debug"}, args...)...)
 	stderr, err := cmd.StderrPipe()
@@ -69,7 +69,7 @@ func startMount(t *testing.T, args ...string) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{cmd: cmd, logs: make(chan string, 1000), mnt: args[len(args)-1]}
+	d := &mountProc{cmd: cmd, logs: make(chan string, 1000), mnt: args[len(args)-1]}
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -123,7 +123,7 @@ func isFUSEMount(t *testing.T, dir string) bool {
 	return false
 }
 
-func (d *daemon) stop(t *testing.T) int {
+func (d *mountProc) stop(t *testing.T) int {
 	t.Helper()
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)

@@ -60,4 +60,5 @@ var Keys = map[string]string{
 	"connection":         "a FUSE connection (its number under /sys/fs/fuse/connections)",
 	"op":                 "a FUSE operation",
 	"passthrough_writes": "whether writes use FUSE passthrough",
+	"log":                "where the daemon's log goes (a file, the journal, syslog)",
 }

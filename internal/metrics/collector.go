@@ -27,6 +27,9 @@ type Sources struct {
 	Mount *fusefs.Server
 	// ZooKeeper is the daemon's ZooKeeper side (nil without --zk).
 	ZooKeeper *ZooKeeper
+	// Backing reports a backing directory that is no longer the one the
+	// mount was pinned to (nil: not checked).
+	Backing func() error
 }
 
 // NewRegistry returns a registry with ckptfs's collector, Go's runtime

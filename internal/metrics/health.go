@@ -74,6 +74,11 @@ func CheckHealth(src Sources, th Thresholds, now time.Time) Health {
 			h.Problems = append(h.Problems, fmt.Sprintf("verification stalled: the last pass ended %s ago", now.Sub(st.LastPass).Round(time.Second)))
 		}
 	}
+	if src.Backing != nil {
+		if err := src.Backing(); err != nil {
+			h.Problems = append(h.Problems, err.Error())
+		}
+	}
 	if z := src.ZooKeeper; z != nil {
 		s := z.Session()
 		h.ZooKeeper = &ZooKeeperHealth{Session: s.State, Expirations: s.Expirations}

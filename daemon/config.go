@@ -1,0 +1,272 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ckptfs/ckptfs/fusefs"
+	"github.com/ckptfs/ckptfs/internal/logsink"
+	"github.com/ckptfs/ckptfs/manifest"
+	"github.com/ckptfs/ckptfs/zkbridge"
+)
+
+// Config is one mount daemon: the configurations of the parts it joins,
+// and its own settings. Run joins the parts: it sets, in each part's
+// configuration, the fields that name another part or a setting held
+// once here (Backing, MountPoint, Resolver, the Verifier, Visibility,
+// Sealer, SealedRoot, Logger); what they hold is replaced.
+type Config struct {
+	// Site names this site in logs, metrics and ZooKeeper.
+	Site string
+	// Backing is the directory served (the NAS, or its replica);
+	// MountPoint is where Flink finds it. Both absolute, apart.
+	Backing    string
+	MountPoint string
+	// Resolver maps the paths Flink stored onto local ones.
+	Resolver *manifest.Resolver
+
+	Verifier manifest.Config
+	Catalog  manifest.CatalogConfig
+	Recorder manifest.SealerConfig
+	Mount    fusefs.Config
+	// ZooKeeper is nil when the daemon runs without ZooKeeper (no
+	// promotion, fencing, markers or lag).
+	ZooKeeper *zkbridge.Config
+	// Lease fences a primary that has no ZooKeeper session.
+	Lease bool
+
+	// MetricsAddr is where /metrics and /healthz are served (HOST:PORT;
+	// empty: not served). LagInterval is how often the lag behind
+	// Flink's pointers is computed for them (with ZooKeeper).
+	MetricsAddr string
+	LagInterval time.Duration
+	// Version is reported in metrics.
+	Version string
+	// FollowInterval is how often the mode follower looks at
+	// active-site, the ZooKeeper session and the backing directory.
+	FollowInterval time.Duration
+
+	// Logger receives every part's log lines; Log, if set, is the sink
+	// behind it, which SIGHUP reopens and Notify.Detach moves.
+	Logger *slog.Logger
+	Log    *logsink.Sink
+	// Hangup delivers SIGHUP (nil: none): the daemon reopens Log and
+	// reloads nothing else.
+	Hangup <-chan os.Signal
+	Notify Notify
+}
+
+// Notify says whom the daemon tells that it serves.
+type Notify struct {
+	// Socket is systemd's NOTIFY_SOCKET (Type=notify units).
+	Socket string
+	// Ready, if set, receives "READY\n" and is closed: the pipe of the
+	// mount helper, which waits for it.
+	Ready *os.File
+	// Detach moves the log away from the standard streams once ready
+	// (Log.Detach): the mount helper's caller must not be held.
+	Detach bool
+}
+
+// ErrRequired: a field that must be set is not (a caller may still set it).
+var ErrRequired = errors.New("is required")
+
+// ErrNotAbsolute: Backing or MountPoint is not an absolute path.
+var ErrNotAbsolute = errors.New("not an absolute path")
+
+// DefaultConfig returns the defaults of a replica mount; the caller sets
+// Site, Backing, MountPoint, Resolver and Logger.
+func DefaultConfig() Config {
+	m := fusefs.DefaultConfig()
+	m.Mode = fusefs.ModeReplica
+	return Config{
+		Verifier: manifest.DefaultConfig(), Catalog: manifest.DefaultCatalogConfig(), Mount: m,
+		LagInterval: 10 * time.Second, FollowInterval: time.Second,
+	}
+}
+
+// FieldError is a problem with one field of a Config (the field's name,
+// as "Lease" or "Mount.Mode"). Validate joins them, so that a caller can
+// say which of its own settings is wrong.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return "daemon: " + e.Field + ": " + e.Err.Error() }
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Validate reports every problem with c, joined; each is a *FieldError.
+// Run validates again.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field string, err error) { errs = append(errs, &FieldError{Field: field, Err: err}) }
+	if c.Logger == nil {
+		bad("Logger", errors.New("required"))
+	}
+	dirsOK := true
+	for _, d := range []struct{ field, dir string }{{"Backing", c.Backing}, {"MountPoint", c.MountPoint}} {
+		if !filepath.IsAbs(d.dir) {
+			bad(d.field, fmt.Errorf("%q: %w", d.dir, ErrNotAbsolute))
+			dirsOK = false
+		}
+	}
+	if dirsOK {
+		if err := fusefs.CheckOverlap(c.Backing, c.MountPoint); err != nil {
+			bad("MountPoint", err)
+			dirsOK = false
+		}
+	}
+	if c.Resolver == nil {
+		bad("Resolver", errors.New("required"))
+	} else if dirsOK {
+		if err := checkMountMappings(c.Resolver, c.Backing, c.MountPoint); err != nil {
+			bad("Resolver", err)
+		}
+		if _, err := c.build(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Mount.Mode == fusefs.ModeFenced {
+		bad("Mount.Mode", errors.New("a mount starts as replica or primary"))
+	}
+	if c.ZooKeeper != nil {
+		if err := c.ZooKeeper.Validate(); err != nil {
+			bad("ZooKeeper", err)
+		}
+		if c.Site == "" {
+			bad("Site", fmt.Errorf("%w with ZooKeeper: markers and active-site name this site", ErrRequired))
+		}
+	} else if c.Lease {
+		bad("ZooKeeper", fmt.Errorf("%w for a lease: without a session a primary cannot tell whether another site took over", ErrRequired))
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			bad("MetricsAddr", fmt.Errorf("%q: want HOST:PORT: %w", c.MetricsAddr, err))
+		}
+	}
+	if c.LagInterval < 100*time.Millisecond {
+		bad("LagInterval", fmt.Errorf("%v is too short", c.LagInterval))
+	}
+	if c.FollowInterval <= 0 {
+		bad("FollowInterval", fmt.Errorf("%v must be positive", c.FollowInterval))
+	}
+	if c.Notify.Detach && c.Log == nil {
+		bad("Notify.Detach", errors.New("needs Log"))
+	}
+	return errors.Join(errs...)
+}
+
+// parts are the daemon's parts, built and joined (see Config).
+type parts struct {
+	verifier *manifest.Verifier
+	catalog  *manifest.Catalog
+	recorder *manifest.Recorder
+	mount    fusefs.Config
+}
+
+// build builds the parts that exist before mounting; every error is a
+// *FieldError. It has no effects: Validate calls it too.
+func (c *Config) build() (*parts, error) {
+	var p parts
+	var errs []error
+	bad := func(field string, err error) { errs = append(errs, &FieldError{Field: field, Err: err}) }
+	vcfg := c.Verifier
+	vcfg.Resolver, vcfg.SealedRoot = c.Resolver, c.Backing
+	var err error
+	if p.verifier, err = manifest.NewVerifier(vcfg); err != nil {
+		return nil, &FieldError{Field: "Verifier", Err: err}
+	}
+	ccfg := c.Catalog
+	ccfg.Backing, ccfg.Verifier = c.Backing, p.verifier
+	if p.catalog, err = manifest.NewCatalog(ccfg); err != nil {
+		bad("Catalog", err)
+	}
+	rcfg := c.Recorder
+	rcfg.Backing, rcfg.Resolver, rcfg.Verifier = c.Backing, c.Resolver, p.verifier
+	if c.Logger != nil {
+		log := c.Logger.With("site", c.Site, "component", "mount")
+		rcfg.OnSealed = func(chk, path string, err error) {
+			if err != nil {
+				log.Error("sealing failed", append(checkpointAttrs(chk), "err", err)...)
+				return
+			}
+			log.Info("sealed", append(checkpointAttrs(chk), "manifest", path)...)
+		}
+	}
+	if p.recorder, err = manifest.NewRecorder(rcfg); err != nil {
+		bad("Recorder", err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	p.mount = c.Mount
+	p.mount.Backing, p.mount.MountPoint = c.Backing, c.MountPoint
+	p.mount.Visibility, p.mount.Sealer = p.catalog, p.recorder
+	if c.Logger != nil {
+		p.mount.Logger = c.Logger.With("site", c.Site)
+	}
+	if err := p.mount.Validate(); err != nil {
+		return nil, &FieldError{Field: "Mount", Err: err}
+	}
+	return &p, nil
+}
+
+// checkMountMappings is the rule for a mount's mappings: Flink reads a
+// path inside the mount point through the mount, which serves it from the
+// same place below Backing, so a mapping that covers such a path must
+// resolve it there. A mapping of paths outside the mount point (files
+// Flink reads elsewhere) may lead anywhere.
+func checkMountMappings(res *manifest.Resolver, backing, mountPoint string) error {
+	var errs []error
+	for _, m := range res.Mappings() {
+		prefix, ok := localPath(m.Prefix)
+		if !ok {
+			continue // not a local path: Flink does not read it through the mount
+		}
+		var probe string
+		switch {
+		case within(mountPoint, prefix):
+			probe = prefix
+		case within(prefix, mountPoint):
+			probe = mountPoint
+		default:
+			continue
+		}
+		rel, _ := filepath.Rel(mountPoint, probe)
+		want := filepath.Join(backing, rel)
+		got, err := res.Local("file://" + probe)
+		if err != nil || filepath.Clean(got) != want {
+			errs = append(errs, fmt.Errorf("map %s=%s: Flink reads %s through the mount, which serves it from %s; the map must lead there", m.Prefix, m.Dir, probe, want))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// localPath is the local path a mapping prefix names (file:///x, /x), or
+// false for other file systems.
+func localPath(prefix string) (string, bool) {
+	switch {
+	case strings.HasPrefix(prefix, "/"):
+		return filepath.Clean(prefix), true
+	case strings.HasPrefix(strings.ToLower(prefix), "file:"):
+		p := prefix[len("file:"):]
+		p = strings.TrimPrefix(p, "//localhost")
+		p = "/" + strings.TrimLeft(p, "/")
+		return filepath.Clean(p), true
+	}
+	return "", false
+}
+
+// within reports whether p is dir or lies below it.
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}

@@ -1,0 +1,83 @@
+package daemon
+
+import (
+	"errors"
+	"log/slog"
+	"testing"
+
+	"github.com/ckptfs/ckptfs/manifest"
+)
+
+func TestMountMappings(t *testing.T) {
+	const backing, mnt = "/nas", "/flink"
+	for m, ok := range map[string]bool{
+		"file:///flink=/nas":          true,
+		"/flink=/nas":                 true,
+		"file://localhost/flink=/nas": true,
+		"file:///flink/job=/nas/job":  true,
+		"file:///=/":                  false, // /flink would be read from /flink
+		"file:///flink=/elsewhere":    false,
+		"/flink/job=/elsewhere":       false,
+		"file:///flink/job=/nas":      false,
+		"hdfs://nn/flink=/elsewhere":  true, // Flink reads HDFS, not the mount
+		"file:///other=/elsewhere":    true,
+		"file:///fl=/elsewhere":       true, // a sibling, not a parent
+	} {
+		mp, err := manifest.ParseMapping(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := manifest.NewResolver([]manifest.Mapping{mp}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = checkMountMappings(res, backing, mnt)
+		if (err == nil) != ok {
+			t.Errorf("%s: %v, want accepted %v", m, err, ok)
+		}
+	}
+}
+
+func TestValidateNamesFields(t *testing.T) {
+	res, err := manifest.NewResolver(nil, []string{"/nas"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := DefaultConfig()
+	c.Backing, c.MountPoint, c.Resolver, c.Logger = "/nas", "/nas/flink", res, slog.New(slog.DiscardHandler)
+	c.Lease, c.MetricsAddr, c.LagInterval, c.FollowInterval = true, "9477", 0, 0
+	c.Notify.Detach = true
+	fields := map[string]bool{}
+	for _, e := range unjoin(c.Validate()) {
+		var fe *FieldError
+		if !errors.As(e, &fe) {
+			t.Errorf("not a FieldError: %v", e)
+			continue
+		}
+		fields[fe.Field] = true
+	}
+	for _, f := range []string{"MountPoint", "ZooKeeper", "MetricsAddr", "LagInterval", "FollowInterval", "Notify.Detach"} {
+		if !fields[f] {
+			t.Errorf("no error for %s (got %v)", f, fields)
+		}
+	}
+	c = DefaultConfig()
+	c.Backing, c.MountPoint, c.Resolver, c.Logger = "/nas", "/flink", res, slog.New(slog.DiscardHandler)
+	if err := c.Validate(); err != nil {
+		t.Errorf("a good configuration: %v", err)
+	}
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, unjoin(e)...)
+		}
+		return out
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
+}

@@ -1,0 +1,214 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ckptfs/ckptfs/fusefs"
+	"github.com/ckptfs/ckptfs/internal/logsink"
+	"github.com/ckptfs/ckptfs/internal/metrics"
+	"github.com/ckptfs/ckptfs/manifest"
+)
+
+// ErrConfig marks an error of Run that comes from its configuration
+// (Validate, or the metrics address cannot be listened on): nothing was
+// mounted.
+var ErrConfig = errors.New("daemon configuration")
+
+// ErrUnmounted is Run's error when the mount was unmounted from outside.
+var ErrUnmounted = errors.New("unmounted from outside")
+
+// ErrForcedUnmount is Run's error when a clean unmount failed (open files)
+// and the mount was detached lazily.
+var ErrForcedUnmount = errors.New("unmount was forced")
+
+type configError struct{ err error }
+
+func (e *configError) Error() string      { return e.err.Error() }
+func (e *configError) Unwrap() []error    { return []error{ErrConfig, e.err} }
+func configErr(err error) error           { return &configError{err: err} }
+func configErrf(f string, a ...any) error { return configErr(fmt.Errorf(f, a...)) }
+
+// Run mounts cfg.Backing at cfg.MountPoint and serves it until ctx ends
+// or the mount is unmounted from outside. Every part runs in one group:
+// when one fails, or ctx ends, the others are stopped, the mount is
+// unmounted, the recorder seals what the mount still reported, and Run
+// returns the first error once all have ended.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return configErr(err)
+	}
+	p, err := cfg.build()
+	if err != nil {
+		return configErr(err)
+	}
+	log := cfg.Logger.With("site", cfg.Site, "component", "mount")
+
+	// Listen before mounting, so that a taken port fails the start.
+	var metricsLn net.Listener
+	if cfg.MetricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return configErr(&FieldError{Field: "MetricsAddr", Err: err})
+		}
+		defer metricsLn.Close()
+	}
+	pin, err := pinBacking(cfg.Backing)
+	if err != nil {
+		return err
+	}
+
+	// Verify once before mounting, so the mount starts with what is
+	// complete rather than with nothing.
+	p.catalog.Refresh(ctx)
+	srv, err := fusefs.Mount(p.mount)
+	if err != nil {
+		return err
+	}
+	log.Info("mounted", "backing", cfg.Backing, "mountpoint", cfg.MountPoint, "mode", srv.Mode().String(), "passthrough", srv.Passthrough())
+	p.catalog.OnChange(func(ch manifest.Change) {
+		attrs := checkpointAttrs(filepath.Join(ch.Dir, ch.Name))
+		if ch.Visible {
+			log.Info("checkpoint complete", attrs...)
+		} else {
+			log.Warn("checkpoint no longer complete", attrs...)
+		}
+		if err := srv.Invalidate(ch.Dir, ch.Name); err != nil {
+			log.Warn("invalidating kernel cache", append(attrs, "err", err)...)
+		}
+	})
+	unmounted := make(chan struct{})
+	go func() { srv.Wait(); close(unmounted) }()
+	// The recorder outlives the mount: unmounting hands it what the mount
+	// still had to report, and it seals what that commits.
+	sealCtx, stopSealing := context.WithCancel(context.WithoutCancel(ctx))
+	sealed := make(chan struct{})
+	go func() { defer close(sealed); p.recorder.Run(sealCtx) }()
+
+	g, gctx := errgroup.WithContext(ctx)
+	var zkm *metrics.ZooKeeper
+	if cfg.ZooKeeper != nil {
+		zkm = &metrics.ZooKeeper{}
+		if metricsLn != nil {
+			zkm.Lag = metrics.NewLagTracker(zkm.Status, cfg.LagInterval)
+		}
+	}
+	f := &follower{cfg: &cfg, verifier: p.verifier, catalog: p.catalog, srv: srv, zkm: zkm, pin: pin, log: log, group: g}
+	g.Go(func() error { p.catalog.Run(gctx); return nil })
+	g.Go(func() error { watchBacking(gctx, cfg.Backing, p.catalog, log); return nil })
+	g.Go(func() error { pin.run(gctx, cfg.FollowInterval, srv, log); return nil })
+	g.Go(func() error { return f.run(gctx) })
+	if metricsLn != nil {
+		src := metrics.Sources{Site: cfg.Site, Version: cfg.Version, Catalog: p.catalog, Poll: cfg.Catalog.Poll, Mount: srv, ZooKeeper: zkm, Backing: pin.problem}
+		hs := &http.Server{
+			Handler:           metrics.Handler(metrics.NewRegistry(src), src),
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+		g.Go(func() error {
+			go func() { <-gctx.Done(); hs.Close() }()
+			if err := hs.Serve(metricsLn); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("metrics: %w", err)
+			}
+			return nil
+		})
+		log.Info("serving metrics", "addr", metricsLn.Addr().String())
+	}
+	g.Go(func() error {
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-unmounted:
+				return ErrUnmounted
+			case <-cfg.Hangup:
+				if cfg.Log == nil {
+					log.Warn("SIGHUP ignored: the mount reloads nothing; restart it to change its settings")
+				} else if err := cfg.Log.Reopen(); err != nil {
+					log.Error("SIGHUP: reopening the log", "err", err)
+				} else {
+					log.Info("SIGHUP: log reopened; nothing else is reloaded (restart to change settings)", "log", cfg.Log.Where())
+				}
+			}
+		}
+	})
+	ready(cfg.Notify, cfg.Log, log)
+
+	err = g.Wait()
+	if !errors.Is(err, ErrUnmounted) {
+		if uerr := unmount(srv, cfg.MountPoint, log); uerr != nil && err == nil {
+			err = uerr
+		}
+	}
+	<-unmounted
+	stopSealing()
+	<-sealed
+	return err
+}
+
+// checkpointAttrs are the log attributes of a checkpoint directory
+// (relative to the backing directory, <job dir>/chk-N): its job id,
+// checkpoint id and directory.
+func checkpointAttrs(dir string) []any {
+	attrs := []any{"job", filepath.Base(filepath.Dir(dir))}
+	if id, ok := manifest.CheckpointIDFromDirName(filepath.Base(dir)); ok {
+		attrs = append(attrs, "checkpoint", id)
+	}
+	return append(attrs, "dir", dir)
+}
+
+// unmount tries a clean unmount for a while (open files make it fail with
+// EBUSY), then detaches the mount lazily and reports that it had to.
+func unmount(srv *fusefs.Server, mountPoint string, log *slog.Logger) error {
+	var err error
+	for i := 0; i < 10; i++ {
+		if err = srv.Unmount(); err == nil {
+			return nil
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	log.Error("clean unmount failed; detaching", "err", err)
+	if derr := syscall.Unmount(mountPoint, syscall.MNT_DETACH); derr != nil {
+		return fmt.Errorf("%w: unmount %s: %v; detach: %v", ErrForcedUnmount, mountPoint, err, derr)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrForcedUnmount, mountPoint, err)
+}
+
+// ready tells systemd (Type=notify) and the mount helper that the mount
+// serves, then detaches the log from the standard streams if asked.
+func ready(n Notify, sink *logsink.Sink, log *slog.Logger) {
+	if n.Socket != "" {
+		addr := &net.UnixAddr{Name: n.Socket, Net: "unixgram"}
+		if strings.HasPrefix(n.Socket, "@") {
+			addr.Name = "\x00" + n.Socket[1:]
+		}
+		if conn, err := net.DialUnix("unixgram", nil, addr); err != nil {
+			log.Warn("notifying systemd", "err", err)
+		} else {
+			conn.Write([]byte("READY=1"))
+			conn.Close()
+		}
+	}
+	if n.Detach {
+		// Say where the log goes on the stream the caller still reads.
+		where, err := sink.Detach("ckptfs")
+		if err != nil {
+			log.Warn("detaching from the standard streams", "err", err)
+		} else {
+			log.Info("detached from the standard streams", "log", where)
+		}
+	}
+	if n.Ready != nil {
+		n.Ready.Write([]byte("READY\n"))
+		n.Ready.Close()
+	}
+}

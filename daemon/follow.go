@@ -1,0 +1,121 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ckptfs/ckptfs/fusefs"
+	"github.com/ckptfs/ckptfs/internal/metrics"
+	"github.com/ckptfs/ckptfs/manifest"
+	"github.com/ckptfs/ckptfs/zkbridge"
+)
+
+// follower is the mode follower: on every pass it observes the mount
+// (Observation), asks Decide, and applies the decision. With ZooKeeper it
+// also connects the bridge and starts the marker publisher and the lag
+// tracker in the daemon's group.
+type follower struct {
+	cfg      *Config
+	verifier *manifest.Verifier
+	catalog  *manifest.Catalog
+	srv      *fusefs.Server
+	zkm      *metrics.ZooKeeper
+	pin      *backingPin
+	log      *slog.Logger
+	group    *errgroup.Group
+
+	bridge atomic.Pointer[zkbridge.Bridge]
+}
+
+func (f *follower) run(ctx context.Context) error {
+	if f.cfg.ZooKeeper != nil {
+		f.group.Go(func() error { f.connect(ctx); return nil })
+	}
+	tick := time.NewTicker(f.cfg.FollowInterval)
+	defer tick.Stop()
+	for {
+		f.pass(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// pass makes one level-triggered pass.
+func (f *follower) pass(ctx context.Context) {
+	o := Observation{Site: f.cfg.Site, Mode: f.srv.Mode(), Lease: f.cfg.Lease, BackingReplaced: f.pin.replaced()}
+	if f.cfg.ZooKeeper != nil {
+		o.Session = SessionLost
+		if b := f.bridge.Load(); b != nil {
+			active, epoch, err := b.ActiveSite(ctx)
+			switch {
+			case errors.Is(err, context.Canceled):
+				return
+			case err != nil:
+				f.log.Warn("reading active-site", "err", err)
+			default:
+				o.Session, o.ActiveSite, o.Epoch = SessionUp, active, epoch
+				f.zkm.SetActiveSite(active, epoch)
+			}
+		}
+	}
+	d := Decide(o)
+	if d.Mode == o.Mode {
+		return
+	}
+	if d.Mode == fusefs.ModePrimary {
+		f.log.Info("promoting the mount to primary", "reason", d.Reason)
+		f.pin.repin()
+	} else {
+		f.log.Warn("fencing the mount: read-only", "reason", d.Reason)
+	}
+	if err := f.srv.SetMode(d.Mode); err != nil {
+		f.log.Error("changing the mount's mode", "to", d.Mode.String(), "err", err)
+	}
+}
+
+// connect connects the bridge, retrying every second, then publishes this
+// site's markers and runs the lag tracker until ctx ends.
+func (f *follower) connect(ctx context.Context) {
+	var b *zkbridge.Bridge
+	for b == nil {
+		var err error
+		if b, err = zkbridge.New(ctx, *f.cfg.ZooKeeper, zkbridge.NewSiteVerifier(f.verifier)); err != nil {
+			f.log.Warn("connecting to ZooKeeper", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	f.zkm.SetBridge(b)
+	f.bridge.Store(b)
+	defer func() {
+		f.bridge.Store(nil)
+		b.Close()
+	}()
+	g, gctx := errgroup.WithContext(ctx)
+	if f.cfg.Site != "" {
+		if pub, err := b.NewPublisher(catalogMarkers{catalog: f.catalog, mountPoint: f.cfg.MountPoint}); err != nil {
+			f.log.Error("marker publisher", "err", err)
+		} else {
+			f.zkm.SetPublisher(pub)
+			f.catalog.OnChange(func(manifest.Change) { pub.Trigger() })
+			g.Go(func() error { pub.Run(gctx); return nil })
+		}
+	}
+	if f.zkm.Lag != nil {
+		f.catalog.OnChange(func(manifest.Change) { f.zkm.Lag.Trigger() })
+		g.Go(func() error { f.zkm.Lag.Run(gctx); return nil })
+	}
+	<-ctx.Done()
+	g.Wait()
+}

@@ -23,7 +23,9 @@
 // It then prints the drill: the ckptfs commands to run (verify, status,
 // takeover, restore-pruned), the exit status of each and lines of what
 // each prints; the package's test runs exactly those commands against a
-// real ZooKeeper and checks both.
+// real ZooKeeper and checks both. Between them, -recover shows what
+// Flink's recovery on the standby site would do at that point: it reads
+// the pointers and files as flinkemu.Restore does, and writes nothing.
 //
 // It refuses a namespace that already holds data (Flink's namespace, or
 // ckptfs's /ckptfs/<cluster-id>) and a -staging directory that is neither

@@ -223,6 +223,9 @@ func TestDrillRefuses(t *testing.T) {
 	// The same namespace from another directory.
 	_, errOut, code := layAt(filepath.Join(dir, "b"))
 	expect("the namespace again", code, errOut, "/shared/drill already exists in ZooKeeper")
+	if _, err := os.Stat(filepath.Join(dir, "b")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused drill left its directory: %v", err)
+	}
 	// The same directory, without -replace.
 	_, errOut, code = layAt(staging)
 	expect("the directory again", code, errOut, "holds the drill laid at")

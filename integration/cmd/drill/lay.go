@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -106,7 +107,9 @@ func lay(ctx context.Context, o options, log *slog.Logger) (*drill, error) {
 		config:  filepath.Join(o.staging, standbySite, "ckptfs.yaml"),
 	}
 	servers, _ := zkbridge.ParseServers(o.zk)
-	created, err := prepareStaging(ctx, o, log)
+	// Everything is checked before anything is changed: a refusal
+	// leaves the directory and ZooKeeper as they were.
+	prev, missing, err := inspectStaging(o)
 	if err != nil {
 		return nil, err
 	}
@@ -115,19 +118,35 @@ func lay(ctx context.Context, o options, log *slog.Logger) (*drill, error) {
 		return nil, err
 	}
 	defer conn.Close()
+	var existing []string
 	for _, z := range []string{d.ns, d.ckptfsZ} {
 		ok, _, err := conn.Exists(z)
-		switch {
-		case err != nil:
+		if err != nil {
 			return nil, fmt.Errorf("ZooKeeper %s: %w", z, err)
-		case ok && !o.replace:
-			return nil, fmt.Errorf("%s already exists in ZooKeeper: choose another -cluster-id or -path-root, or -replace to delete it first", z)
-		case ok:
-			log.Info("deleting", "znode", z)
-			if err := deleteTree(conn, z); err != nil {
-				return nil, err
-			}
 		}
+		if ok && !o.replace {
+			return nil, fmt.Errorf("%s already exists in ZooKeeper: choose another -cluster-id or -path-root, or -replace to delete it first", z)
+		}
+		if ok {
+			existing = append(existing, z)
+		}
+	}
+	created := missing
+	if prev != nil {
+		log.Info("removing the previous drill", "staging", o.staging)
+		if err := removeLaid(ctx, o.staging, *prev, prev.ZK, log, io.Discard); err != nil {
+			return nil, err
+		}
+		created = prev.StagingCreated
+	}
+	for _, z := range existing {
+		log.Info("deleting", "znode", z)
+		if err := deleteTree(conn, z); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(o.staging, 0o755); err != nil {
+		return nil, err
 	}
 	rootExists, _, err := conn.Exists(o.pathRoot)
 	if err != nil {
@@ -254,49 +273,39 @@ func layoutOf(release string) (flinkemu.Layout, error) {
 	return 0, fmt.Errorf("-flink %q: want a release from 1.11 to 2.x as MAJOR.MINOR", release)
 }
 
-// prepareStaging makes sure -staging is empty or absent, or, with
-// -replace, holds a previous drill, which it removes. It reports whether
-// it created the directory.
-func prepareStaging(ctx context.Context, o options, log *slog.Logger) (created bool, err error) {
+// inspectStaging checks that -staging is absent (missing), empty, or,
+// with -replace, holds a previous drill and nothing else (prev). It
+// changes nothing.
+func inspectStaging(o options) (prev *state, missing bool, err error) {
 	entries, err := os.ReadDir(o.staging)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return true, os.MkdirAll(o.staging, 0o755)
+		return nil, true, nil
 	case err != nil:
-		return false, err
+		return nil, false, err
 	case len(entries) == 0:
-		return false, nil
+		return nil, false, nil
 	}
-	prev, err := readState(o.staging)
+	st, err := readState(o.staging)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, fmt.Errorf("%s is not empty and holds no drill (%s): give an empty or new directory", o.staging, stateFile)
+		return nil, false, fmt.Errorf("%s is not empty and holds no drill (%s): give an empty or new directory", o.staging, stateFile)
 	}
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	for _, e := range entries {
-		if e.Name() != stateFile && !containsName(prev.Dirs, e.Name()) {
-			return false, fmt.Errorf("%s holds %s, which the drill did not lay: give an empty or new directory", o.staging, e.Name())
+		if e.Name() != stateFile && !slices.Contains(st.Dirs, e.Name()) {
+			return nil, false, fmt.Errorf("%s holds %s, which the drill did not lay: give an empty or new directory", o.staging, e.Name())
 		}
 	}
 	if !o.replace {
-		return false, fmt.Errorf("%s holds the drill laid at %s (namespace %s/%s): -clean removes it, -replace lays a new one instead",
-			o.staging, prev.LaidAt.Format(time.RFC3339), prev.PathRoot, prev.ClusterID)
+		return nil, false, fmt.Errorf("%s holds the drill laid at %s (namespace %s/%s): -clean removes it, -replace lays a new one instead",
+			o.staging, st.LaidAt.Format(time.RFC3339), st.PathRoot, st.ClusterID)
 	}
-	log.Info("removing the previous drill", "staging", o.staging)
-	if err := removeLaid(ctx, o.staging, prev, prev.ZK, log, io.Discard); err != nil {
-		return false, err
+	if err := st.check(); err != nil {
+		return nil, false, err
 	}
-	return prev.StagingCreated, nil
-}
-
-func containsName(names []string, name string) bool {
-	for _, n := range names {
-		if n == name {
-			return true
-		}
-	}
-	return false
+	return &st, false, nil
 }
 
 func writeState(dir string, st state) error {

@@ -42,7 +42,8 @@ and prints the commands to run. -recover does what Flink's recovery on
 the standby site would do now, reading only; -clean removes what the drill
 laid.
 
-Exit status: 0 done, 1 refused or failed, 2 usage.
+Exit status: 0 done, 1 refused or failed (with -recover: Flink's
+recovery fails), 2 usage.
 `
 
 func main() {

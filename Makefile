@@ -18,7 +18,7 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDec
 	./flinkconf:FuzzParse:150000
 FUZZTIME ?= 10m
 
-.PHONY: all build deps flink chaos-flink harvest test vet bench bench-flink fuzz chaos demo check-alerts install clean
+.PHONY: all build deps flink chaos-flink harvest test vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
 
 all: build
 
@@ -141,6 +141,26 @@ demo: deps
 		$(GO) test -c -o $(BIN)/scenario.test ./integration/scenario/ && \
 		CKPTFS_DEMO=1 CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FUSE=1 $(BIN)/scenario.test -test.run '^TestDemo$$' -test.timeout 5m; \
 	fi
+
+# A DR rehearsal on a staging pair (docs/runbook.md#rehearsing-a-failover):
+# lays an emulated Flink job's ZooKeeper tree, under a namespace of its
+# own, and two sites' NAS directories, one checkpoint not yet replicated,
+# on the operator's ZooKeeper and STAGING directory, then prints the
+# ckptfs commands to run and what each shows. CLEAN=1 removes it.
+# DRILL_FLAGS: -path-root, -cluster-id, -flink RELEASE, -replace.
+ZK          ?=
+STAGING     ?=
+CLEAN       ?=
+DRILL_FLAGS ?=
+dr-rehearsal:
+	@if [ -z "$(STAGING)" ] || { [ -z "$(ZK)" ] && [ -z "$(CLEAN)" ]; }; then \
+		echo "usage: make dr-rehearsal ZK=HOST:PORT[,...] STAGING=DIR [DRILL_FLAGS=...]"; \
+		echo "       make dr-rehearsal STAGING=DIR CLEAN=1"; exit 2; \
+	fi
+	$(if $(CLEAN),,@$(MAKE) --no-print-directory build)
+	@$(GO) build -o $(BIN)/drill ./integration/cmd/drill
+	@$(abspath $(BIN))/drill $(if $(CLEAN),-clean,-ckptfs $(abspath $(BIN))/ckptfs) \
+		$(if $(ZK),-zk '$(ZK)') -staging '$(STAGING)' $(DRILL_FLAGS)
 
 # The example alert rules, checked and unit-tested by Prometheus's own
 # promtool (Debian package prometheus). make test checks without it that

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,8 +139,10 @@ func TestUnitsAgree(t *testing.T) {
 		t.Fatalf("config check: %v\n%s", err, out)
 	}
 	var cfg struct {
-		Backing    string `yaml:"backing"`
-		MountPoint string `yaml:"mountpoint"`
+		Backing     string `yaml:"backing"`
+		MountPoint  string `yaml:"mountpoint"`
+		MetricsAddr string `yaml:"metrics-addr"`
+		MetricsURL  string `yaml:"metrics-url"`
 	}
 	data, err := os.ReadFile(conf)
 	if err != nil {
@@ -146,6 +150,15 @@ func TestUnitsAgree(t *testing.T) {
 	}
 	if err := yaml.Unmarshal(data, &cfg); err != nil || cfg.Backing == "" || cfg.MountPoint == "" {
 		t.Fatalf("%s: %+v, %v", configPath, cfg, err)
+	}
+	// The dashboard and the alert rules need the daemon's metrics, and
+	// `ckptfs health` asks the daemon where it serves them.
+	_, port, err := net.SplitHostPort(cfg.MetricsAddr)
+	if err != nil {
+		t.Errorf("%s: metrics-addr %q does not serve metrics: %v", configPath, cfg.MetricsAddr, err)
+	}
+	if u, err := url.Parse(cfg.MetricsURL); err != nil || u.Port() != port {
+		t.Errorf("%s: metrics-url %q does not name the port of metrics-addr %q (%v)", configPath, cfg.MetricsURL, cfg.MetricsAddr, err)
 	}
 
 	read := func(rel string) unitFile { return readUnit(t, filepath.Join(root, rel)) }

@@ -31,6 +31,7 @@ import (
 	"github.com/ckptfs/ckptfs/integration/zktest"
 	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/manifest/flinkha"
+	"go.uber.org/goleak"
 )
 
 // binary is the ckptfs command built by TestMain.
@@ -49,9 +50,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building ckptfs:", err)
 		os.Exit(2)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	// Fails the run when a goroutine outlives the tests.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}))
 }
 
 const (

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/integration/mounttest"
+	"go.uber.org/goleak"
 )
 
 // binary is the ckptfs command built by TestMain.
@@ -32,9 +33,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building ckptfs:", err)
 		os.Exit(2)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	// Fails the run when a goroutine outlives the tests.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}))
 }
 
 // site is one data center's storage: its NAS (backing directory) and the

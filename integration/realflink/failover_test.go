@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -38,6 +39,12 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// The tests that run the binary skip in -short mode: no build.
+		goleak.VerifyTestMain(m)
+		return
+	}
 	dir, err := os.MkdirTemp("", "ckptfs-realflink-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

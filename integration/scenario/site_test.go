@@ -3,6 +3,7 @@ package scenario
 import (
 	"bufio"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +22,12 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// The tests that run the binary skip in -short mode: no build.
+		goleak.VerifyTestMain(m)
+		return
+	}
 	dir, err := os.MkdirTemp("", "ckptfs-scenario-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -61,18 +61,21 @@ func report(in io.Reader, out io.Writer) int {
 		case "build-fail":
 			failed = true
 		case "output":
-			if e.Test == "" && isSummary(e.Output) {
-				fmt.Fprint(out, e.Output)
-				continue
-			}
 			outputs[k] = append(outputs[k], e.Output)
 		case "pass", "fail", "skip":
 			if e.Test == "" {
 				packages++
 			}
-			if e.Action == "fail" {
+			switch {
+			case e.Action == "fail":
 				failed = true
 				fmt.Fprint(out, strings.Join(outputs[k], ""))
+			case e.Test == "":
+				for _, l := range outputs[k] {
+					if isSummary(l) {
+						fmt.Fprint(out, l)
+					}
+				}
 			}
 			if e.Action == "skip" && e.Test != "" {
 				skips = addSkip(skips, e.Package, e.Test, reason(outputs[k]))

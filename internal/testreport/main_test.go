@@ -47,8 +47,7 @@ func TestReport(t *testing.T) {
 	for _, want := range []string{
 		"ok  \tex/a\t0.01s\n",
 		"b_test.go:5: got 1, want 2\n--- FAIL: TestBad",
-		"goleak: Errors on successful test run",
-		"FAIL\tex/b\t0.02s\n",
+		"goleak: Errors on successful test run: found unexpected goroutines\nFAIL\tex/b\t0.02s\n",
 		"c.go:1:1: syntax error\n",
 		"FAIL\tex/c [build failed]\n",
 		"skipped (3):\n" +

@@ -71,11 +71,13 @@ test: deps flink vet build
 		$(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$${n}x -fuzzminimizetime=5s $$pkg || exit 1; \
 	done
 
-# The fast tests, in under a minute: go test -short, in which the helpers
-# that would start ZooKeeper, FUSE mounts, a JDK, Flink or systemd-analyze
-# skip those tests; testreport lists them at the end. Needs neither root
-# nor make deps; no race detector (make test has it). The two slowest
-# packages come first so that the others run beside them.
+# The fast tests, about 35 s on two idle cores (65 s of CPU, a third of
+# it TestTruncatedRealFilesFail, which decodes prefixes of real _metadata
+# files, every prefix of some): go test -short, in which the
+# helpers that would start ZooKeeper, FUSE mounts, a JDK, Flink or
+# systemd-analyze skip those tests; testreport lists them at the end.
+# Needs neither root nor make deps; no race detector (make test has it).
+# The two slowest packages come first so that the others run beside them.
 unit:
 	@bash -o pipefail -c '$(GO) test -short -count=1 -json ./manifest/metadata ./manifest ./... | $(GO) run ./internal/testreport'
 

@@ -18,7 +18,7 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDec
 	./flinkconf:FuzzParse:150000
 FUZZTIME ?= 10m
 
-.PHONY: all build deps flink chaos-flink harvest test vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
+.PHONY: all build deps flink chaos-flink harvest test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
 
 all: build
 
@@ -70,6 +70,16 @@ test: deps flink vet build
 		echo "fuzz $$pkg $$fn ($${n} executions)"; \
 		$(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$${n}x -fuzzminimizetime=5s $$pkg || exit 1; \
 	done
+
+# The fast tests, about 35 s on two idle cores (65 s of CPU, a third of
+# it TestTruncatedRealFilesFail, which decodes prefixes of real _metadata
+# files, every prefix of some): go test -short, in which the
+# helpers that would start ZooKeeper, FUSE mounts, a JDK, Flink or
+# systemd-analyze skip those tests; testreport lists them at the end.
+# Needs neither root nor make deps; no race detector (make test has it).
+# The two slowest packages come first so that the others run beside them.
+unit:
+	@bash -o pipefail -c '$(GO) test -short -count=1 -json ./manifest/metadata ./manifest ./... | $(GO) run ./internal/testreport'
 
 # Benchmarks report ratios against a baseline measured in the same run
 # (bare stat, direct file system). The mount benchmarks need root and drop

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/integration/flinkdata"
 	"github.com/ckptfs/ckptfs/manifest/metadata"
+	"go.uber.org/goleak"
 )
 
 // binary is the ckptfs command built once for all tests of this package.
@@ -31,9 +32,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building ckptfs:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	// Fails the run when a goroutine outlives the tests.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}))
 }
 
 // ckptfs runs the built binary and returns stdout, stderr and exit code.

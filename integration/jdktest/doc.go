@@ -9,5 +9,6 @@
 // When java (or javac) is not on PATH the test is skipped with a message
 // on stderr, or fails if the environment variable CKPTFS_REQUIRE_JDK is
 // "1", as CI sets it, so that a missing JDK cannot silently turn the proof
-// into a skip.
+// into a skip. In -short mode (make unit) the test is skipped without
+// looking.
 package jdktest

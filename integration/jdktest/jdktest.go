@@ -24,7 +24,8 @@ const timeout = 5 * time.Minute
 
 var (
 	warnOnce sync.Once
-	warnOut  io.Writer = os.Stderr // tests replace it
+	warnOut  io.Writer = os.Stderr     // tests replace it
+	short              = testing.Short // tests replace it
 )
 
 // Java returns the path of the java launcher on PATH.
@@ -41,6 +42,10 @@ func Javac(t testing.TB) string {
 
 func tool(t testing.TB, name string) string {
 	t.Helper()
+	if short() {
+		t.Skip("jdktest: the JDK is not run in -short mode")
+		return ""
+	}
 	p, err := exec.LookPath(name)
 	if err == nil {
 		return p

@@ -105,7 +105,8 @@ func TestNonZeroExitFailsWithStderr(t *testing.T) {
 func TestMissingJava(t *testing.T) {
 	old := warnOut
 	warnOut = io.Discard
-	t.Cleanup(func() { warnOut = old })
+	t.Cleanup(func() { warnOut, short = old, testing.Short })
+	short = func() bool { return false }
 	t.Setenv("PATH", t.TempDir())
 
 	t.Setenv(RequireEnv, "")
@@ -118,5 +119,11 @@ func TestMissingJava(t *testing.T) {
 	r = capture(t, func(tb testing.TB) { Javac(tb) })
 	if !r.failed || r.skipped {
 		t.Errorf("with %s=1: skipped=%v failed=%v msg=%q, want a failure", RequireEnv, r.skipped, r.failed, r.msg)
+	}
+
+	short = func() bool { return true }
+	r = capture(t, func(tb testing.TB) { Java(tb) })
+	if !r.skipped || r.failed || !strings.Contains(r.msg, "-short") {
+		t.Errorf("-short with %s=1: skipped=%v failed=%v msg=%q, want a skip naming -short", RequireEnv, r.skipped, r.failed, r.msg)
 	}
 }

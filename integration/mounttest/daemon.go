@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/fusefs"
+	"go.uber.org/goleak"
 )
 
 // daemonEnv carries a daemonSpec to a test binary re-executed by
@@ -32,11 +33,13 @@ type daemonSpec struct {
 
 // Main is the TestMain of packages that use StartDaemon: in a daemon
 // child it mounts and serves until SIGTERM instead of running tests.
-func Main(m *testing.M) {
+// Otherwise it runs the tests and fails the run when a goroutine
+// outlives them (goleak.VerifyTestMain with opts).
+func Main(m *testing.M, opts ...goleak.Option) {
 	if spec := os.Getenv(daemonEnv); spec != "" {
 		os.Exit(runDaemon(spec))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m, opts...)
 }
 
 func runDaemon(specJSON string) int {

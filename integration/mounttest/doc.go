@@ -9,7 +9,8 @@
 // FUSE server share a process with the code touching the mount.
 //
 // Real mounts need root and /dev/fuse. Without them tests skip with a
-// loud message, or fail when CKPTFS_REQUIRE_FUSE=1 (CI sets it).
+// loud message, or fail when CKPTFS_REQUIRE_FUSE=1 (CI sets it). In
+// -short mode (make unit) they skip without mounting.
 //
 // # Deadlocks to avoid with in-process mounts
 //

@@ -46,15 +46,19 @@ type Mount struct {
 	err  error
 }
 
-// RequireFUSE skips the test, loudly, when real mounts are impossible
-// here (not root, no usable /dev/fuse), or fails it when RequireEnv=1.
+// RequireFUSE skips the test in -short mode; otherwise it skips the test,
+// loudly, when real mounts are impossible here (not root, no usable
+// /dev/fuse), or fails it when RequireEnv=1.
 func RequireFUSE(t testing.TB) {
 	t.Helper()
-	requireFUSE(t, os.Geteuid(), "/dev/fuse")
+	requireFUSE(t, testing.Short(), os.Geteuid(), "/dev/fuse")
 }
 
-func requireFUSE(t testing.TB, euid int, dev string) {
+func requireFUSE(t testing.TB, short bool, euid int, dev string) {
 	t.Helper()
+	if short {
+		t.Skipf("mounttest: no real FUSE mount in -short mode")
+	}
 	reason := ""
 	if euid != 0 {
 		reason = "not running as root"

@@ -25,7 +25,7 @@ func (f *fakeT) Fatalf(format string, args ...any) {
 	panic(stop{})
 }
 
-func runRequire(t *testing.T, euid int, dev string) *fakeT {
+func runRequire(t *testing.T, short bool, euid int, dev string) *fakeT {
 	ft := &fakeT{TB: t}
 	func() {
 		defer func() {
@@ -35,7 +35,7 @@ func runRequire(t *testing.T, euid int, dev string) *fakeT {
 				}
 			}
 		}()
-		requireFUSE(ft, euid, dev)
+		requireFUSE(ft, short, euid, dev)
 	}()
 	return ft
 }
@@ -43,6 +43,7 @@ func runRequire(t *testing.T, euid int, dev string) *fakeT {
 func TestRequireFUSE(t *testing.T) {
 	tests := []struct {
 		name        string
+		short       bool
 		euid        int
 		dev         string
 		require     string
@@ -50,16 +51,17 @@ func TestRequireFUSE(t *testing.T) {
 		wantFail    bool
 		wantMessage string
 	}{
-		{"not root skips", 1000, "/dev/null", "", true, false, "SKIPPED"},
-		{"no device skips", 0, "/nonexistent/fuse", "", true, false, "SKIPPED"},
-		{"not root fails when required", 1000, "/dev/null", "1", false, true, RequireEnv},
-		{"no device fails when required", 0, "/nonexistent/fuse", "1", false, true, RequireEnv},
-		{"usable", 0, "/dev/null", "1", false, false, ""},
+		{"not root skips", false, 1000, "/dev/null", "", true, false, "SKIPPED"},
+		{"no device skips", false, 0, "/nonexistent/fuse", "", true, false, "SKIPPED"},
+		{"not root fails when required", false, 1000, "/dev/null", "1", false, true, RequireEnv},
+		{"no device fails when required", false, 0, "/nonexistent/fuse", "1", false, true, RequireEnv},
+		{"usable", false, 0, "/dev/null", "1", false, false, ""},
+		{"-short skips even when required", true, 0, "/dev/null", "1", true, false, "-short"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(RequireEnv, tc.require)
-			ft := runRequire(t, tc.euid, tc.dev)
+			ft := runRequire(t, tc.short, tc.euid, tc.dev)
 			if ft.skipped != tc.wantSkip || ft.failed != tc.wantFail {
 				t.Errorf("skipped=%v failed=%v, want %v %v", ft.skipped, ft.failed, tc.wantSkip, tc.wantFail)
 			}

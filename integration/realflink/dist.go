@@ -27,6 +27,14 @@ const CacheEnv = "CKPTFS_CACHE"
 
 var warnOnce sync.Once
 
+// skipShort skips the test in -short mode, before looking for anything.
+func skipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("realflink: real Flink is not run in -short mode")
+	}
+}
+
 func missing(t testing.TB, what string) {
 	t.Helper()
 	if os.Getenv(RequireEnv) == "1" {
@@ -127,9 +135,11 @@ type Dist struct {
 }
 
 // FindDist returns the distribution of a release from the cache, checked
-// by flink/fetch.sh (its .sha256 matches the table).
+// by flink/fetch.sh (its .sha256 matches the table). It skips in -short
+// mode.
 func FindDist(t testing.TB, r Release) Dist {
 	t.Helper()
+	skipShort(t)
 	home := filepath.Join(cacheDir(), "flink", "dist", r.Version)
 	sum, err := os.ReadFile(filepath.Join(home, ".sha256"))
 	if err != nil || strings.TrimSpace(string(sum)) != r.SHA256 {

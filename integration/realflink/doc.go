@@ -26,5 +26,6 @@
 //
 // Tests need root, FUSE, ZooKeeper, a JDK and the distributions; with
 // CKPTFS_REQUIRE_FLINK=1 (make test) they fail instead of skipping when
-// one is missing.
+// one is missing. In -short mode (make unit) they skip; the fixture tests,
+// which read harvested files, still run.
 package realflink

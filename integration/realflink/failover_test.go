@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -31,12 +32,19 @@ import (
 	"github.com/ckptfs/ckptfs/integration/zktest"
 	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/manifest/flinkha"
+	"go.uber.org/goleak"
 )
 
 // binary is the ckptfs command built by TestMain.
 var binary string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// The tests that run the binary skip in -short mode: no build.
+		goleak.VerifyTestMain(m)
+		return
+	}
 	dir, err := os.MkdirTemp("", "ckptfs-realflink-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -49,9 +57,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building ckptfs:", err)
 		os.Exit(2)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	// Fails the run when a goroutine outlives the tests.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}))
 }
 
 const (

@@ -247,9 +247,11 @@ func (s *Site) close() {
 }
 
 // RequireRoot skips (or, with CKPTFS_REQUIRE_FLINK=1, fails) a test that
-// is not run as root: namespaces and mounts need it.
+// is not run as root: namespaces and mounts need it. It skips in -short
+// mode.
 func RequireRoot(t testing.TB) {
 	t.Helper()
+	skipShort(t)
 	if os.Geteuid() != 0 {
 		missing(t, "root (mount namespaces and FUSE mounts)")
 	}

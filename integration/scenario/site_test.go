@@ -3,6 +3,7 @@ package scenario
 import (
 	"bufio"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,12 +15,19 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/integration/mounttest"
+	"go.uber.org/goleak"
 )
 
 // binary is the ckptfs command built by TestMain.
 var binary string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// The tests that run the binary skip in -short mode: no build.
+		goleak.VerifyTestMain(m)
+		return
+	}
 	dir, err := os.MkdirTemp("", "ckptfs-scenario-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -32,9 +40,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building ckptfs:", err)
 		os.Exit(2)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	// Fails the run when a goroutine outlives the tests.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}))
 }
 
 // site is one data center's storage: its NAS (backing directory) and the

@@ -57,9 +57,6 @@ type process struct {
 // be called from the test goroutine.
 func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("zktest: real ZooKeeper is not started in -short mode")
-	}
 	cfg := DefaultConfig()
 	for _, o := range opts {
 		o(&cfg)

@@ -38,6 +38,10 @@ var (
 	debianLog4j = "/usr/share/java/log4j-1.2.jar"
 )
 
+// short reports -short mode, which skips every test that needs
+// ZooKeeper; tests replace it.
+var short = testing.Short
+
 // errNotInstalled marks a ZooKeeper or Java that is absent, as opposed to
 // one that is configured wrongly.
 var errNotInstalled = errors.New("not installed")
@@ -145,10 +149,14 @@ func exists(path string) bool {
 }
 
 // requireInstallation returns the installation or ends the test: it skips
-// when ZooKeeper is absent (fails if EnvRequire is "1") and fails when an
-// explicit setting is broken.
+// in -short mode and when ZooKeeper is absent (fails if EnvRequire is "1")
+// and fails when an explicit setting is broken.
 func requireInstallation(t testing.TB) installation {
 	t.Helper()
+	if short() {
+		t.Skipf("zktest: real ZooKeeper is not started in -short mode")
+		return installation{}
+	}
 	inst, err := findInstallation()
 	switch {
 	case err == nil:

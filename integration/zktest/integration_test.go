@@ -435,9 +435,6 @@ func TestIntegration_CloseReportsCrashedServer(t *testing.T) {
 // TestIntegration_StartFailureShowsServerOutput starts a server whose
 // zoo.cfg ZooKeeper rejects and checks that the error says why.
 func TestIntegration_StartFailureShowsServerOutput(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	inst := requireInstallation(t)
 	cfg := DefaultConfig()
 	cfg.Extra = map[string]string{"secureClientPort": "not-a-port"}

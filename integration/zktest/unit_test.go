@@ -244,6 +244,8 @@ func TestRequireInstallation_SkipsOrFailsWhenMissing(t *testing.T) {
 	if _, err := findJava(); err != nil {
 		t.Skipf("no java here: %v", err)
 	}
+	t.Cleanup(func() { short = testing.Short })
+	short = func() bool { return false }
 
 	t.Setenv(EnvRequire, "")
 	tb := &recordingTB{TB: t}
@@ -257,5 +259,13 @@ func TestRequireInstallation_SkipsOrFailsWhenMissing(t *testing.T) {
 	requireInstallation(tb)
 	if len(tb.fatals) != 1 || len(tb.skips) != 0 {
 		t.Fatalf("with %s=1: skips %q, fatals %q; want one failure", EnvRequire, tb.skips, tb.fatals)
+	}
+
+	// -short skips quietly, whatever EnvRequire says.
+	short = func() bool { return true }
+	tb = &recordingTB{TB: t}
+	requireInstallation(tb)
+	if len(tb.skips) != 1 || !strings.Contains(tb.skips[0], "-short") || len(tb.fatals) != 0 {
+		t.Fatalf("-short with %s=1: skips %q, fatals %q; want one skip naming -short", EnvRequire, tb.skips, tb.fatals)
 	}
 }

@@ -61,4 +61,6 @@ var Keys = map[string]string{
 	"op":                 "a FUSE operation",
 	"passthrough_writes": "whether writes use FUSE passthrough",
 	"log":                "where the daemon's log goes (a file, the journal, syslog)",
+	"staging":            "the staging directory of a DR rehearsal (make dr-rehearsal)",
+	"missing":            "a file a DR rehearsal leaves out of the replica",
 }

@@ -27,12 +27,11 @@
 // remembers each path it has seen with where it resolves (a path is
 // resolved and classified once) and when it was found complete, and
 // builds a new manifest while scanning _metadata, mapped and decoded where
-// it lies (metadata.ScanBytes), without a decoded tree: a path it knows
-// costs one comparison, made by the decoder, when it comes in the order
-// the previous checkpoint listed it, or a map lookup that does not copy
-// it. The same pass merges
-// repeated paths, decides which files need a stat, and hands new files to
-// stat workers. Scans on one Verifier take turns.
+// it lies (metadata.ScanBytes), without a decoded tree: a known path
+// that comes in the previous checkpoint's order costs one comparison,
+// any other known path a map lookup that does not copy it. The same
+// pass merges repeated paths, decides which files need a stat, and hands
+// new files to stat workers. Scans on one Verifier take turns.
 //
 // The package is pure policy: no FUSE, no ZooKeeper, no logging. fusefs and
 // zkbridge translate its verdicts.

@@ -165,8 +165,7 @@ func (m *Metadata) EachReference(exclusiveDir string, fn func(Reference)) {
 type Visitor interface {
 	// Reference is called for every reference, in file order. r and
 	// r.Path are reused for the next reference: copy what is kept, and
-	// change nothing but r.Expect (r.Path may be the decoder's read
-	// buffer).
+	// change nothing (r.Path may be the decoder's read buffer).
 	Reference(r *RawReference)
 	// Restart says that Scan reads the file again, with Flink 1.11's
 	// channel layout, after Flink 1.12's failed (only version-3 files
@@ -187,15 +186,6 @@ type RawReference struct {
 	// Size and Offset are as in Reference.
 	Size   int64
 	Offset int64
-
-	// Expect is set by the visitor, not by Scan: the path it expects the
-	// next reference to name, which must be plain ASCII (PlainASCII), or
-	// "" for none. Scan compares each path with it before checking the
-	// path's bytes: a path equal to plain ASCII needs no other check.
-	Expect string
-	// AsExpected reports whether Path equals Expect (an empty path
-	// equals an empty Expect).
-	AsExpected bool
 }
 
 // Relative reports a path relative to the directory holding _metadata.

@@ -33,6 +33,11 @@
 // pass merges repeated paths, decides which files need a stat, and hands
 // new files to stat workers. Scans on one Verifier take turns.
 //
+// The names ckptfs gives a meaning to, .ckptfs (IsStateDir) and chk-N
+// (CheckpointIDFromDirName), and what L2-complete means
+// (PointerVerdict.L2Complete) are defined here once; fusefs, zkbridge and
+// the commands use these definitions rather than their own.
+//
 // The package is pure policy: no FUSE, no ZooKeeper, no logging. fusefs and
 // zkbridge translate its verdicts.
 package manifest

@@ -349,3 +349,25 @@ func TestVerifyHAUsesFileCache(t *testing.T) {
 	ha, _ := v.VerifyHA(context.Background(), 7, s.znode)
 	oneProblem(t, ha, ProblemMissing)
 }
+
+func TestL2Complete(t *testing.T) {
+	complete := func(l Level) *Verdict { return &Verdict{Complete: true, Level: l} }
+	tests := []struct {
+		name string
+		pv   *PointerVerdict
+		want bool
+	}{
+		{"nil", nil, false},
+		{"no verdict", &PointerVerdict{HAFileReadable: true}, false},
+		{"L2", &PointerVerdict{HAFileReadable: true, Verdict: complete(L2)}, true},
+		{"L3", &PointerVerdict{HAFileReadable: true, Verdict: complete(L3)}, true},
+		{"only the directory", &PointerVerdict{HAFileReadable: true, Verdict: &Verdict{Level: L1}}, false},
+		{"complete at L1", &PointerVerdict{HAFileReadable: true, Verdict: complete(L1)}, false},
+		{"HA file unreadable", &PointerVerdict{Verdict: complete(L2)}, false},
+	}
+	for _, tc := range tests {
+		if got := tc.pv.L2Complete(); got != tc.want {
+			t.Errorf("%s: L2Complete() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

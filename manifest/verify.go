@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -81,19 +79,6 @@ func (v *Verifier) ChecksummedBytes() uint64 { return v.checksummed.Load() }
 
 // Resolver returns the verifier's path resolver.
 func (v *Verifier) Resolver() *Resolver { return v.cfg.Resolver }
-
-// CheckpointIDFromDirName returns N for a directory named chk-N.
-func CheckpointIDFromDirName(name string) (int64, bool) {
-	rest, ok := strings.CutPrefix(name, "chk-")
-	if !ok || rest == "" || rest[0] == '+' || rest[0] == '-' || (len(rest) > 1 && rest[0] == '0') {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(rest, 10, 64)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	return n, true
-}
 
 // VerifyDir verifies the checkpoint whose _metadata lies in dir (a chk-N
 // directory, or any savepoint or checkpoint directory) at level L1.

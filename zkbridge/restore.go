@@ -190,7 +190,7 @@ func (b *Bridge) restoreJob(ctx context.Context, paths ckptfsPaths, lock *takeov
 				continue
 			}
 			v := b.verifyPointer(ctx, &Pointer{JobID: job, ID: id, Znode: bk.Znode, Data: bk.Data, Handle: h})
-			if !l2Complete(v) {
+			if !v.L2Complete() {
 				skip(id, "checkpoint not complete here at L2 (%s); use --unverified to put it back anyway", v.Verdict)
 				continue
 			}

@@ -749,15 +749,11 @@ func (w *world) observe(ctx context.Context, t *testing.T, conn *zk.Conn, v *man
 			t.Fatalf("pointer %d: %v", id, err)
 		}
 		l.verdicts[id] = pv
-		if complete(pv) {
+		if pv.L2Complete() {
 			l.optimal = id
 		}
 	}
 	return l
-}
-
-func complete(pv *manifest.PointerVerdict) bool {
-	return pv.HAFileReadable && pv.Verdict.Complete && pv.Verdict.Level >= manifest.L2
 }
 
 func (w *world) verifyPointer(ctx context.Context, conn *zk.Conn, v *manifest.Verifier, id int64) (*manifest.PointerVerdict, error) {
@@ -783,7 +779,7 @@ func (w *world) waitComplete(ctx context.Context, t *testing.T, conn *zk.Conn, v
 			return false
 		}
 		for i := len(ids) - 1; i >= 0; i-- {
-			if pv, err := w.verifyPointer(ctx, conn, v, ids[i]); err == nil && complete(pv) {
+			if pv, err := w.verifyPointer(ctx, conn, v, ids[i]); err == nil && pv.L2Complete() {
 				got = ids[i]
 				return true
 			}

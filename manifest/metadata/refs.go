@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"unsafe"
+
+	"github.com/ckptfs/ckptfs/manifest/internal/chkname"
 )
 
 // Kind says what role a referenced file plays in Flink's layout. It is
@@ -273,16 +275,10 @@ func hasComponent(path, component string) bool {
 	}
 }
 
+// isCheckpointDirName is manifest.CheckpointIDFromDirName's rule.
 func isCheckpointDirName(name string) bool {
-	if !strings.HasPrefix(name, "chk-") || len(name) == 4 {
-		return false
-	}
-	for _, c := range name[4:] {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
+	_, ok := chkname.ID(name)
+	return ok
 }
 
 // walk visits every stream handle (with whether it is part of a changelog)

@@ -33,7 +33,9 @@
 // renamed or removed through the mount.
 //
 // The kernel mount itself stays read-write, because promotion has to
-// work without remounting; the daemon refuses mutations with EROFS.
+// work without remounting; the daemon refuses mutations with EROFS, in
+// one place (refuseReadOnly): read-only is the mount's mode, not an
+// error of manifest's.
 // Every mutation the daemon serves (including WRITE on a handle opened
 // long ago) holds a shared lock from checking the mode until the backing
 // file system has answered, and SetMode takes it exclusively.

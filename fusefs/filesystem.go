@@ -176,10 +176,16 @@ func (fsys *fileSystem) beginMutation() (done func(), errno syscall.Errno) {
 	fsys.modeMu.RLock()
 	if !fsys.mode.writable() {
 		fsys.modeMu.RUnlock()
-		fsys.stats.readOnlyRefusals.Add(1)
-		return nil, syscall.EROFS
+		return nil, fsys.refuseReadOnly()
 	}
 	return fsys.modeMu.RUnlock, 0
+}
+
+// refuseReadOnly is the one answer to a change the mode does not allow
+// (a replica, a fenced primary): EROFS, counted.
+func (fsys *fileSystem) refuseReadOnly() syscall.Errno {
+	fsys.stats.readOnlyRefusals.Add(1)
+	return syscall.EROFS
 }
 
 // visible decides whether name in dir (relative to the mount root) is

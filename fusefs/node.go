@@ -164,8 +164,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	// Refuse a write before waiting on anything, and wait without
 	// holding up SetMode.
 	if write && !n.fsys.currentMode().writable() {
-		n.fsys.stats.readOnlyRefusals.Add(1)
-		return nil, 0, syscall.EROFS
+		return nil, 0, n.fsys.refuseReadOnly()
 	}
 	passthrough, errno := n.reserve(ctx, !write || n.passthroughWriter(ctx, flags, n.mode(ctx)))
 	if errno != 0 {

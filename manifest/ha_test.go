@@ -332,7 +332,7 @@ func TestVerifyHAProblems(t *testing.T) {
 func TestVerifyHAUsesFileCache(t *testing.T) {
 	s := newHASite(t, flinkha.FieldSet115, nil)
 	res, _ := NewResolver(nil, []string{s.root})
-	cfg := DefaultConfig()
+	cfg := DefaultVerifierConfig()
 	cfg.Resolver, cfg.MaxAge = res, 1<<40
 	v, err := NewVerifier(cfg)
 	if err != nil {

@@ -138,7 +138,7 @@ func trustingVerifier(t *testing.T, root string, clock *testClock) *Verifier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := NewVerifier(Config{Resolver: res, MaxAge: time.Minute, Workers: 2, Now: clock.Now})
+	v, err := NewVerifier(VerifierConfig{Resolver: res, MaxAge: time.Minute, Workers: 2, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -522,7 +522,7 @@ func TestConcurrentVerifications(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := NewVerifier(Config{Resolver: res, MaxAge: time.Millisecond, Workers: 2})
+	v, err := NewVerifier(VerifierConfig{Resolver: res, MaxAge: time.Millisecond, Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

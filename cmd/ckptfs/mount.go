@@ -256,7 +256,7 @@ func runMount(ctx context.Context, cfg *mountConfig, logw io.Writer, readyFD str
 			return fail("%v", err)
 		}
 	}
-	vcfg := manifest.DefaultConfig()
+	vcfg := manifest.DefaultVerifierConfig()
 	// A file found complete is stat'ed again every other pass: a deletion
 	// is noticed within two poll intervals, and a pass costs about half
 	// of the files.
@@ -272,7 +272,7 @@ func runMount(ctx context.Context, cfg *mountConfig, logw io.Writer, readyFD str
 	if err != nil {
 		return fail("%v", err)
 	}
-	recorder, err := manifest.NewRecorder(manifest.SealerConfig{
+	recorder, err := manifest.NewRecorder(manifest.RecorderConfig{
 		Backing: cfg.Backing, Resolver: res, ReadUnwritten: cfg.ReadUnwritten, Verifier: verifier,
 		OnSealed: func(chk, path string, err error) {
 			if err != nil {

@@ -698,7 +698,7 @@ func newVerifier(t *testing.T, uri, backing string) *manifest.Verifier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := manifest.DefaultConfig()
+	cfg := manifest.DefaultVerifierConfig()
 	cfg.Resolver = res
 	v, err := manifest.NewVerifier(cfg)
 	if err != nil {

@@ -665,7 +665,7 @@ func (f *fixture) verifier(t *testing.T, tree string) *manifest.Verifier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := manifest.DefaultConfig()
+	cfg := manifest.DefaultVerifierConfig()
 	cfg.Resolver = res
 	v, err := manifest.NewVerifier(cfg)
 	if err != nil {

@@ -497,7 +497,7 @@ func newVerifier(t *testing.T, backing string, sealed bool) *manifest.Verifier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := manifest.DefaultConfig()
+	cfg := manifest.DefaultVerifierConfig()
 	cfg.Resolver = res
 	if sealed {
 		cfg.SealedRoot = backing

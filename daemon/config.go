@@ -31,9 +31,9 @@ type Config struct {
 	// Resolver maps the paths Flink stored onto local ones.
 	Resolver *manifest.Resolver
 
-	Verifier manifest.Config
+	Verifier manifest.VerifierConfig
 	Catalog  manifest.CatalogConfig
-	Recorder manifest.SealerConfig
+	Recorder manifest.RecorderConfig
 	Mount    fusefs.Config
 	// ZooKeeper is nil when the daemon runs without ZooKeeper (no
 	// promotion, fencing, markers or lag).
@@ -86,7 +86,7 @@ func DefaultConfig() Config {
 	m := fusefs.DefaultConfig()
 	m.Mode = fusefs.ModeReplica
 	return Config{
-		Verifier: manifest.DefaultConfig(), Catalog: manifest.DefaultCatalogConfig(), Mount: m,
+		Verifier: manifest.DefaultVerifierConfig(), Catalog: manifest.DefaultCatalogConfig(), Mount: m,
 		LagInterval: 10 * time.Second, FollowInterval: time.Second,
 	}
 }

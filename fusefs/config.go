@@ -129,10 +129,6 @@ type Config struct {
 // Name is the file system type suffix: df -T shows fuse.ckptfs.
 const Name = "ckptfs"
 
-// ReservedName is the directory under the backing root that holds
-// ckptfs's own state (sealed manifests). It is hidden in every mode.
-const ReservedName = manifest.StateDir
-
 const maxWriteLimit = 1 << 20
 
 // DefaultConfig returns the daemon's defaults; Backing, MountPoint and

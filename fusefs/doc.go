@@ -4,7 +4,11 @@
 // primary never writes, and what a primary reports for sealing. The
 // policy itself lives in package manifest; this package only asks it
 // (manifest.Visibility) and tells it (manifest.Sealer), and turns its
-// answers into errno values in one place, errnoFor.
+// answers into errno values in one place, errnoFor. The names it gives a
+// meaning to (.ckptfs, chk-N) are manifest's rules too
+// (manifest.IsStateDir, manifest.CheckpointIDFromDirName), so a mount
+// never counts or logs as a checkpoint a name manifest does not verify
+// as one.
 //
 // # Wrapping go-fuse's loopback
 //
@@ -29,7 +33,9 @@
 // renamed or removed through the mount.
 //
 // The kernel mount itself stays read-write, because promotion has to
-// work without remounting; the daemon refuses mutations with EROFS.
+// work without remounting; the daemon refuses mutations with EROFS, in
+// one place (refuseReadOnly): read-only is the mount's mode, not an
+// error of manifest's.
 // Every mutation the daemon serves (including WRITE on a handle opened
 // long ago) holds a shared lock from checking the mode until the backing
 // file system has answered, and SetMode takes it exclusively.

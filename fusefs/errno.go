@@ -18,11 +18,12 @@ import (
 // and ErrInvalid only unwrapped and manifest's errors not at all, answers
 // success for an error that wraps Errno(0), and turns anything else into
 // ENOTSUP with a line on the standard library's log rather than ours.
-// errnoFor puts policy first: an ended context is EINTR, ErrReadOnly
-// EROFS, ErrHidden and ErrIncomplete ENOENT, even beside an errno; then a
-// non-zero errno anywhere in the chain is itself and a wrapped
-// fs.ErrNotExist is ENOENT. Anything else, a zero errno included, is
-// logged and becomes EIO.
+// errnoFor puts policy first: an ended context is EINTR, ErrHidden and
+// ErrIncomplete ENOENT, even beside an errno; then a non-zero errno
+// anywhere in the chain is itself and a wrapped fs.ErrNotExist is
+// ENOENT. Anything else, a zero errno included, is logged and becomes
+// EIO. A refused mutation never passes here: its EROFS comes from
+// refuseReadOnly.
 func (fsys *fileSystem) errnoFor(err error) syscall.Errno {
 	if err == nil {
 		return 0
@@ -30,8 +31,6 @@ func (fsys *fileSystem) errnoFor(err error) syscall.Errno {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return syscall.EINTR
-	case errors.Is(err, manifest.ErrReadOnly):
-		return syscall.EROFS
 	case errors.Is(err, manifest.ErrHidden), errors.Is(err, manifest.ErrIncomplete):
 		return syscall.ENOENT
 	}

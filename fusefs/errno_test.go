@@ -25,7 +25,7 @@ func TestErrnoFor(t *testing.T) {
 		{"hidden", manifest.ErrHidden, syscall.ENOENT, false},
 		{"wrapped hidden", fmt.Errorf("chk-3/x: %w", manifest.ErrHidden), syscall.ENOENT, false},
 		{"incomplete", fmt.Errorf("verify chk-7: %w", manifest.ErrIncomplete), syscall.ENOENT, false},
-		{"read-only", fmt.Errorf("fenced: %w", manifest.ErrReadOnly), syscall.EROFS, false},
+		{"wrapped read-only", fmt.Errorf("fenced: %w", syscall.EROFS), syscall.EROFS, false},
 		{"bare errno", syscall.EACCES, syscall.EACCES, false},
 		{"path error", &os.PathError{Op: "open", Path: "/x", Err: syscall.ENOSPC}, syscall.ENOSPC, false},
 		{"deeply wrapped errno", fmt.Errorf("a: %w", fmt.Errorf("b: %w", &os.PathError{Op: "stat", Err: syscall.ESTALE})), syscall.ESTALE, false},

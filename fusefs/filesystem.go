@@ -4,8 +4,6 @@ import (
 	"errors"
 	"log/slog"
 	"path"
-	"regexp"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -178,18 +176,22 @@ func (fsys *fileSystem) beginMutation() (done func(), errno syscall.Errno) {
 	fsys.modeMu.RLock()
 	if !fsys.mode.writable() {
 		fsys.modeMu.RUnlock()
-		fsys.stats.readOnlyRefusals.Add(1)
-		return nil, syscall.EROFS
+		return nil, fsys.refuseReadOnly()
 	}
 	return fsys.modeMu.RUnlock, 0
 }
 
-var checkpointDir = regexp.MustCompile(`^chk-([0-9]+)$`)
+// refuseReadOnly is the one answer to a change the mode does not allow
+// (a replica, a fenced primary): EROFS, counted.
+func (fsys *fileSystem) refuseReadOnly() syscall.Errno {
+	fsys.stats.readOnlyRefusals.Add(1)
+	return syscall.EROFS
+}
 
 // visible decides whether name in dir (relative to the mount root) is
 // shown. It never touches the backing file system.
 func (fsys *fileSystem) visible(dir, name string) syscall.Errno {
-	if dir == "" && name == ReservedName {
+	if manifest.IsStateDir(dir, name) {
 		fsys.stats.hiddenLookups.Add(1)
 		return syscall.ENOENT
 	}
@@ -200,12 +202,11 @@ func (fsys *fileSystem) visible(dir, name string) syscall.Errno {
 	if err == nil {
 		return 0
 	}
-	if m := checkpointDir.FindStringSubmatch(name); m != nil && errors.Is(err, manifest.ErrIncomplete) {
+	if id, ok := manifest.CheckpointIDFromDirName(name); ok && errors.Is(err, manifest.ErrIncomplete) {
 		fsys.stats.incompleteLookups.Add(1)
 		fsys.incompleteByDir.add(dir)
 		rel := joinRel(dir, name)
 		if fsys.incompleteLog.allow(rel, fsys.now()) {
-			id, _ := strconv.ParseInt(m[1], 10, 64)
 			fsys.log.Warn("Flink asked for incomplete chk-N", "job", path.Base(dir), "checkpoint", id, "dir", rel)
 		}
 	} else {
@@ -216,7 +217,7 @@ func (fsys *fileSystem) visible(dir, name string) syscall.Errno {
 
 // listed is visible without counters or logs, for directory listings.
 func (fsys *fileSystem) listed(dir, name string) bool {
-	if dir == "" && name == ReservedName {
+	if manifest.IsStateDir(dir, name) {
 		return false
 	}
 	if !fsys.currentMode().filtered() {
@@ -224,9 +225,6 @@ func (fsys *fileSystem) listed(dir, name string) bool {
 	}
 	return fsys.vis.Visible(dir, name) == nil
 }
-
-// reserved reports whether a mutation names the reserved directory.
-func reserved(dir, name string) bool { return dir == "" && name == ReservedName }
 
 func joinRel(dir, name string) string {
 	if dir == "" {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/ckptfs/ckptfs/manifest"
 )
 
 // node is every inode of the mount: go-fuse's loopback node plus the
@@ -77,7 +79,7 @@ var _ = (fs.NodeLookuper)((*node)(nil))
 
 // Lookup hides what the policy hides; READDIRPLUS comes through here too.
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if n.IsRoot() && name == ReservedName {
+	if n.IsRoot() && manifest.IsStateDir("", name) {
 		n.fsys.stats.hiddenLookups.Add(1)
 		return nil, syscall.ENOENT
 	}
@@ -145,7 +147,7 @@ func (n *node) mutateChild(name string) (done func(), dir string, errno syscall.
 		return nil, "", errno
 	}
 	dir, errno = n.childDir()
-	if errno == 0 && reserved(dir, name) {
+	if errno == 0 && manifest.IsStateDir(dir, name) {
 		errno = syscall.EPERM
 	}
 	if errno != 0 {
@@ -162,8 +164,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	// Refuse a write before waiting on anything, and wait without
 	// holding up SetMode.
 	if write && !n.fsys.currentMode().writable() {
-		n.fsys.stats.readOnlyRefusals.Add(1)
-		return nil, 0, syscall.EROFS
+		return nil, 0, n.fsys.refuseReadOnly()
 	}
 	passthrough, errno := n.reserve(ctx, !write || n.passthroughWriter(ctx, flags, n.mode(ctx)))
 	if errno != 0 {
@@ -458,7 +459,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if !ok {
 		return syscall.ENOENT
 	}
-	if reserved(newDir, newName) {
+	if manifest.IsStateDir(newDir, newName) {
 		return syscall.EPERM
 	}
 	src := n.GetChild(name)

@@ -134,7 +134,7 @@ func benchVerify(b *testing.B, dropCaches func(), next string) {
 		b.Fatal(err)
 	}
 	newV := func() *Verifier {
-		v, err := NewVerifier(Config{Resolver: res, MaxAge: time.Minute, Workers: 4})
+		v, err := NewVerifier(VerifierConfig{Resolver: res, MaxAge: time.Minute, Workers: 4})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -40,7 +40,6 @@ type pathEntry struct {
 	path     string        // as checkpoints name it
 	class    metadata.Kind // metadata.Classify(path, ""), absolute paths
 	relative bool          // path is relative to one checkpoint directory
-	plain    bool          // an absolute path in plain ASCII (metadata.PlainASCII)
 
 	// GUARDED_BY(cache.pathsMu).
 	// INVARIANT: seen is non-zero only when a stat at seen found a file
@@ -151,7 +150,6 @@ func newEntry(res *Resolver, path string, relative bool, dir string) *pathEntry 
 		local, e.err = res.Join(dir, path)
 	} else {
 		e.class = metadata.Classify(path, "")
-		e.plain = metadata.PlainASCII(path)
 		local, e.err = res.Local(path)
 	}
 	if e.err == nil {

@@ -14,10 +14,6 @@ import (
 	"time"
 )
 
-// StateDir is the directory under the backing root where ckptfs keeps its
-// own files (sealed manifests). Mounts never show it.
-const StateDir = ".ckptfs"
-
 // DefaultHiddenPatterns match the temporary files of replication tools and
 // of Flink itself; a replica mount never shows them (path.Match syntax,
 // matched against the last path element).
@@ -183,7 +179,7 @@ func (h *hiddenPattern) match(name string) bool {
 
 // Visible implements Visibility.
 func (c *Catalog) Visible(dir, name string) error {
-	if dir == "" && name == StateDir {
+	if IsStateDir(dir, name) {
 		return ErrHidden
 	}
 	if c.isHiddenName(name) {
@@ -375,7 +371,7 @@ func (c *Catalog) findJobDirs() []string {
 				isJob = true
 				continue
 			}
-			if (rel == "" && name == StateDir) || name == "shared" || name == "taskowned" || c.isHiddenName(name) {
+			if IsStateDir(rel, name) || name == "shared" || name == "taskowned" || c.isHiddenName(name) {
 				continue
 			}
 			subdirs = append(subdirs, name)

@@ -157,7 +157,7 @@ func TestSealAndVerifyL3(t *testing.T) {
 	res, _ := NewResolver(nil, []string{backing})
 
 	var sealed []string
-	rec, err := NewRecorder(SealerConfig{Backing: backing, Resolver: res, OnSealed: func(chk, p string, err error) {
+	rec, err := NewRecorder(RecorderConfig{Backing: backing, Resolver: res, OnSealed: func(chk, p string, err error) {
 		if err != nil {
 			t.Errorf("seal %s: %v", chk, err)
 		}
@@ -189,7 +189,7 @@ func TestSealAndVerifyL3(t *testing.T) {
 		t.Fatalf("sealed manifest lacks checksums:\n%s", doc)
 	}
 
-	cfg := DefaultConfig()
+	cfg := DefaultVerifierConfig()
 	cfg.Resolver, cfg.SealedRoot = res, backing
 	v, _ := NewVerifier(cfg)
 	if got := v.VerifyDir(context.Background(), dir); !got.Complete || got.Level != L3 {
@@ -231,7 +231,7 @@ func TestSealAndVerifyL3(t *testing.T) {
 	if strings.Count(string(doc), `"checksum"`) != strings.Count(string(doc), `"path"`)-1 {
 		t.Errorf("expected exactly one file without a checksum:\n%s", doc)
 	}
-	rec2, _ := NewRecorder(SealerConfig{Backing: backing, Resolver: res, ReadUnwritten: true})
+	rec2, _ := NewRecorder(RecorderConfig{Backing: backing, Resolver: res, ReadUnwritten: true})
 	p, err := rec2.Seal(chkRel)
 	if err != nil {
 		t.Fatal(err)

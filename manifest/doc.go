@@ -19,20 +19,25 @@
 // opened with RESOLVE_BENEATH so a symbolic link cannot lead out either.
 //
 // Verification is incremental. A parsed manifest is reused while its
-// _metadata keeps the same inode, size and times; a file found complete is
-// trusted for Config.MaxAge, so a new checkpoint that shares most of its
-// shared/ files with the previous one costs only its new files: its
-// _metadata is parsed completely and every file not found complete within
-// MaxAge is stat'ed, and that is all. To keep the rest cheap, the Verifier
-// remembers each path it has seen with where it resolves (a path is
-// resolved and classified once) and when it was found complete, and
-// builds a new manifest while scanning _metadata, mapped and decoded where
-// it lies (metadata.ScanBytes), without a decoded tree: a path it knows
-// costs one comparison, made by the decoder, when it comes in the order
-// the previous checkpoint listed it, or a map lookup that does not copy
-// it. The same pass merges
-// repeated paths, decides which files need a stat, and hands new files to
-// stat workers. Scans on one Verifier take turns.
+// _metadata keeps the same inode, size and times; a file found complete
+// is trusted for VerifierConfig.MaxAge, so a new checkpoint that shares
+// most of its shared/ files with the previous one costs only its new
+// files: its _metadata is parsed completely and every file not found
+// complete within MaxAge is stat'ed, and that is all. To keep the rest
+// cheap, the Verifier remembers each path it has seen with where it
+// resolves (a path is resolved and classified once) and when it was
+// found complete, and builds a new manifest while scanning _metadata,
+// mapped and decoded where it lies (metadata.ScanBytes), without a
+// decoded tree: a known path that comes in the previous checkpoint's
+// order costs one comparison, any other known path a map lookup that
+// does not copy it. The same pass merges repeated paths, decides which
+// files need a stat, and hands new files to stat workers. Scans on one
+// Verifier take turns.
+//
+// The names ckptfs gives a meaning to, .ckptfs (IsStateDir) and chk-N
+// (CheckpointIDFromDirName), and what L2-complete means
+// (PointerVerdict.L2Complete) are defined here once; fusefs, zkbridge and
+// the commands use these definitions rather than their own.
 //
 // The package is pure policy: no FUSE, no ZooKeeper, no logging. fusefs and
 // zkbridge translate its verdicts.

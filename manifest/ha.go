@@ -45,6 +45,14 @@ type PointerVerdict struct {
 	Checkpoint *flinkha.CompletedCheckpoint
 }
 
+// L2Complete reports whether the pointer is restorable by ZooKeeper
+// failover on this site: its HA file readable and complete, and the
+// checkpoint directory it names complete (level L2 or above). This is
+// the one definition of L2-completeness; a nil verdict is not complete.
+func (pv *PointerVerdict) L2Complete() bool {
+	return pv != nil && pv.HAFileReadable && pv.Verdict != nil && pv.Verdict.Complete && pv.Verdict.Level >= L2
+}
+
 // VerifyPointer verifies what the checkpoint pointer with id pointerID
 // needs for a ZooKeeper failover on this site (L2, docs/design.md §3.2):
 // the HA file named by the znode data and the files it references

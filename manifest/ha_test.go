@@ -332,7 +332,7 @@ func TestVerifyHAProblems(t *testing.T) {
 func TestVerifyHAUsesFileCache(t *testing.T) {
 	s := newHASite(t, flinkha.FieldSet115, nil)
 	res, _ := NewResolver(nil, []string{s.root})
-	cfg := DefaultConfig()
+	cfg := DefaultVerifierConfig()
 	cfg.Resolver, cfg.MaxAge = res, 1<<40
 	v, err := NewVerifier(cfg)
 	if err != nil {
@@ -348,4 +348,26 @@ func TestVerifyHAUsesFileCache(t *testing.T) {
 	os.Remove(s.haPath)
 	ha, _ := v.VerifyHA(context.Background(), 7, s.znode)
 	oneProblem(t, ha, ProblemMissing)
+}
+
+func TestL2Complete(t *testing.T) {
+	complete := func(l Level) *Verdict { return &Verdict{Complete: true, Level: l} }
+	tests := []struct {
+		name string
+		pv   *PointerVerdict
+		want bool
+	}{
+		{"nil", nil, false},
+		{"no verdict", &PointerVerdict{HAFileReadable: true}, false},
+		{"L2", &PointerVerdict{HAFileReadable: true, Verdict: complete(L2)}, true},
+		{"L3", &PointerVerdict{HAFileReadable: true, Verdict: complete(L3)}, true},
+		{"only the directory", &PointerVerdict{HAFileReadable: true, Verdict: &Verdict{Level: L1}}, false},
+		{"complete at L1", &PointerVerdict{HAFileReadable: true, Verdict: complete(L1)}, false},
+		{"HA file unreadable", &PointerVerdict{Verdict: complete(L2)}, false},
+	}
+	for _, tc := range tests {
+		if got := tc.pv.L2Complete(); got != tc.want {
+			t.Errorf("%s: L2Complete() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -138,7 +138,7 @@ func trustingVerifier(t *testing.T, root string, clock *testClock) *Verifier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := NewVerifier(Config{Resolver: res, MaxAge: time.Minute, Workers: 2, Now: clock.Now})
+	v, err := NewVerifier(VerifierConfig{Resolver: res, MaxAge: time.Minute, Workers: 2, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,11 +422,12 @@ func TestSweepWaitsForScan(t *testing.T) {
 	}
 }
 
-// TestScanExpectsWhileOrderHolds: a scan expects the next path of the
-// previous checkpoint; once two known paths came out of order it expects
-// only every 16th, and a path that comes as expected makes it expect the
-// next one again.
-func TestScanExpectsWhileOrderHolds(t *testing.T) {
+// TestScanExpectsTheNextPath: a scan expects the absolute path that
+// followed, in the previous checkpoint, the last path it met that the
+// previous checkpoint listed, in order or not; a path new to it changes
+// nothing. A relative path of the previous checkpoint is never expected:
+// an absolute path spelt the same is another file.
+func TestScanExpectsTheNextPath(t *testing.T) {
 	j := newTestJob(t, 40)
 	v := trustingVerifier(t, j.root, &testClock{now: time.Unix(1000, 0)})
 	j.checkpoint(t, 1, span(0, 40))
@@ -436,23 +437,23 @@ func TestScanExpectsWhileOrderHolds(t *testing.T) {
 	v.cache.pathsMu.Lock()
 	defer v.cache.pathsMu.Unlock()
 	s := v.newScanner(j.chk(2), 0, nil, v.judgeAt(0))
-	var r metadata.RawReference
-	// ref reports shared file i as Scan does and returns what the scan
-	// expects next.
+	// ref reports shared file i as Scan does and returns the absolute
+	// path the scan expects next.
 	ref := func(i int) string {
-		path := j.uri(j.shared(i))
-		r = metadata.RawReference{Tag: metadata.TagFileStream, Path: []byte(path), Size: int64(i%5 + 1), Expect: r.Expect, AsExpected: r.Expect != "" && r.Expect == path}
-		s.Reference(&r)
-		return r.Expect
+		s.Reference(&metadata.RawReference{Tag: metadata.TagFileStream, Path: []byte(j.uri(j.shared(i))), Size: int64(i%5 + 1)})
+		if s.next < len(s.prev) && !s.prev[s.next].relative {
+			return s.prev[s.next].path
+		}
+		return ""
 	}
 	shared := func(i int) string { return j.uri(j.shared(i)) }
 	for _, step := range []struct{ file, expect int }{
 		{5, 6}, {6, 7}, // in order
-		{20, 21},                                                             // out of order once
-		{10, -1}, {30, -1}, {12, -1}, {32, -1}, {14, -1}, {34, -1}, {16, -1}, // twice: no more
-		{36, -1}, {18, -1}, {38, -1}, {1, -1}, {3, -1}, {25, -1}, {27, -1}, // 15 out of order
-		{8, 9},  // the 16th
-		{9, 10}, // in order again
+		{20, 21},                     // out of order
+		{10, 11}, {30, 31}, {12, 13}, // out of order again
+		{45, 13}, // new
+		{13, 14}, // in order again
+		{39, -1}, // the last one: a relative path came next
 	} {
 		want := ""
 		if step.expect >= 0 {
@@ -461,6 +462,13 @@ func TestScanExpectsWhileOrderHolds(t *testing.T) {
 		if got := ref(step.file); got != want {
 			t.Fatalf("after %s, expected %q, want %q", shared(step.file), got, want)
 		}
+	}
+	if next := s.prev[s.next]; !next.relative || next.path != "private" {
+		t.Fatalf("chk-1 listed %+v after its last shared file, want the relative path private", next)
+	}
+	s.Reference(&metadata.RawReference{Tag: metadata.TagFileStream, Path: []byte("private"), Size: 7})
+	if e := s.entries[len(s.entries)-1]; e.relative || e == s.prev[s.next] {
+		t.Fatalf("the absolute path private got chk-1's relative entry %+v", e)
 	}
 }
 
@@ -514,7 +522,7 @@ func TestConcurrentVerifications(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := NewVerifier(Config{Resolver: res, MaxAge: time.Millisecond, Workers: 2})
+	v, err := NewVerifier(VerifierConfig{Resolver: res, MaxAge: time.Millisecond, Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,11 +10,11 @@ import (
 // every path (as FromMetadata makes it, repeated paths merged into their
 // first file) and the entry of its path. Only new paths are copied and
 // resolved, and handed to probes to be stat'ed while the scan goes on. A
-// path the previous checkpoint listed costs a comparison when it comes in
-// the same order as there (files shared between checkpoints mostly do),
-// which Scan makes as it reads the path (RawReference.Expect), and a map
-// lookup that does not copy it otherwise. Each file is judged as it is
-// met: need lists those that need a check, in order.
+// path the previous checkpoint listed costs a comparison with the path
+// that came next there when it comes in the same order (files shared
+// between checkpoints mostly do), and a map lookup that does not copy it
+// otherwise. Each file is judged as it is met: need lists those that
+// need a check, in order.
 //
 // A scanner runs with cache.pathsMu held: it marks the entries it meets.
 type scanner struct {
@@ -31,15 +31,11 @@ type scanner struct {
 	bytes    int64        // the Bytes of files
 
 	// prev: the entries of the manifest parsed last (cache.last), which
-	// were marked prevMark; next is where the next path is expected,
-	// expected is prev[next] when Scan was told to expect it, and
-	// outOfOrder counts the paths of prev met elsewhere since one came
-	// where expected.
-	prev       []*pathEntry
-	prevMark   uint64
-	next       int
-	expected   *pathEntry
-	outOfOrder int
+	// were marked prevMark; the next absolute path is expected to be
+	// prev[next], unless that is a relative one.
+	prev     []*pathEntry
+	prevMark uint64
+	next     int
 }
 
 // bytesPerFile is a little less than what a reference to a shared file
@@ -84,27 +80,19 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 			s.relative[e.path] = e
 			s.probe(e)
 		}
-	case r.AsExpected && s.expected != nil:
-		// Scan found the path expected below.
-		e = s.expected
+	case s.next < len(s.prev) && !s.prev[s.next].relative && string(r.Path) == s.prev[s.next].path:
+		// Where the last manifest listed it.
+		e = s.prev[s.next]
 		s.next++
-		s.outOfOrder = 0
 	default:
 		var made bool
 		e, made = s.cache.entryOf(s.res, r.Path)
 		if made {
 			s.probe(e)
 		} else if e.mark == s.prevMark {
+			// Listed elsewhere last time: expect what followed it there.
 			s.next = e.index + 1
-			s.outOfOrder++
 		}
-	}
-	// Expect the last manifest's next path, if worth it.
-	if s.expecting() {
-		s.expected = s.prev[s.next]
-		r.Expect = s.expected.path
-	} else if s.expected != nil {
-		s.expected, r.Expect = nil, ""
 	}
 	kind := e.class
 	if r.Tag != metadata.TagFileStream || r.Changelog {
@@ -129,18 +117,6 @@ func (s *scanner) Reference(r *metadata.RawReference) {
 	if s.judge.needsCheck(f, e) {
 		s.need = append(s.need, n)
 	}
-}
-
-// expecting reports whether the next path is worth expecting to be the
-// last manifest's next one: Scan then compares it with that path rather
-// than checking its bytes first. A wrong expectation costs a comparison
-// too, so once two known paths came out of order, only every 16th is
-// expected, to notice the order coming back.
-func (s *scanner) expecting() bool {
-	if s.outOfOrder >= 2 && s.outOfOrder%16 != 0 {
-		return false
-	}
-	return s.next < len(s.prev) && s.prev[s.next].plain
 }
 
 // again merges another reference to e's path into its file. A file that
@@ -172,7 +148,7 @@ func (s *scanner) Restart() {
 	s.files, s.entries, s.need, s.bytes = s.files[:0], s.entries[:0], s.need[:0], 0
 	clear(s.relative)
 	s.cache.marks++
-	s.mark, s.next, s.expected, s.outOfOrder = s.cache.marks, 0, nil, 0
+	s.mark, s.next = s.cache.marks, 0
 }
 
 // finish puts the manifest's files, their entries and their Bytes into

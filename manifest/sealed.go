@@ -41,8 +41,8 @@ type sealedManifest struct {
 	SealedAt time.Time `json:"sealed_at"`
 }
 
-// SealerConfig configures a Recorder.
-type SealerConfig struct {
+// RecorderConfig configures a Recorder.
+type RecorderConfig struct {
 	// Backing is the primary's backing directory.
 	Backing string
 	// Resolver resolves the checkpoint's absolute references.
@@ -66,7 +66,7 @@ type SealerConfig struct {
 // checksums of files written through the mount and seals a manifest in
 // the background when a checkpoint's _metadata is committed.
 type Recorder struct {
-	cfg SealerConfig
+	cfg RecorderConfig
 
 	mu sync.Mutex
 	// written: GUARDED_BY(mu). Path relative to Backing -> what was seen.
@@ -87,7 +87,7 @@ type writtenFile struct {
 var _ Sealer = (*Recorder)(nil)
 
 // NewRecorder returns a Recorder; Run seals what is committed.
-func NewRecorder(cfg SealerConfig) (*Recorder, error) {
+func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
 	if !filepath.IsAbs(cfg.Backing) {
 		return nil, fmt.Errorf("sealer: Backing %q must be absolute", cfg.Backing)
 	}

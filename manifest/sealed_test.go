@@ -26,7 +26,7 @@ func newTestRecorder(t *testing.T, backing string, readUnwritten bool) *Recorder
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewRecorder(SealerConfig{Backing: backing, Resolver: res, ReadUnwritten: readUnwritten})
+	r, err := NewRecorder(RecorderConfig{Backing: backing, Resolver: res, ReadUnwritten: readUnwritten})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestRecorderWithoutChecksum(t *testing.T) {
 	}
 
 	// A sealed manifest with a size-only file still verifies at L3.
-	cfg := DefaultConfig()
+	cfg := DefaultVerifierConfig()
 	cfg.Resolver, cfg.SealedRoot = r.cfg.Resolver, backing
 	v, err := NewVerifier(cfg)
 	if err != nil {
@@ -198,13 +198,13 @@ func TestRecorderTeachesVerifier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
+	cfg := DefaultVerifierConfig()
 	cfg.Resolver, cfg.SealedRoot = res, backing
 	v, err := NewVerifier(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewRecorder(SealerConfig{Backing: backing, Resolver: res, Verifier: v})
+	r, err := NewRecorder(RecorderConfig{Backing: backing, Resolver: res, Verifier: v})
 	if err != nil {
 		t.Fatal(err)
 	}

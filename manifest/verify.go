@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -16,8 +14,8 @@ import (
 	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
-// Config configures a Verifier.
-type Config struct {
+// VerifierConfig configures a Verifier.
+type VerifierConfig struct {
 	// Resolver maps Flink paths to local paths inside the roots.
 	Resolver *Resolver
 	// MaxAge is how long a file once found complete may be trusted
@@ -35,17 +33,17 @@ type Config struct {
 	Now func() time.Time
 }
 
-// DefaultConfig returns a configuration that trusts nothing from earlier
-// verifications. The caller sets Resolver.
-func DefaultConfig() Config {
-	return Config{Workers: 4}
+// DefaultVerifierConfig returns a configuration that trusts nothing from
+// earlier verifications. The caller sets Resolver.
+func DefaultVerifierConfig() VerifierConfig {
+	return VerifierConfig{Workers: 4}
 }
 
 // Validate reports a configuration that cannot work.
-func (c *Config) Validate() error {
+func (c *VerifierConfig) Validate() error {
 	switch {
 	case c.Resolver == nil:
-		return errors.New("manifest: Config.Resolver is required")
+		return errors.New("manifest: VerifierConfig.Resolver is required")
 	case c.MaxAge < 0:
 		return fmt.Errorf("manifest: MaxAge %v is negative", c.MaxAge)
 	case c.Workers < 1:
@@ -57,14 +55,14 @@ func (c *Config) Validate() error {
 // Verifier checks checkpoints against a directory tree and remembers what
 // it found, so that re-verification costs only what changed.
 type Verifier struct {
-	cfg   Config
+	cfg   VerifierConfig
 	cache *cache
 	// checksummed counts the bytes read to check sealed checksums.
 	checksummed atomic.Uint64
 }
 
 // NewVerifier returns a Verifier with an empty cache.
-func NewVerifier(cfg Config) (*Verifier, error) {
+func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -81,19 +79,6 @@ func (v *Verifier) ChecksummedBytes() uint64 { return v.checksummed.Load() }
 
 // Resolver returns the verifier's path resolver.
 func (v *Verifier) Resolver() *Resolver { return v.cfg.Resolver }
-
-// CheckpointIDFromDirName returns N for a directory named chk-N.
-func CheckpointIDFromDirName(name string) (int64, bool) {
-	rest, ok := strings.CutPrefix(name, "chk-")
-	if !ok || rest == "" || rest[0] == '+' || rest[0] == '-' || (len(rest) > 1 && rest[0] == '0') {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(rest, 10, 64)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	return n, true
-}
 
 // VerifyDir verifies the checkpoint whose _metadata lies in dir (a chk-N
 // directory, or any savepoint or checkpoint directory) at level L1.

@@ -20,7 +20,7 @@ func newVerifier(t testing.TB, maps []Mapping, roots ...string) *Verifier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
+	cfg := DefaultVerifierConfig()
 	cfg.Resolver = res
 	v, err := NewVerifier(cfg)
 	if err != nil {
@@ -357,7 +357,7 @@ func TestCacheTrustsFilesForMaxAge(t *testing.T) {
 
 	now := time.Unix(1000, 0)
 	res, _ := NewResolver(nil, []string{root})
-	v, err := NewVerifier(Config{Resolver: res, MaxAge: time.Minute, Workers: 1, Now: func() time.Time { return now }})
+	v, err := NewVerifier(VerifierConfig{Resolver: res, MaxAge: time.Minute, Workers: 1, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

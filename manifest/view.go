@@ -6,7 +6,9 @@ import (
 )
 
 // Errors that a mount translates into errno values (fusefs keeps the one
-// mapping): ErrHidden and ErrIncomplete become ENOENT, ErrReadOnly EROFS.
+// mapping): ErrHidden and ErrIncomplete become ENOENT. Whether a mount
+// may write is its mode, not a verdict of this package: fusefs answers
+// EROFS itself.
 var (
 	// ErrHidden: a name the mount never shows (.ckptfs, replication
 	// temporary files, Flink's in-progress _metadata).
@@ -14,9 +16,6 @@ var (
 	// ErrIncomplete: a checkpoint directory that is not complete on this
 	// site (or not verified yet).
 	ErrIncomplete = errors.New("checkpoint not complete on this site")
-	// ErrReadOnly: this mount may not write (a replica, or a primary whose
-	// site is no longer active).
-	ErrReadOnly = errors.New("read-only: this site is not the active site")
 )
 
 // Visibility decides what a replica mount shows. dir is the directory

@@ -64,9 +64,13 @@
 // while the client reconnects. A write whose reply is lost has an unknown
 // outcome: it is never repeated blindly but decided by reading (a
 // retraction applied means pointer gone and backup holding its bytes).
-// Every write is a compare-and-set or a multi with version checks. A
-// session expiry loses the takeover lock (the next write fails on the lock
-// check) and makes the Publisher resync everything. ZooKeeper calls take
+// Every write is a compare-and-set or a multi with version checks. The
+// multis of retract, activate and restore share one helper, fencedMulti,
+// which refuses to send a multi without both guards (the epoch and the
+// takeover lock) and names the operation a refusal came from, so callers
+// branch on names and errors, never on positions. A session expiry loses
+// the takeover lock (the next write fails on the lock check) and makes
+// the Publisher resync everything. ZooKeeper calls take
 // no context: a Bridge closes its connection when the context of a call
 // ends.
 //

@@ -141,7 +141,7 @@ func (e *env) verifier() Verifier {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cfg := manifest.DefaultConfig()
+	cfg := manifest.DefaultVerifierConfig()
 	cfg.Resolver = res
 	v, err := manifest.NewVerifier(cfg)
 	if err != nil {

@@ -39,11 +39,6 @@ type takeoverLock struct {
 	node string
 }
 
-// check is the multi operation that fences a write to the lock holder.
-func (l *takeoverLock) check() *zk.CheckVersionRequest {
-	return &zk.CheckVersionRequest{Path: l.node, Version: 0}
-}
-
 const lockPrefix = "lock-"
 
 // lockSeq returns the sequence number ZooKeeper appended to a lock node.

@@ -110,7 +110,7 @@ func facts(js *JobState) []PointerFacts {
 		out = append(out, PointerFacts{
 			ID:             p.ID,
 			Visible:        p.Visible,
-			L2Complete:     l2Complete(p.Verdict),
+			L2Complete:     p.Verdict.L2Complete(),
 			HAFileReadable: haReadable(p.Verdict),
 		})
 	}

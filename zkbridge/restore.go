@@ -190,7 +190,7 @@ func (b *Bridge) restoreJob(ctx context.Context, paths ckptfsPaths, lock *takeov
 				continue
 			}
 			v := b.verifyPointer(ctx, &Pointer{JobID: job, ID: id, Znode: bk.Znode, Data: bk.Data, Handle: h})
-			if !l2Complete(v) {
+			if !v.L2Complete() {
 				skip(id, "checkpoint not complete here at L2 (%s); use --unverified to put it back anyway", v.Verdict)
 				continue
 			}
@@ -199,16 +199,16 @@ func (b *Bridge) restoreJob(ctx context.Context, paths ckptfsPaths, lock *takeov
 			jr.Restored = append(jr.Restored, id)
 			continue
 		}
-		ops := []any{
-			&zk.CheckVersionRequest{Path: paths.epoch(), Version: ep.version},
-			lock.check(),
-			&zk.CreateRequest{Path: bk.Znode, Data: bk.Data, Acl: b.zk.acl},
+		ops := []txOp{
+			epochGuard(paths, ep),
+			lock.guard(),
+			{name: "pointer", op: &zk.CreateRequest{Path: bk.Znode, Data: bk.Data, Acl: b.zk.acl}},
 		}
 		if bk.HadLocks {
-			ops = append(ops, &zk.CreateRequest{Path: join(bk.Znode, "locks"), Data: bk.LocksData, Acl: b.zk.acl})
+			ops = append(ops, txOp{name: "locks child", op: &zk.CreateRequest{Path: join(bk.Znode, "locks"), Data: bk.LocksData, Acl: b.zk.acl}})
 		}
-		ops = append(ops, &zk.DeleteRequest{Path: bpath, Version: bstat.Version})
-		failed, err := b.zk.multi(ops...)
+		ops = append(ops, txOp{name: "backup", op: &zk.DeleteRequest{Path: bpath, Version: bstat.Version}})
+		err = b.fencedMulti("restore "+bk.Znode, ops...)
 		if errors.Is(err, errOutcomeUnknown) {
 			ok, rerr := b.restoreApplied(ctx, bk, bpath)
 			if rerr != nil {
@@ -219,11 +219,8 @@ func (b *Bridge) restoreJob(ctx context.Context, paths ckptfsPaths, lock *takeov
 			}
 		}
 		if err != nil {
-			switch failed {
-			case 0:
-				return nil, fmt.Errorf("%w (restoring %s): %v", ErrEpochChanged, bk.Znode, err)
-			case 1:
-				return nil, fmt.Errorf("%w (restoring %s): %v", ErrLockLost, bk.Znode, err)
+			if errors.Is(err, ErrEpochChanged) || errors.Is(err, ErrLockLost) {
+				return nil, err
 			}
 			skip(id, "changed meanwhile (%v); run restore-pruned again", err)
 			continue

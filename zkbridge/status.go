@@ -129,7 +129,7 @@ func jobStatus(js *JobState) *JobStatus {
 	for _, p := range js.Pointers {
 		ps := &PointerStatus{
 			ID: p.ID, Znode: p.Znode, Visible: p.Visible, Locked: len(p.Locks) > 0,
-			Complete: l2Complete(p.Verdict), HAFileReadable: haReadable(p.Verdict),
+			Complete: p.Verdict.L2Complete(), HAFileReadable: haReadable(p.Verdict),
 			Problems: []manifest.Problem{}, Created: time.UnixMilli(p.Stat.Ctime).UTC(),
 		}
 		if p.Handle != nil {

@@ -484,11 +484,11 @@ func (b *Bridge) retract(ctx context.Context, paths ckptfsPaths, lock *takeoverL
 	if err != nil {
 		return false, err
 	}
-	ops := []any{&zk.CheckVersionRequest{Path: paths.epoch(), Version: ep.version}, lock.check()}
+	ops := []txOp{epochGuard(paths, ep), lock.guard()}
 	old, oldStat, err := b.zk.get(ctx, backupPath)
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
-		ops = append(ops, &zk.CreateRequest{Path: backupPath, Data: data, Acl: b.zk.acl})
+		ops = append(ops, txOp{name: "backup", op: &zk.CreateRequest{Path: backupPath, Data: data, Acl: b.zk.acl}})
 	case err != nil:
 		return false, err
 	default:
@@ -497,14 +497,14 @@ func (b *Bridge) retract(ctx context.Context, paths ckptfsPaths, lock *takeoverL
 			return false, fmt.Errorf("%w: %s holds another pointer than %s (version %d); move it away first", ErrBackupConflict, backupPath, p.Znode, p.Stat.Version)
 		}
 		log.Info("backup of this pointer exists already: reusing it")
-		ops = append(ops, &zk.CheckVersionRequest{Path: backupPath, Version: oldStat.Version})
+		ops = append(ops, txOp{name: "backup", op: &zk.CheckVersionRequest{Path: backupPath, Version: oldStat.Version}})
 	}
 	if p.HasLocksNode {
-		ops = append(ops, &zk.DeleteRequest{Path: join(p.Znode, "locks"), Version: p.LocksStat.Version})
+		ops = append(ops, txOp{name: "locks child", op: &zk.DeleteRequest{Path: join(p.Znode, "locks"), Version: p.LocksStat.Version}})
 	}
-	ops = append(ops, &zk.DeleteRequest{Path: p.Znode, Version: p.Stat.Version})
+	ops = append(ops, txOp{name: "pointer", op: &zk.DeleteRequest{Path: p.Znode, Version: p.Stat.Version}})
 
-	failed, err := b.zk.multi(ops...)
+	err = b.fencedMulti("retract "+p.Znode, ops...)
 	switch {
 	case err == nil:
 		log.Info("pointer retracted", "reason", string(r.Reason), "backup", backupPath)
@@ -512,21 +512,15 @@ func (b *Bridge) retract(ctx context.Context, paths ckptfsPaths, lock *takeoverL
 	case errors.Is(err, errOutcomeUnknown):
 		log.Warn("retraction outcome unknown: re-reading", "err", err)
 		return b.retractionApplied(ctx, p, backupPath)
-	}
-	switch failed {
-	case 0:
-		return false, fmt.Errorf("%w (retracting %s): %v", ErrEpochChanged, p.Znode, err)
-	case 1:
-		return false, fmt.Errorf("%w (retracting %s): %v", ErrLockLost, p.Znode, err)
-	}
-	switch {
+	case errors.Is(err, ErrEpochChanged), errors.Is(err, ErrLockLost):
+		return false, err
 	case errors.Is(err, zk.ErrNotEmpty):
-		return false, fmt.Errorf("%w: %s got a lock during the takeover", ErrJobManagerAlive, p.Znode)
+		return false, fmt.Errorf("%w: %s got a lock during the takeover: %w", ErrJobManagerAlive, p.Znode, err)
 	case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrNodeExists):
-		log.Info("pointer or backup changed since read", "err", err)
+		log.Info("changed since read", "op", refusedBy(err), "err", err)
 		return false, nil
 	}
-	return false, fmt.Errorf("retract %s: %w", p.Znode, err)
+	return false, err
 }
 
 // retractionApplied decides, by reading, whether a retraction whose reply
@@ -561,22 +555,19 @@ func (b *Bridge) activate(ctx context.Context, paths ckptfsPaths, lock *takeover
 	site := []byte(b.cfg.Site)
 	next := []byte(strconv.FormatInt(ep.value+1, 10))
 	for attempt := 0; attempt < 5; attempt++ {
-		ops := []any{lock.check(), &zk.SetDataRequest{Path: paths.epoch(), Data: next, Version: ep.version}}
+		ops := []txOp{lock.guard(), epochBump(paths, ep, next)}
 		if activeStat == nil {
-			ops = append(ops, &zk.CreateRequest{Path: paths.activeSite(), Data: site, Acl: b.zk.acl})
+			ops = append(ops, txOp{name: "active-site", op: &zk.CreateRequest{Path: paths.activeSite(), Data: site, Acl: b.zk.acl}})
 		} else {
-			ops = append(ops, &zk.SetDataRequest{Path: paths.activeSite(), Data: site, Version: activeStat.Version})
+			ops = append(ops, txOp{name: "active-site", op: &zk.SetDataRequest{Path: paths.activeSite(), Data: site, Version: activeStat.Version}})
 		}
-		failed, err := b.zk.multi(ops...)
-		if err == nil {
-			return nil
-		}
+		err := b.fencedMulti("activate "+b.cfg.Site, ops...)
 		switch {
-		case failed == 0:
-			return fmt.Errorf("%w (activating): %v", ErrLockLost, err)
-		case failed == 1:
-			return fmt.Errorf("%w (activating): %v", ErrEpochChanged, err)
-		case failed == 2 || errors.Is(err, errOutcomeUnknown):
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrLockLost), errors.Is(err, ErrEpochChanged):
+			return err
+		case refusedBy(err) == "active-site" || errors.Is(err, errOutcomeUnknown):
 			// Re-read: did it apply, or did active-site change beside the
 			// epoch?
 			cur, err := b.readEpoch(ctx, paths)
@@ -596,7 +587,7 @@ func (b *Bridge) activate(ctx context.Context, paths ckptfsPaths, lock *takeover
 			activeStat = stat
 			continue
 		}
-		return fmt.Errorf("activate: %w", err)
+		return err
 	}
 	return errors.New("activate: active-site kept changing")
 }

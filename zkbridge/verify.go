@@ -31,13 +31,6 @@ type PointerRef struct {
 	Handle flinkha.StateHandle
 }
 
-// l2Complete reports whether a pointer is restorable by ZooKeeper
-// failover here: its HA file readable and complete, and the checkpoint
-// directory it names complete.
-func l2Complete(v *manifest.PointerVerdict) bool {
-	return v != nil && v.HAFileReadable && v.Verdict != nil && v.Verdict.Complete && v.Verdict.Level >= manifest.L2
-}
-
 // haReadable reports whether a pointer's HA file is readable here.
 func haReadable(v *manifest.PointerVerdict) bool { return v != nil && v.HAFileReadable }
 

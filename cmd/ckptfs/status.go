@@ -100,7 +100,7 @@ func (f *zkFlags) config(w io.Writer, needSite bool) (zkbridge.Config, *manifest
 	if err := errors.Join(errs...); err != nil {
 		return cfg, nil, err
 	}
-	mcfg := manifest.DefaultConfig()
+	mcfg := manifest.DefaultVerifierConfig()
 	mcfg.Resolver = res
 	v, err := manifest.NewVerifier(mcfg)
 	return cfg, v, err

@@ -116,7 +116,7 @@ Exit status:
 			if err != nil {
 				return fail("%v", err)
 			}
-			cfg := manifest.DefaultConfig()
+			cfg := manifest.DefaultVerifierConfig()
 			cfg.Resolver = res
 			v, err := manifest.NewVerifier(cfg)
 			if err != nil {

@@ -92,7 +92,7 @@ func TestIntegration_IncrementalRestoreAndRecover(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			vcfg := manifest.DefaultConfig()
+			vcfg := manifest.DefaultVerifierConfig()
 			vcfg.Resolver = res
 			v, err := manifest.NewVerifier(vcfg)
 			if err != nil {

@@ -708,7 +708,7 @@ func newVerifier(t *testing.T, uri, backing string) *manifest.Verifier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := manifest.DefaultConfig()
+	cfg := manifest.DefaultVerifierConfig()
 	cfg.Resolver = res
 	v, err := manifest.NewVerifier(cfg)
 	if err != nil {
@@ -759,15 +759,11 @@ func (w *world) observe(ctx context.Context, t *testing.T, conn *zk.Conn, v *man
 			t.Fatalf("pointer %d: %v", id, err)
 		}
 		l.verdicts[id] = pv
-		if complete(pv) {
+		if pv.L2Complete() {
 			l.optimal = id
 		}
 	}
 	return l
-}
-
-func complete(pv *manifest.PointerVerdict) bool {
-	return pv.HAFileReadable && pv.Verdict.Complete && pv.Verdict.Level >= manifest.L2
 }
 
 func (w *world) verifyPointer(ctx context.Context, conn *zk.Conn, v *manifest.Verifier, id int64) (*manifest.PointerVerdict, error) {
@@ -793,7 +789,7 @@ func (w *world) waitComplete(ctx context.Context, t *testing.T, conn *zk.Conn, v
 			return false
 		}
 		for i := len(ids) - 1; i >= 0; i-- {
-			if pv, err := w.verifyPointer(ctx, conn, v, ids[i]); err == nil && complete(pv) {
+			if pv, err := w.verifyPointer(ctx, conn, v, ids[i]); err == nil && pv.L2Complete() {
 				got = ids[i]
 				return true
 			}

@@ -665,17 +665,13 @@ func (f *fixture) verifier(t *testing.T, tree string) *manifest.Verifier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := manifest.DefaultConfig()
+	cfg := manifest.DefaultVerifierConfig()
 	cfg.Resolver = res
 	v, err := manifest.NewVerifier(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return v
-}
-
-func fixtureL2(pv *manifest.PointerVerdict) bool {
-	return pv.HAFileReadable && pv.Verdict.Complete && pv.Verdict.Level >= manifest.L2
 }
 
 // uniqueFile returns a state file (not _metadata) that pointer p's HA
@@ -724,7 +720,7 @@ func TestFixture_Verify(t *testing.T) {
 			return out
 		}
 		for id, pv := range verify() {
-			if !fixtureL2(pv) {
+			if !pv.L2Complete() {
 				t.Errorf("pointer %d: %v (HA: %v)", id, pv.Verdict, pv.HA)
 			} else {
 				t.Logf("pointer %d: %v", id, pv.Verdict)
@@ -742,7 +738,7 @@ func TestFixture_Verify(t *testing.T) {
 		t.Logf("removed %s, which only checkpoint %d references", gone, newest.id)
 		for id, pv := range verify() {
 			switch {
-			case id == newest.id && fixtureL2(pv):
+			case id == newest.id && pv.L2Complete():
 				t.Errorf("pointer %d is still L2-complete without %s", id, gone)
 			case id == newest.id:
 				missing := false
@@ -752,7 +748,7 @@ func TestFixture_Verify(t *testing.T) {
 				if !missing {
 					t.Errorf("pointer %d: incomplete, but not for the missing %s: %v", id, gone, pv.Verdict.Problems)
 				}
-			case !fixtureL2(pv):
+			case !pv.L2Complete():
 				t.Errorf("pointer %d became incomplete without %s, which it does not reference: %v", id, gone, pv.Verdict)
 			}
 		}

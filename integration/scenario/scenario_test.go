@@ -497,7 +497,7 @@ func newVerifier(t *testing.T, backing string, sealed bool) *manifest.Verifier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := manifest.DefaultConfig()
+	cfg := manifest.DefaultVerifierConfig()
 	cfg.Resolver = res
 	if sealed {
 		cfg.SealedRoot = backing
@@ -591,7 +591,7 @@ func (w *world) observe(ctx context.Context, t *testing.T, conn *zk.Conn, v *man
 		l.pointers[id] = data
 		pv := v.VerifyPointer(ctx, id, *h)
 		l.verdicts[id] = pv
-		if pv.HAFileReadable && pv.Verdict.Complete && pv.Verdict.Level >= manifest.L2 {
+		if pv.L2Complete() {
 			l.optimal = id
 		}
 	}
@@ -727,7 +727,7 @@ func (w *world) checkPointers(ctx context.Context, t *testing.T, conn *zk.Conn, 
 			t.Fatal(err)
 		}
 		pv := v.VerifyPointer(ctx, id, *h)
-		if id == after[len(after)-1] && !(pv.HAFileReadable && pv.Verdict.Complete && pv.Verdict.Level >= manifest.L2) {
+		if id == after[len(after)-1] && !pv.L2Complete() {
 			t.Errorf("invariant 2: newest pointer %d after takeover is not L2-complete on DC2: %v", id, pv.Verdict)
 		}
 		if !pv.HAFileReadable {

@@ -106,7 +106,7 @@ func newCatalog(t *testing.T, backing string) *manifest.Catalog {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vcfg := manifest.DefaultConfig()
+	vcfg := manifest.DefaultVerifierConfig()
 	vcfg.Resolver = res
 	v, err := manifest.NewVerifier(vcfg)
 	if err != nil {

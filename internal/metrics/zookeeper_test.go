@@ -90,7 +90,7 @@ func TestIntegration_ScrapeZooKeeper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vcfg := manifest.DefaultConfig()
+	vcfg := manifest.DefaultVerifierConfig()
 	vcfg.Resolver = res
 	v, err := manifest.NewVerifier(vcfg)
 	if err != nil {

@@ -310,7 +310,7 @@ func (d *decoder) path(what string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if d.plainPath(b) {
+	if isPlainASCII(b) {
 		d.ref.Path = b // valid until the buffer is next filled
 		return "", nil
 	}
@@ -321,15 +321,6 @@ func (d *decoder) path(what string) (string, error) {
 	d.pathBuf = append(d.pathBuf[:0], s...)
 	d.ref.Path = d.pathBuf
 	return "", nil
-}
-
-// plainPath reports whether the path b is plain ASCII, and whether it is
-// the path the visitor expects (RawReference.AsExpected). An expected path
-// is one the visitor met before: the comparison it would make anyway also
-// proves the bytes plain, and they need no other check.
-func (d *decoder) plainPath(b []byte) bool {
-	d.ref.AsExpected = string(b) == d.ref.Expect
-	return d.ref.AsExpected || isPlainASCII(b)
 }
 
 // keepPath makes the path just read survive further reads: path leaves it
@@ -373,13 +364,6 @@ func (d *decoder) ascii(b []byte) string {
 	d.arena = append(d.arena, b...)
 	// The arena is append-only: bytes once written never change.
 	return unsafe.String(&d.arena[start], len(b))
-}
-
-// PlainASCII reports whether s holds no byte with its high bit set and no
-// zero byte: modified UTF-8 that is its own decoding, as
-// RawReference.Expect must be.
-func PlainASCII(s string) bool {
-	return isPlainASCII(unsafe.Slice(unsafe.StringData(s), len(s)))
 }
 
 // isPlainASCII reports whether b holds no byte with its high bit set and no
@@ -1220,7 +1204,7 @@ func (d *decoder) namedFileStream() bool {
 		return false
 	}
 	path := b[p : p+n : p+n]
-	if !d.plainPath(path) {
+	if !isPlainASCII(path) {
 		return false
 	}
 	d.ref.Path = path

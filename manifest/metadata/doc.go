@@ -26,10 +26,7 @@
 // references, which is what verification needs for every new checkpoint:
 // the same decoder, with the same checks and errors, reports each
 // reference to a Visitor and keeps nothing, so scanning costs little more
-// than reading the bytes. A visitor that knows which path comes next (a
-// new checkpoint lists most files of the one before, in the same order)
-// says so in RawReference.Expect: a path equal to it is compared once
-// rather than checked byte by byte and then compared.
+// than reading the bytes.
 //
 // Version 1 (Flink 1.1 and 1.2 savepoints) is refused with
 // ErrUnsupportedVersion.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"unsafe"
+
+	"github.com/ckptfs/ckptfs/manifest/internal/chkname"
 )
 
 // Kind says what role a referenced file plays in Flink's layout. It is
@@ -165,8 +167,7 @@ func (m *Metadata) EachReference(exclusiveDir string, fn func(Reference)) {
 type Visitor interface {
 	// Reference is called for every reference, in file order. r and
 	// r.Path are reused for the next reference: copy what is kept, and
-	// change nothing but r.Expect (r.Path may be the decoder's read
-	// buffer).
+	// change nothing (r.Path may be the decoder's read buffer).
 	Reference(r *RawReference)
 	// Restart says that Scan reads the file again, with Flink 1.11's
 	// channel layout, after Flink 1.12's failed (only version-3 files
@@ -187,15 +188,6 @@ type RawReference struct {
 	// Size and Offset are as in Reference.
 	Size   int64
 	Offset int64
-
-	// Expect is set by the visitor, not by Scan: the path it expects the
-	// next reference to name, which must be plain ASCII (PlainASCII), or
-	// "" for none. Scan compares each path with it before checking the
-	// path's bytes: a path equal to plain ASCII needs no other check.
-	Expect string
-	// AsExpected reports whether Path equals Expect (an empty path
-	// equals an empty Expect).
-	AsExpected bool
 }
 
 // Relative reports a path relative to the directory holding _metadata.
@@ -283,16 +275,10 @@ func hasComponent(path, component string) bool {
 	}
 }
 
+// isCheckpointDirName is manifest.CheckpointIDFromDirName's rule.
 func isCheckpointDirName(name string) bool {
-	if !strings.HasPrefix(name, "chk-") || len(name) == 4 {
-		return false
-	}
-	for _, c := range name[4:] {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
+	_, ok := chkname.ID(name)
+	return ok
 }
 
 // walk visits every stream handle (with whether it is part of a changelog)

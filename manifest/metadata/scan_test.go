@@ -35,44 +35,6 @@ func (c *collector) Reference(r *RawReference) {
 
 func (c *collector) Restart() { c.refs, c.restarts = nil, c.restarts+1 }
 
-// expecter is a collector that expects each path to be paths[i] for the
-// i-th reference, except every third, for which it expects the path
-// before: it checks that Scan reports AsExpected exactly for the paths
-// equal to what it expected, and counts those.
-type expecter struct {
-	collector
-	paths    []string
-	expected int
-	wrong    string
-}
-
-func (c *expecter) Reference(r *RawReference) {
-	if r.AsExpected != (string(r.Path) == r.Expect) {
-		c.wrong = fmt.Sprintf("reference %d: path %q, expected %q, AsExpected %v", len(c.refs), r.Path, r.Expect, r.AsExpected)
-	}
-	if r.AsExpected && r.Expect != "" {
-		c.expected++
-	}
-	c.collector.Reference(r)
-	r.Expect = ""
-	if i := len(c.refs); i < len(c.paths) {
-		if i%3 == 2 {
-			i--
-		}
-		if PlainASCII(c.paths[i]) {
-			r.Expect = c.paths[i]
-		}
-	}
-}
-
-func refPaths(refs []Reference) []string {
-	paths := make([]string, len(refs))
-	for i, r := range refs {
-		paths[i] = r.Path
-	}
-	return paths
-}
-
 // sameAsDecode fails unless Scan, ScanBytes and Decode agree on data: the
 // same error, or the same references, header and inline totals. ScanBytes
 // must leave data as it was.
@@ -96,18 +58,6 @@ func sameAsDecode(t *testing.T, data []byte, opts Options) *collector {
 	}
 	if bsum != sum || !reflect.DeepEqual(cb.refs, c.refs) || cb.restarts != c.restarts {
 		t.Fatalf("ScanBytes: %+v, %d references, %d restarts; Scan: %+v, %d, %d", bsum, len(cb.refs), cb.restarts, sum, len(c.refs), c.restarts)
-	}
-	// Expectations change nothing, right or wrong.
-	ce := &expecter{collector: collector{dir: dir}, paths: refPaths(c.refs)}
-	esum, eerr := ScanBytes(inMemory, opts, ce)
-	if (eerr == nil) != (serr == nil) || (eerr != nil && eerr.Error() != serr.Error()) {
-		t.Fatalf("Scan:                  %v\nScanBytes, expecting: %v", serr, eerr)
-	}
-	if esum != sum || !reflect.DeepEqual(ce.refs, c.refs) || ce.restarts != c.restarts {
-		t.Fatalf("ScanBytes, expecting: %+v, %d references; Scan: %+v, %d", esum, len(ce.refs), sum, len(c.refs))
-	}
-	if ce.wrong != "" {
-		t.Fatal(ce.wrong)
 	}
 	if derr != nil {
 		return c
@@ -202,40 +152,6 @@ func TestScanKeepsNothing(t *testing.T) {
 	}
 	if allocs > 100 {
 		t.Fatalf("%v allocations to scan 10,000 file handles", allocs)
-	}
-}
-
-// TestScanExpected: ScanBytes reports a path as expected exactly when the
-// visitor expected it.
-func TestScanExpected(t *testing.T) {
-	m := synthetic(1000, 10)
-	// An empty path, which only the empty Expect (none) matches.
-	m.Operators[0].Subtasks[3].ManagedKeyed.Shared[5].Handle.Path = ""
-	data := encode(t, m)
-	c := sameAsDecode(t, data, Options{})
-	e := &expecter{paths: refPaths(c.refs)}
-	if _, err := ScanBytes(data, Options{}, e); err != nil {
-		t.Fatal(err)
-	}
-	want := 0
-	for i, r := range c.refs {
-		expect := ""
-		switch {
-		case i == 0: // nothing expected yet
-		case i%3 == 2:
-			expect = c.refs[i-1].Path
-		default:
-			expect = r.Path
-		}
-		if expect != "" && r.Path == expect {
-			want++
-		}
-	}
-	if e.wrong != "" {
-		t.Fatal(e.wrong)
-	}
-	if want < 600 || e.expected != want {
-		t.Fatalf("%d paths reported as expected, want %d", e.expected, want)
 	}
 }
 

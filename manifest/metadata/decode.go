@@ -1331,6 +1331,14 @@ func (d *decoder) properties(m *Metadata) error {
 	}
 	// The errors name no class or field: those are bytes of the file.
 	stream, err := javaser.Decode(buf)
+	if err == nil && len(stream.Contents) == 1 && stream.Contents[0] == nil {
+		// Flink reads one object, (CheckpointProperties) readObject(), and
+		// Java null is one: the State Processor API's SavepointWriter
+		// writes no properties (CheckpointMetadata's are null), and Flink
+		// restores such a savepoint.
+		m.Properties = buf
+		return nil
+	}
 	if err == nil {
 		// Flink reads exactly one CheckpointProperties object.
 		var obj *javaser.Object

@@ -191,6 +191,35 @@ func TestEveryHandleRoundTrip(t *testing.T) {
 	}
 }
 
+// TestNullProperties: the State Processor API's SavepointWriter writes
+// Java null where CheckpointProperties stand, and Flink reads such a
+// savepoint (readObject returns null): so does Decode, in every version
+// with properties. Anything else in their place stays refused.
+func TestNullProperties(t *testing.T) {
+	null := []byte{0xac, 0xed, 0x00, 0x05, 0x70} // stream header, TC_NULL
+	for v := int32(4); v <= 7; v++ {
+		want := everyHandle(v, null)
+		data := encode(t, want)
+		got, err := decode(data, Options{KeepInline: true})
+		if err != nil {
+			t.Fatalf("v%d: %v", v, err)
+		}
+		if !bytes.Equal(got.Properties, null) || !reflect.DeepEqual(got, want) {
+			t.Errorf("v%d: decoded %+v, want %+v", v, got, want)
+		}
+	}
+	for name, props := range map[string][]byte{
+		"two nulls":    {0xac, 0xed, 0x00, 0x05, 0x70, 0x70},
+		"a string":     {0xac, 0xed, 0x00, 0x05, 0x74, 0x00, 0x01, 'x'},
+		"no item":      {0xac, 0xed, 0x00, 0x05},
+		"a bad header": {0xac, 0xed, 0x00, 0x04, 0x70},
+	} {
+		if _, err := decode(encode(t, everyHandle(5, props)), Options{}); err == nil {
+			t.Errorf("%s in place of the properties: accepted", name)
+		}
+	}
+}
+
 func TestReferencesResolveAndClassify(t *testing.T) {
 	m := everyHandle(4, realProperties(t))
 	refs := m.References("/replica/job/chk-42")

@@ -65,7 +65,8 @@ type Metadata struct {
 	MasterStates []MasterState
 	Operators    []Operator
 	// Properties is the Java-serialized CheckpointProperties stream of
-	// version 4 and later, exactly as stored.
+	// version 4 and later, exactly as stored; the stream may hold Java
+	// null instead (the State Processor API writes no properties).
 	Properties []byte
 	// ChannelLayout is the layout used for channel state (versions 3 to 5).
 	ChannelLayout ChannelLayout

@@ -10,6 +10,9 @@
 // never counts or logs as a checkpoint a name manifest does not verify
 // as one.
 //
+// In this package fs is always go-fuse's fs package; io/fs is imported
+// as iofs.
+//
 // # Wrapping go-fuse's loopback
 //
 // Every inode is a node: go-fuse's fs.LoopbackNode embedded, plus the

@@ -3,7 +3,7 @@ package fusefs
 import (
 	"context"
 	"errors"
-	"io/fs"
+	iofs "io/fs"
 	"syscall"
 
 	"github.com/ckptfs/ckptfs/manifest"
@@ -20,7 +20,7 @@ import (
 // ENOTSUP with a line on the standard library's log rather than ours.
 // errnoFor puts policy first: an ended context is EINTR, ErrHidden and
 // ErrIncomplete ENOENT, even beside an errno; then a non-zero errno
-// anywhere in the chain is itself and a wrapped fs.ErrNotExist is
+// anywhere in the chain is itself and a wrapped iofs.ErrNotExist is
 // ENOENT. Anything else, a zero errno included, is logged and becomes
 // EIO. A refused mutation never passes here: its EROFS comes from
 // refuseReadOnly.
@@ -38,7 +38,7 @@ func (fsys *fileSystem) errnoFor(err error) syscall.Errno {
 	if errors.As(err, &errno) && errno != 0 {
 		return errno
 	}
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, iofs.ErrNotExist) {
 		return syscall.ENOENT
 	}
 	fsys.log.Error("unexpected error, answering EIO", "err", err)

@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
+	iofs "io/fs"
 	"log/slog"
 	"os"
 	"syscall"
@@ -30,7 +30,7 @@ func TestErrnoFor(t *testing.T) {
 		{"path error", &os.PathError{Op: "open", Path: "/x", Err: syscall.ENOSPC}, syscall.ENOSPC, false},
 		{"deeply wrapped errno", fmt.Errorf("a: %w", fmt.Errorf("b: %w", &os.PathError{Op: "stat", Err: syscall.ESTALE})), syscall.ESTALE, false},
 		{"joined errno", errors.Join(errors.New("first"), syscall.EXDEV), syscall.EXDEV, false},
-		{"not exist without errno", fmt.Errorf("lookup: %w", fs.ErrNotExist), syscall.ENOENT, false},
+		{"not exist without errno", fmt.Errorf("lookup: %w", iofs.ErrNotExist), syscall.ENOENT, false},
 		{"canceled", fmt.Errorf("wait: %w", context.Canceled), syscall.EINTR, false},
 		{"deadline", context.DeadlineExceeded, syscall.EINTR, false},
 		{"policy wins over errno", errors.Join(syscall.EIO, manifest.ErrIncomplete), syscall.ENOENT, false},

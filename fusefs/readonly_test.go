@@ -3,7 +3,7 @@ package fusefs_test
 import (
 	"errors"
 	"fmt"
-	"io/fs"
+	iofs "io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -76,7 +76,7 @@ var mutations = []mutation{
 func snapshot(t *testing.T, root string) string {
 	t.Helper()
 	var b strings.Builder
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(p string, d iofs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

@@ -48,10 +48,10 @@ type pathEntry struct {
 	seen int64 // unix nanoseconds
 	used int64 // unix nanoseconds of the last verification that listed it
 
-	// GUARDED_BY(cache.pathsMu). The scan that last met the entry, and
-	// the position of its file in that scan's list: a scan merges a path
-	// it meets again into its first file, and the next scan finds where
-	// the previous manifest listed it.
+	// GUARDED_BY(cache.pathsMu). The manifest build that last met the
+	// entry, and the position of its file in that build's list: a build
+	// merges a path it meets again into its first file, and the next
+	// build finds where the previous manifest listed it.
 	mark  uint64
 	index int
 
@@ -67,18 +67,18 @@ type pathEntry struct {
 type cache struct {
 	// pathsMu guards the path table and what verifications record in
 	// its entries: when each was last found complete and last listed,
-	// and the marks of scans. A scan of a _metadata holds it from start
-	// to end, so that it can look paths up, merge repeated ones and judge
+	// and the marks of manifest builds. A build holds it from start to
+	// end, so that it can look paths up, merge repeated ones and judge
 	// each file as it meets them; checkFiles holds it to judge the files
 	// of a manifest parsed before and to record what its stats found; a
-	// sweep holds it, so it cannot remove an entry a scan holds.
+	// sweep holds it, so it cannot remove an entry a build holds.
 	pathsMu sync.Mutex
 	// paths: GUARDED_BY(pathsMu). Key: an absolute path as checkpoints
 	// name it. INVARIANT: entries are only removed by sweep, and sweeps
 	// counts the sweeps that removed some.
 	paths  map[string]*pathEntry
 	sweeps uint64
-	// marks: GUARDED_BY(pathsMu). The last mark given to a scan.
+	// marks: GUARDED_BY(pathsMu). The last mark given to a build.
 	marks uint64
 	// last: GUARDED_BY(pathsMu). The entries of the manifest parsed
 	// last, in its order, the mark they got and the sweeps then: the next

@@ -26,13 +26,13 @@
 // complete within MaxAge is stat'ed, and that is all. To keep the rest
 // cheap, the Verifier remembers each path it has seen with where it
 // resolves (a path is resolved and classified once) and when it was
-// found complete, and builds a new manifest while scanning _metadata,
-// mapped and decoded where it lies (metadata.ScanBytes), without a
-// decoded tree: a known path that comes in the previous checkpoint's
-// order costs one comparison, any other known path a map lookup that
-// does not copy it. The same pass merges repeated paths, decides which
-// files need a stat, and hands new files to stat workers. Scans on one
-// Verifier take turns.
+// found complete, and a manifestBuilder builds the new manifest while
+// _metadata is parsed, mapped and decoded where it lies
+// (metadata.DecodeReferencesBytes), without a decoded tree: a known path
+// that comes in the previous checkpoint's order costs one comparison,
+// any other known path a map lookup that does not copy it. The same pass
+// merges repeated paths, decides which files need a stat, and hands new
+// files to stat workers. Parses on one Verifier take turns.
 //
 // The names ckptfs gives a meaning to, .ckptfs (IsStateDir) and chk-N
 // (CheckpointIDFromDirName), and what L2-complete means

@@ -105,7 +105,7 @@ func fileOf(path string, relative bool, kind metadata.Kind, size, minLength int6
 }
 
 // set makes f the manifest entry of one reference. It writes f's fields
-// in place, for a scan that fills a long list.
+// in place, for a manifestBuilder that fills a long list.
 func (f *File) set(path string, relative bool, kind metadata.Kind, size, minLength int64) {
 	f.Path, f.Relative, f.Kind, f.Size, f.MinLength = path, relative, kind, size, 0
 	switch kind {

@@ -14,25 +14,26 @@ import (
 	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
-// errShrankWhileRead: a mapped _metadata lost bytes during its scan.
+// errShrankWhileRead: a mapped _metadata lost bytes while it was parsed.
 var errShrankWhileRead = errors.New("_metadata shrank while it was read")
 
 // testHookMapped, when set by a test, runs once _metadata is mapped.
 var testHookMapped atomic.Pointer[func()]
 
 // populateLimit is the largest _metadata mapped with its pages faulted in
-// at once. Beyond it pages are faulted in as the scan reaches them: a
+// at once. Beyond it pages are faulted in as the parse reaches them: a
 // file of gigabytes (sparse, or not a _metadata at all) whose parse fails
 // early then costs the pages before that point, not its size.
 const populateLimit = 16 << 20
 
-// scanMetadata scans the first size bytes of the open _metadata f. It maps
-// the file rather than reading it: a re-verification is mostly this scan,
-// and decoding the page cache in place spares copying every byte through a
-// read buffer. A file system that cannot map is read instead.
-func scanMetadata(f *os.File, size int64, v metadata.Visitor) (metadata.Summary, error) {
+// decodeFileReferences decodes the first size bytes of the open
+// _metadata f and reports its references to v. It maps the file rather
+// than reading it: a re-verification is mostly this parse, and decoding
+// the page cache in place spares copying every byte through a read
+// buffer. A file system that cannot map is read instead.
+func decodeFileReferences(f *os.File, size int64, v metadata.Visitor) (metadata.Summary, error) {
 	if size <= 0 || size > math.MaxInt {
-		return metadata.Scan(f, size, metadata.Options{}, v)
+		return metadata.DecodeReferences(f, size, metadata.Options{}, v)
 	}
 	flags := unix.MAP_SHARED
 	if size <= populateLimit {
@@ -40,24 +41,24 @@ func scanMetadata(f *os.File, size int64, v metadata.Visitor) (metadata.Summary,
 	}
 	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, flags)
 	if err == nil && size > populateLimit {
-		// Read ahead of the scan, and drop what it passed when memory is short.
+		// Read ahead of the parse, and drop what it passed when memory is short.
 		unix.Madvise(data, unix.MADV_SEQUENTIAL)
 	}
 	if err != nil {
-		return metadata.Scan(f, size, metadata.Options{}, v)
+		return metadata.DecodeReferences(f, size, metadata.Options{}, v)
 	}
 	defer unix.Munmap(data)
 	if hook := testHookMapped.Load(); hook != nil {
 		(*hook)()
 	}
-	return scanMapped(data, v)
+	return decodeMappedReferences(data, v)
 }
 
-// scanMapped scans a mapped file. A file truncated while mapped makes a
-// read past its new end fault (SIGBUS); that fault is recovered here and
-// returned as an error, so a replica rewriting a _metadata cannot crash
-// the verifier. Any other panic goes on.
-func scanMapped(data []byte, v metadata.Visitor) (sum metadata.Summary, err error) {
+// decodeMappedReferences decodes a mapped _metadata. A file truncated
+// while mapped makes a read past its new end fault (SIGBUS); that fault
+// is recovered here and returned as an error, so a replica rewriting a
+// _metadata cannot crash the verifier. Any other panic goes on.
+func decodeMappedReferences(data []byte, v metadata.Visitor) (sum metadata.Summary, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		r := recover()
@@ -73,5 +74,5 @@ func scanMapped(data []byte, v metadata.Visitor) (sum metadata.Summary, err erro
 		}
 		panic(r)
 	}()
-	return metadata.ScanBytes(data, metadata.Options{}, v)
+	return metadata.DecodeReferencesBytes(data, metadata.Options{}, v)
 }

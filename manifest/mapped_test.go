@@ -11,7 +11,7 @@ import (
 )
 
 // TestMetadataShrinksWhileMapped: a _metadata truncated after it was
-// mapped makes the scan fault past the new end. The verification says
+// mapped makes the parse fault past the new end. The verification says
 // "unknown" instead of crashing, and the next one, of the file as it is
 // now, parses it again.
 func TestMetadataShrinksWhileMapped(t *testing.T) {
@@ -59,9 +59,9 @@ type panickingVisitor struct{ target *int }
 func (p *panickingVisitor) Reference(*metadata.RawReference) { *p.target = 1 }
 func (p *panickingVisitor) Restart()                         {}
 
-// TestScanMappedPassesOtherPanicsOn: only a fault inside the mapping is
-// turned into an error.
-func TestScanMappedPassesOtherPanicsOn(t *testing.T) {
+// TestDecodeMappedReferencesPassesOtherPanicsOn: only a fault inside the
+// mapping is turned into an error.
+func TestDecodeMappedReferencesPassesOtherPanicsOn(t *testing.T) {
 	j := newTestJob(t, 10)
 	j.checkpoint(t, 1, span(0, 10))
 	f, err := os.Open(filepath.Join(j.chk(1), MetadataFile))
@@ -78,6 +78,6 @@ func TestScanMappedPassesOtherPanicsOn(t *testing.T) {
 			t.Fatal("a nil dereference in the visitor was swallowed")
 		}
 	}()
-	_, err = scanMetadata(f, st.Size(), &panickingVisitor{})
-	t.Fatalf("scan returned (%v) instead of panicking", err)
+	_, err = decodeFileReferences(f, st.Size(), &panickingVisitor{})
+	t.Fatalf("decodeFileReferences returned (%v) instead of panicking", err)
 }

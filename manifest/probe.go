@@ -9,15 +9,16 @@ import (
 )
 
 // prober stats the files of one verification on up to Workers
-// goroutines. The scan hands it each path it meets for the first time
-// while it goes on parsing, so a new checkpoint's new files are stat'ed
-// during the parse rather than after it; checkFiles takes what was found
-// and has the paths the cache does not vouch for stat'ed too.
+// goroutines. The manifestBuilder hands it each path it meets for the
+// first time while the parse goes on, so a new checkpoint's new files
+// are stat'ed during the parse rather than after it; checkFiles takes
+// what was found and has the paths the cache does not vouch for stat'ed
+// too.
 //
-// Paths are handed over in batches, by one goroutine at a time (the scan,
-// then checkFiles), which stats the last, partial batch itself while the
-// workers finish. Each worker opens a directory once, beneath its root,
-// and stats the files in it relative to it.
+// Paths are handed over in batches, by one goroutine at a time (the
+// builder, then checkFiles), which stats the last, partial batch itself
+// while the workers finish. Each worker opens a directory once, beneath
+// its root, and stats the files in it relative to it.
 type prober struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -43,7 +44,7 @@ type probeBatch struct {
 // probeBatch paths go to a worker at a time: enough that handing them
 // over costs little next to their stats, few enough that a new
 // checkpoint's new files, spread over its _metadata, are stat'ed soon
-// after the scan meets them.
+// after the builder meets them.
 const probeBatchSize = 32
 
 // maxOpenDirs bounds the directories one worker keeps open.

@@ -160,7 +160,7 @@ func decodedManifest(t *testing.T, dir string) *Manifest {
 }
 
 // TestVerifiedManifestIsFromMetadata: the manifest a verification builds
-// while scanning is the one FromMetadata builds from the decoded file,
+// while parsing is the one FromMetadata builds from the decoded file,
 // for real checkpoints and for successive checkpoints that share files in
 // the same order, in another order, or not at all.
 func TestVerifiedManifestIsFromMetadata(t *testing.T) {
@@ -374,9 +374,10 @@ func TestReverifyFindsFaults(t *testing.T) {
 	})
 }
 
-// TestSweepWaitsForScan: a sweep cannot remove the entries a scan holds;
-// it waits for the scan, and a path the scan met twice is one file.
-func TestSweepWaitsForScan(t *testing.T) {
+// TestSweepWaitsForBuilder: a sweep cannot remove the entries a manifest
+// build holds; it waits for the build, and a path the build met twice is
+// one file.
+func TestSweepWaitsForBuilder(t *testing.T) {
 	j := newTestJob(t, 3)
 	clock := &testClock{now: time.Unix(1000, 0)}
 	v := trustingVerifier(t, j.root, clock)
@@ -384,11 +385,11 @@ func TestSweepWaitsForScan(t *testing.T) {
 	if got := v.VerifyDir(context.Background(), j.chk(1)); !got.Complete {
 		t.Fatal(got.Problems)
 	}
-	ref := func(s *scanner, i int) {
+	ref := func(s *manifestBuilder, i int) {
 		s.Reference(&metadata.RawReference{Tag: metadata.TagFileStream, Path: []byte(j.uri(j.shared(i))), Size: int64(i%5 + 1)})
 	}
 	v.cache.pathsMu.Lock()
-	s := v.newScanner(j.chk(2), 0, nil, v.judgeAt(clock.Now().UnixNano()))
+	s := v.newManifestBuilder(j.chk(2), 0, nil, v.judgeAt(clock.Now().UnixNano()))
 	ref(s, 0)
 	ref(s, 1)
 	clock.add(2 * time.Minute) // every path is now past MaxAge
@@ -400,7 +401,7 @@ func TestSweepWaitsForScan(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	select {
 	case <-swept:
-		t.Fatal("a sweep ran while a scan held the entries")
+		t.Fatal("a sweep ran while a build held the entries")
 	default:
 	}
 	ref(s, 0)
@@ -418,16 +419,16 @@ func TestSweepWaitsForScan(t *testing.T) {
 		t.Fatalf("%d files, want 3: %+v", len(files), files)
 	}
 	if len(v.cache.paths) != 0 {
-		t.Fatalf("the sweep after the scan kept %d paths", len(v.cache.paths))
+		t.Fatalf("the sweep after the build kept %d paths", len(v.cache.paths))
 	}
 }
 
-// TestScanExpectsTheNextPath: a scan expects the absolute path that
+// TestBuilderExpectsTheNextPath: a build expects the absolute path that
 // followed, in the previous checkpoint, the last path it met that the
 // previous checkpoint listed, in order or not; a path new to it changes
 // nothing. A relative path of the previous checkpoint is never expected:
 // an absolute path spelt the same is another file.
-func TestScanExpectsTheNextPath(t *testing.T) {
+func TestBuilderExpectsTheNextPath(t *testing.T) {
 	j := newTestJob(t, 40)
 	v := trustingVerifier(t, j.root, &testClock{now: time.Unix(1000, 0)})
 	j.checkpoint(t, 1, span(0, 40))
@@ -436,9 +437,9 @@ func TestScanExpectsTheNextPath(t *testing.T) {
 	}
 	v.cache.pathsMu.Lock()
 	defer v.cache.pathsMu.Unlock()
-	s := v.newScanner(j.chk(2), 0, nil, v.judgeAt(0))
-	// ref reports shared file i as Scan does and returns the absolute
-	// path the scan expects next.
+	s := v.newManifestBuilder(j.chk(2), 0, nil, v.judgeAt(0))
+	// ref reports shared file i as DecodeReferences does and returns the
+	// absolute path the build expects next.
 	ref := func(i int) string {
 		s.Reference(&metadata.RawReference{Tag: metadata.TagFileStream, Path: []byte(j.uri(j.shared(i))), Size: int64(i%5 + 1)})
 		if s.next < len(s.prev) && !s.prev[s.next].relative {
@@ -472,21 +473,21 @@ func TestScanExpectsTheNextPath(t *testing.T) {
 	}
 }
 
-// TestScanRestart: after a restart (metadata.Scan trying another channel
-// layout) the paths come again and are listed once each, in their new
-// order; the probe of a path first met after the restart names its
-// position in the new list.
-func TestScanRestart(t *testing.T) {
+// TestBuilderRestart: after a restart (metadata.DecodeReferences trying
+// another channel layout) the paths come again and are listed once each,
+// in their new order; the probe of a path first met after the restart
+// names its position in the new list.
+func TestBuilderRestart(t *testing.T) {
 	j := newTestJob(t, 4)
 	v := trustingVerifier(t, j.root, &testClock{now: time.Unix(1000, 0)})
-	ref := func(s *scanner, i int) {
+	ref := func(s *manifestBuilder, i int) {
 		s.Reference(&metadata.RawReference{Tag: metadata.TagFileStream, Path: []byte(j.uri(j.shared(i))), Size: int64(i%5 + 1)})
 	}
 	probes := v.newProber(context.Background())
 	defer probes.stop()
 	v.cache.pathsMu.Lock()
 	defer v.cache.pathsMu.Unlock()
-	s := v.newScanner(j.chk(1), 0, probes, v.judgeAt(0))
+	s := v.newManifestBuilder(j.chk(1), 0, probes, v.judgeAt(0))
 	ref(s, 0)
 	ref(s, 1)
 	s.Restart()
@@ -651,16 +652,16 @@ func TestProberStopsOnParseError(t *testing.T) {
 	}
 }
 
-// finished finishes a scan made by a test and returns its files and their
-// entries.
-func finished(s *scanner) ([]File, []*pathEntry) {
+// finished finishes a build made by a test and returns its files and
+// their entries.
+func finished(s *manifestBuilder) ([]File, []*pathEntry) {
 	parsed := manifestEntry{man: &Manifest{}}
 	s.finish(&parsed)
 	return parsed.man.Files, parsed.entries
 }
 
 // TestMatchProbedAcrossRestart: stats are matched to their files by
-// position, also when a restarted scan probed lower positions again; a
+// position, also when a restarted parse probed lower positions again; a
 // stat whose position now holds another path is not used.
 func TestMatchProbedAcrossRestart(t *testing.T) {
 	entries := make([]*pathEntry, 6)
@@ -669,7 +670,7 @@ func TestMatchProbedAcrossRestart(t *testing.T) {
 	}
 	stale := &pathEntry{path: "before the restart"}
 	obs := func(size int64) observation { return observation{size: size} }
-	scanned := []*probeBatch{
+	probed := []*probeBatch{
 		// the first pass, then the restarted one
 		{entries: []*pathEntry{stale, entries[4]}, index: []int{2, 4}, obs: []observation{obs(100), obs(4)}},
 		{entries: []*pathEntry{entries[1], entries[3], entries[5]}, index: []int{1, 3, 5}, obs: []observation{obs(1), obs(3), obs(5)}},
@@ -678,7 +679,7 @@ func TestMatchProbedAcrossRestart(t *testing.T) {
 	for _, i := range []int{1, 2, 3, 4, 5} {
 		targets = append(targets, target{index: i, entry: entries[i]})
 	}
-	(&Verifier{}).matchProbed(targets, entries, scanned)
+	(&Verifier{}).matchProbed(targets, entries, probed)
 	for _, tg := range targets {
 		switch {
 		case tg.index == 2 && tg.probed:

@@ -41,9 +41,10 @@ func TestSparseMetadataIsNotReadWhole(t *testing.T) {
 	}
 }
 
-// TestScanSaysWhatItSkips: entries named chk-N that are no directory a
-// verification enters are listed with why, also for a job with no other.
-func TestScanSaysWhatItSkips(t *testing.T) {
+// TestFindCheckpointsSaysWhatItSkips: entries named chk-N that are no
+// directory a verification enters are listed with why, also for a job
+// with no other.
+func TestFindCheckpointsSaysWhatItSkips(t *testing.T) {
 	root := t.TempDir()
 	job := filepath.Join(root, "job")
 	for _, d := range []string{filepath.Join(job, "chk-1"), filepath.Join(root, "elsewhere")} {
@@ -60,13 +61,13 @@ func TestScanSaysWhatItSkips(t *testing.T) {
 	os.WriteFile(filepath.Join(job, "chk-x"), nil, 0o644) // not named chk-N: not listed
 	want := []Skipped{{"chk-2", "symbolic link (not followed)"}, {"chk-3", "not a directory"}}
 	for _, dir := range []string{root, job} {
-		_, jobs, err := Scan(dir)
+		_, jobs, err := FindCheckpoints(dir)
 		if err != nil || len(jobs) != 1 || len(jobs[0].Checkpoints) != 1 || len(jobs[0].Skipped) != 2 || jobs[0].Skipped[0] != want[0] || jobs[0].Skipped[1] != want[1] {
-			t.Errorf("Scan(%s) = %+v, %v; want chk-1 and skipped %v", dir, jobs, err, want)
+			t.Errorf("FindCheckpoints(%s) = %+v, %v; want chk-1 and skipped %v", dir, jobs, err, want)
 		}
 	}
 	os.RemoveAll(filepath.Join(job, "chk-1"))
-	if shape, jobs, err := Scan(job); err != nil || shape != ShapeJob || len(jobs[0].Skipped) != 2 {
+	if shape, jobs, err := FindCheckpoints(job); err != nil || shape != ShapeJob || len(jobs[0].Skipped) != 2 {
 		t.Errorf("a job of skipped entries only: %v %+v %v", shape, jobs, err)
 	}
 	if chks, err := ListCheckpoints(job); err != nil || len(chks) != 0 {

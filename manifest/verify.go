@@ -166,14 +166,15 @@ func (v *Verifier) loadManifest(dir string, probes *prober, judge judge) (parsed
 	return parsed, need
 }
 
-// parse scans the open _metadata of the checkpoint directory local, whose
-// stat is st, holding cache.pathsMu: scans on one Verifier take turns.
+// parse builds the manifest of the open _metadata of the checkpoint
+// directory local, whose stat is st, holding cache.pathsMu: parses on one
+// Verifier take turns.
 func (v *Verifier) parse(local string, f *os.File, st *unix.Stat_t, probes *prober, judge judge) (parsed manifestEntry, need []int) {
 	v.cache.pathsMu.Lock()
 	defer v.cache.pathsMu.Unlock()
 	parsed.stamp = VersionOf(st)
-	s := v.newScanner(local, st.Size, probes, judge)
-	sum, err := scanMetadata(f, st.Size, s)
+	b := v.newManifestBuilder(local, st.Size, probes, judge)
+	sum, err := decodeFileReferences(f, st.Size, b)
 	if err != nil {
 		parsed.prob = parseProblem(err)
 		return parsed, nil
@@ -186,7 +187,7 @@ func (v *Verifier) parse(local string, f *os.File, st *unix.Stat_t, probes *prob
 		InlineCount:     sum.InlineCount,
 		InlineBytes:     sum.InlineBytes,
 	}
-	need = s.finish(&parsed)
+	need = b.finish(&parsed)
 	return parsed, need
 }
 
@@ -254,7 +255,7 @@ type target struct {
 	index  int // of file in the manifest
 	entry  *pathEntry
 	obs    observation
-	probed bool // obs holds what the scan's stat found
+	probed bool // obs holds what the parse's stat found
 }
 
 // observation is what one stat found.
@@ -278,8 +279,8 @@ func (v *Verifier) checkFiles(ctx context.Context, judge judge, probes *prober, 
 		}
 		targets = append(targets, target{file: f, index: i, entry: e})
 	}
-	if scanned := probes.wait(); len(scanned) > 0 {
-		v.matchProbed(targets, entries, scanned)
+	if probed := probes.wait(); len(probed) > 0 {
+		v.matchProbed(targets, entries, probed)
 	}
 	var rest []int
 	for i := range targets {
@@ -346,19 +347,19 @@ func (v *Verifier) checkFiles(ctx context.Context, judge judge, probes *prober, 
 	}
 }
 
-// matchProbed gives targets (in ascending file order) what the scan's
-// stats found. A stat is matched to its file by the position the scan
+// matchProbed gives targets (in ascending file order) what the parse's
+// stats found. A stat is matched to its file by the position the builder
 // gave it, which holds as long as entries still has the entry there; a
-// file it does not match (the scan was restarted) is stat'ed again. A
-// scan probes in ascending positions, so both lists are walked together,
-// from the start again after a restart.
-func (v *Verifier) matchProbed(targets []target, entries []*pathEntry, scanned []*probeBatch) {
+// file it does not match (the parse was restarted) is stat'ed again. A
+// builder probes in ascending positions, so both lists are walked
+// together, from the start again after a restart.
+func (v *Verifier) matchProbed(targets []target, entries []*pathEntry, probed []*probeBatch) {
 	t, last := 0, -1
-	for _, b := range scanned {
+	for _, b := range probed {
 		for j, e := range b.entries {
 			i := b.index[j]
 			if i < last {
-				t = 0 // the scan restarted
+				t = 0 // the parse restarted
 			}
 			last = i
 			for t < len(targets) && targets[t].index < i {

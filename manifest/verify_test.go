@@ -384,27 +384,27 @@ func TestCacheTrustsFilesForMaxAge(t *testing.T) {
 	}
 }
 
-func TestScanShapes(t *testing.T) {
+func TestFindCheckpointsShapes(t *testing.T) {
 	root := t.TempDir()
 	for _, d := range []string{"jobA/chk-3", "jobA/chk-10", "jobA/shared", "jobA/chk-x", "jobB/chk-1", "other"} {
 		os.MkdirAll(filepath.Join(root, d), 0o755)
 	}
 	os.WriteFile(filepath.Join(root, "jobA", "chk-10", MetadataFile), nil, 0o644)
 
-	shape, jobs, err := Scan(root)
+	shape, jobs, err := FindCheckpoints(root)
 	if err != nil || shape != ShapeRoot || len(jobs) != 2 || jobs[0].ID != "jobA" || len(jobs[0].Checkpoints) != 2 || jobs[0].Checkpoints[1].ID != 10 {
 		t.Fatalf("root: %v %v %+v", shape, err, jobs)
 	}
-	shape, jobs, err = Scan(filepath.Join(root, "jobA"))
+	shape, jobs, err = FindCheckpoints(filepath.Join(root, "jobA"))
 	if err != nil || shape != ShapeJob || jobs[0].ID != "jobA" || jobs[0].Checkpoints[0].ID != 3 {
 		t.Fatalf("job: %v %v %+v", shape, err, jobs)
 	}
-	shape, jobs, err = Scan(filepath.Join(root, "jobA", "chk-10"))
+	shape, jobs, err = FindCheckpoints(filepath.Join(root, "jobA", "chk-10"))
 	if err != nil || shape != ShapeCheckpoint || jobs[0].ID != "jobA" || jobs[0].Checkpoints[0].ID != 10 {
 		t.Fatalf("checkpoint: %v %v %+v", shape, err, jobs)
 	}
-	if _, _, err := Scan(filepath.Join(root, "other")); err == nil {
-		t.Fatal("empty directory scanned without error")
+	if _, _, err := FindCheckpoints(filepath.Join(root, "other")); err == nil {
+		t.Fatal("empty directory searched without error")
 	}
 	for _, name := range []string{"chk-", "chk-01", "chk--1", "chk-+1", "chk-1a", "xchk-1"} {
 		if _, ok := CheckpointIDFromDirName(name); ok {

@@ -108,7 +108,7 @@ Exit status:
 			if err != nil {
 				return fail("%v", err)
 			}
-			shape, jobs, err := manifest.Scan(root)
+			shape, jobs, err := manifest.FindCheckpoints(root)
 			if err != nil {
 				return fail("%v", err)
 			}

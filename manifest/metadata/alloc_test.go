@@ -36,9 +36,9 @@ func (nopVisitor) Reference(*RawReference) {}
 func (nopVisitor) Restart()                {}
 
 // TestCountsDoNotAllocate: a count in _metadata is a claim that a sparse
-// (or hostile) file of a few GB backs with zeros. Decode and Scan
-// allocate for the elements they parse, not for the count: a parse that
-// fails at the first element allocates little.
+// (or hostile) file of a few GB backs with zeros. Decode and
+// DecodeReferences allocate for the elements they parse, not for the
+// count: a parse that fails at the first element allocates little.
 func TestCountsDoNotAllocate(t *testing.T) {
 	be := binary.BigEndian
 	u32 := func(b []byte, v uint32) []byte { return be.AppendUint32(b, v) }
@@ -71,7 +71,7 @@ func TestCountsDoNotAllocate(t *testing.T) {
 			}{
 				{"Decode", func() error { _, err := Decode(f, size, Options{}); return err }},
 				{"Decode KeepInline", func() error { _, err := Decode(f, size, Options{KeepInline: true}); return err }},
-				{"Scan", func() error { _, err := Scan(f, size, Options{}, nopVisitor{}); return err }},
+				{"DecodeReferences", func() error { _, err := DecodeReferences(f, size, Options{}, nopVisitor{}); return err }},
 			} {
 				var before, after runtime.MemStats
 				runtime.GC()

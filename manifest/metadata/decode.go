@@ -58,29 +58,30 @@ func Decode(r io.ReaderAt, size int64, opts Options) (*Metadata, error) {
 	return m, nil
 }
 
-// Scan parses a complete _metadata image of size bytes from r with every
-// check Decode makes, and fails exactly where Decode fails, but keeps
-// nothing: it reports each reference to v as it reads it, in the order
-// EachReference reports them, and returns the header and the inline
-// totals. No handle, list or string is kept. Options.KeepInline is
-// ignored.
+// DecodeReferences decodes a complete _metadata image of size bytes from
+// r with every check Decode makes, and fails exactly where Decode fails,
+// but keeps nothing: it reports each reference to v as it reads it, in
+// the order EachReference reports them, and returns the header and the
+// inline totals. No handle, list or string is kept. Options.KeepInline
+// is ignored.
 //
 // The references of a file that then fails to parse have been reported
-// too: a caller keeps them only when Scan returns no error.
-func Scan(r io.ReaderAt, size int64, opts Options, v Visitor) (Summary, error) {
+// too: a caller keeps them only when DecodeReferences returns no error.
+func DecodeReferences(r io.ReaderAt, size int64, opts Options, v Visitor) (Summary, error) {
 	if v == nil {
-		return Summary{}, errors.New("metadata: Scan needs a Visitor")
+		return Summary{}, errors.New("metadata: DecodeReferences needs a Visitor")
 	}
 	_, sum, err := run(r, nil, size, opts, v)
 	return sum, err
 }
 
-// ScanBytes is Scan of a _metadata image held in memory, such as a mapped
-// file: it decodes data where it lies instead of copying it into a read
-// buffer, and only reads it. The paths it reports may alias data.
-func ScanBytes(data []byte, opts Options, v Visitor) (Summary, error) {
+// DecodeReferencesBytes is DecodeReferences of a _metadata image held in
+// memory, such as a mapped file: it decodes data where it lies instead of
+// copying it into a read buffer, and only reads it. The paths it reports
+// may alias data.
+func DecodeReferencesBytes(data []byte, opts Options, v Visitor) (Summary, error) {
 	if v == nil {
-		return Summary{}, errors.New("metadata: ScanBytes needs a Visitor")
+		return Summary{}, errors.New("metadata: DecodeReferencesBytes needs a Visitor")
 	}
 	if data == nil {
 		data = []byte{}
@@ -89,9 +90,10 @@ func ScanBytes(data []byte, opts Options, v Visitor) (Summary, error) {
 	return sum, err
 }
 
-// run decodes (visit nil) or scans size bytes, read from r or, when data
-// is not nil, held in data. It tries Flink 1.11's channel layout when the
-// 1.12 layout fails on a version-3 file with channel state.
+// run decodes size bytes, read from r or, when data is not nil, held in
+// data: it keeps what it decodes (visit nil) or reports the references
+// to visit. It tries Flink 1.11's channel layout when the 1.12 layout
+// fails on a version-3 file with channel state.
 func run(r io.ReaderAt, data []byte, size int64, opts Options, visit Visitor) (*Metadata, Summary, error) {
 	if opts.MaxDepth <= 0 {
 		opts.MaxDepth = DefaultMaxDepth
@@ -165,11 +167,12 @@ type decoder struct {
 	arena   []byte         // backing store for decoded strings
 	streams []StreamHandle // slab for stream handles
 
-	// visit is set by Scan. The decoder then checks everything Decode
-	// checks but keeps nothing: strings are validated and dropped, lists
-	// of handles and offsets are not collected, and each stream handle is
-	// decoded into a scratch value per nesting depth that the next handle
-	// at that depth overwrites. Paths go to ref, which is reported.
+	// visit is set by DecodeReferences. The decoder then checks
+	// everything Decode checks but keeps nothing: strings are validated
+	// and dropped, lists of handles and offsets are not collected, and
+	// each stream handle is decoded into a scratch value per nesting
+	// depth that the next handle at that depth overwrites. Paths go to
+	// ref, which is reported.
 	visit       Visitor
 	ref         RawReference
 	pathBuf     []byte         // holds ref.Path when it cannot stay in buf
@@ -179,7 +182,8 @@ type decoder struct {
 	inlineBytes int64
 }
 
-func (d *decoder) scanning() bool { return d.visit != nil }
+// visiting reports a decode for DecodeReferences, which keeps nothing.
+func (d *decoder) visiting() bool { return d.visit != nil }
 
 func (d *decoder) off() int64 { return d.base + int64(d.pos) }
 
@@ -277,7 +281,7 @@ func (d *decoder) rawUTF(what string) ([]byte, error) {
 	return d.buf[start:d.pos:d.pos], nil
 }
 
-// utf reads a DataOutput.writeUTF string. Scanning, it checks the string
+// utf reads a DataOutput.writeUTF string. Visiting, it checks the string
 // and returns "".
 func (d *decoder) utf(what string) (string, error) {
 	b, err := d.rawUTF(what)
@@ -285,7 +289,7 @@ func (d *decoder) utf(what string) (string, error) {
 		return "", err
 	}
 	if isPlainASCII(b) {
-		if d.scanning() {
+		if d.visiting() {
 			return "", nil
 		}
 		return d.ascii(b), nil
@@ -294,16 +298,16 @@ func (d *decoder) utf(what string) (string, error) {
 	if err != nil {
 		return "", d.badUTF(b, what, err)
 	}
-	if d.scanning() {
+	if d.visiting() {
 		return "", nil
 	}
 	return s, nil
 }
 
-// path reads a writeUTF string that names a file or directory. Scanning,
+// path reads a writeUTF string that names a file or directory. Visiting,
 // it puts the path into the reference to report and returns "".
 func (d *decoder) path(what string) (string, error) {
-	if !d.scanning() {
+	if !d.visiting() {
 		return d.utf(what)
 	}
 	b, err := d.rawUTF(what)
@@ -394,10 +398,10 @@ func isPlainASCII(b []byte) bool {
 	return acc&highs == 0
 }
 
-// newStream returns a zeroed handle: from a slab, or scanning, the scratch
+// newStream returns a zeroed handle: from a slab, or visiting, the scratch
 // handle of the current depth.
 func (d *decoder) newStream() *StreamHandle {
-	if d.scanning() {
+	if d.visiting() {
 		for len(d.scratch) <= d.depth {
 			d.scratch = append(d.scratch, StreamHandle{})
 		}
@@ -488,7 +492,7 @@ func (d *decoder) bytes(n int64, what string) ([]byte, error) {
 }
 
 // each decodes n elements with one into a list that grows with the
-// elements parsed (maxPrealloc). Scanning keeps nothing: every element
+// elements parsed (maxPrealloc). Visiting keeps nothing: every element
 // is decoded into one scratch value, zeroed first, and the list is nil,
 // as it is for n == 0.
 func each[T any](d *decoder, n int, one func(*T) error) ([]T, error) {
@@ -496,7 +500,7 @@ func each[T any](d *decoder, n int, one func(*T) error) ([]T, error) {
 		return nil, nil
 	}
 	var zero T
-	if d.scanning() {
+	if d.visiting() {
 		scratch := new(T)
 		for range n {
 			*scratch = zero
@@ -539,7 +543,7 @@ func (d *decoder) longs(n int, what string) ([]int64, error) {
 	if n == 0 {
 		return nil, nil
 	}
-	if d.scanning() {
+	if d.visiting() {
 		return nil, d.skip(int64(n)*8, what)
 	}
 	out := make([]int64, 0, min(n, maxPrealloc))
@@ -796,7 +800,7 @@ func (d *decoder) channels(what string, input bool) ([]ChannelHandle, error) {
 		return nil, nil
 	}
 	d.sawChannels = true
-	if d.scanning() {
+	if d.visiting() {
 		var c ChannelHandle
 		for range n {
 			if err := d.channel(&c, what, input); err != nil {
@@ -872,7 +876,7 @@ func (d *decoder) keptBlob(n int32, what string) ([]byte, error) {
 	if n < 0 {
 		return nil, d.fail(what, fmt.Errorf("%w: negative length %d", ErrInvalid, n))
 	}
-	if d.scanning() {
+	if d.visiting() {
 		return nil, d.skip(int64(n), what)
 	}
 	return d.bytes(int64(n), what)
@@ -923,13 +927,13 @@ func (d *decoder) operatorHandle(what string) (*OperatorHandle, error) {
 		if h.TaskOwnedDir, err = d.path("task-owned directory"); err != nil {
 			return nil, err
 		}
-		if d.scanning() {
+		if d.visiting() {
 			d.report(TagFileMergingOperator, -1, 0)
 		}
 		if h.SharedDir, err = d.path("shared directory"); err != nil {
 			return nil, err
 		}
-		if d.scanning() {
+		if d.visiting() {
 			d.report(TagFileMergingOperator, -1, 0)
 		}
 		if h.EmptyFlag, err = d.u8("empty flag"); err != nil {
@@ -1130,7 +1134,7 @@ func (d *decoder) keyedList(what string) ([]*KeyedHandle, error) {
 	if n == 0 {
 		return nil, nil
 	}
-	if d.scanning() {
+	if d.visiting() {
 		for range n {
 			if _, err := d.keyedHandle(what); err != nil {
 				return nil, err
@@ -1153,7 +1157,7 @@ func (d *decoder) namedHandles(what string) ([]NamedHandle, error) {
 	if n == 0 {
 		return nil, nil
 	}
-	if d.scanning() {
+	if d.visiting() {
 		// A named file handle nests one level: the fast path needs room.
 		fast := d.depth < d.opts.MaxDepth
 		for range n {
@@ -1179,7 +1183,7 @@ func (d *decoder) namedHandles(what string) ([]NamedHandle, error) {
 	})
 }
 
-// namedFileStream scans one named file handle (a local name and a
+// namedFileStream reads one named file handle (a local name and a
 // TagFileStream handle), most of what an incremental checkpoint's
 // _metadata holds, straight from the buffer. It does what utf and
 // streamHandle do for it. For anything else, or when its bytes are not
@@ -1307,7 +1311,7 @@ func (d *decoder) streamHandleBody(tag byte, what string) (*StreamHandle, error)
 	default:
 		return nil, &ParseError{Offset: d.off() - 1, What: "stream handle tag", Err: fmt.Errorf("%w: stream handle tag %d", ErrUnknownTag, tag)}
 	}
-	if d.scanning() {
+	if d.visiting() {
 		switch tag {
 		case TagFileStream, TagRelativeStream, TagSegmentFile:
 			d.report(tag, h.Size, h.Offset)

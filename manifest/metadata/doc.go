@@ -22,10 +22,10 @@
 // Options.KeepInline is set, skips the bytes of inline state, so a large
 // file is never held in memory.
 //
-// Scan is Decode for callers that only need the files a checkpoint
-// references, which is what verification needs for every new checkpoint:
-// the same decoder, with the same checks and errors, reports each
-// reference to a Visitor and keeps nothing, so scanning costs little more
+// DecodeReferences is Decode for callers that only need the files a
+// checkpoint references, which is what verification needs for every new
+// checkpoint: the same decoder, with the same checks and errors, reports
+// each reference to a Visitor and keeps nothing, so it costs little more
 // than reading the bytes.
 //
 // Version 1 (Flink 1.1 and 1.2 savepoints) is refused with

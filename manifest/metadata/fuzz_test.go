@@ -10,7 +10,8 @@ import (
 )
 
 // FuzzDecode: no input panics, hangs or allocates without bound, whatever
-// parses writes the same bytes again, and Scan agrees with Decode.
+// parses writes the same bytes again, and DecodeReferences agrees with
+// Decode.
 func FuzzDecode(f *testing.F) {
 	for _, file := range flinkdata.MetadataFiles(f) {
 		data, err := os.ReadFile(file.Path)
@@ -85,38 +86,39 @@ func BenchmarkDecode50kFiles(b *testing.B) {
 	reportPerHandle(b, data, 50000)
 }
 
-// BenchmarkScan50kFiles scans what BenchmarkDecode50kFiles decodes,
-// through a read buffer (Scan) and in place (ScanBytes).
-func BenchmarkScan50kFiles(b *testing.B) {
+// BenchmarkDecodeReferences50kFiles decodes the references of what
+// BenchmarkDecode50kFiles decodes, through a read buffer
+// (DecodeReferences) and in place (DecodeReferencesBytes).
+func BenchmarkDecodeReferences50kFiles(b *testing.B) {
 	data := encode(b, synthetic(50000, 100))
 	var v countVisitor
 	b.Run("reader", func(b *testing.B) {
-		benchScan(b, len(data), func() error {
-			_, err := Scan(bytes.NewReader(data), int64(len(data)), Options{}, &v)
+		benchDecodeReferences(b, len(data), func() error {
+			_, err := DecodeReferences(bytes.NewReader(data), int64(len(data)), Options{}, &v)
 			return err
 		})
 	})
 	b.Run("bytes", func(b *testing.B) {
-		benchScan(b, len(data), func() error {
-			_, err := ScanBytes(data, Options{}, &v)
+		benchDecodeReferences(b, len(data), func() error {
+			_, err := DecodeReferencesBytes(data, Options{}, &v)
 			return err
 		})
 	})
 }
 
-func benchScan(b *testing.B, size int, scanOnce func() error) {
-	scan := func() {
-		if err := scanOnce(); err != nil {
+func benchDecodeReferences(b *testing.B, size int, decodeOnce func() error) {
+	call := func() {
+		if err := decodeOnce(); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	for b.Loop() {
-		scan()
+		call()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/50000, "ns/handle")
-	b.ReportMetric(testing.AllocsPerRun(3, scan)/50000, "allocs/handle")
+	b.ReportMetric(testing.AllocsPerRun(3, call)/50000, "allocs/handle")
 }
 
 // reportPerHandle reports the allocations of one decode per file handle.

@@ -163,19 +163,20 @@ func (m *Metadata) EachReference(exclusiveDir string, fn func(Reference)) {
 	})
 }
 
-// Visitor receives what Scan reads.
+// Visitor receives what DecodeReferences reads.
 type Visitor interface {
 	// Reference is called for every reference, in file order. r and
 	// r.Path are reused for the next reference: copy what is kept, and
 	// change nothing (r.Path may be the decoder's read buffer).
 	Reference(r *RawReference)
-	// Restart says that Scan reads the file again, with Flink 1.11's
-	// channel layout, after Flink 1.12's failed (only version-3 files
-	// with channel state): forget every reference received so far.
+	// Restart says that DecodeReferences reads the file again, with
+	// Flink 1.11's channel layout, after Flink 1.12's failed (only
+	// version-3 files with channel state): forget every reference
+	// received so far.
 	Restart()
 }
 
-// RawReference is a reference as Scan reads it.
+// RawReference is a reference as DecodeReferences reads it.
 type RawReference struct {
 	// Path is the path as written (decoded from modified UTF-8).
 	Path []byte
@@ -207,7 +208,7 @@ func (r *RawReference) MinLength() int64 {
 	return r.Offset + r.Size
 }
 
-// Summary is what Scan returns besides the references.
+// Summary is what DecodeReferences returns besides the references.
 type Summary struct {
 	Version      int32
 	CheckpointID int64

@@ -10,7 +10,7 @@ import (
 	"sort"
 )
 
-// Shape is what kind of directory a scan started from.
+// Shape is what kind of directory FindCheckpoints started from.
 type Shape int
 
 const (
@@ -34,8 +34,8 @@ func (s Shape) String() string {
 	return fmt.Sprintf("Shape(%d)", int(s))
 }
 
-// ErrNoCheckpoints means a scan found neither _metadata nor chk-N
-// directories.
+// ErrNoCheckpoints means FindCheckpoints found neither _metadata nor
+// chk-N directories.
 var ErrNoCheckpoints = errors.New("no checkpoints found")
 
 // JobDir is a job's checkpoint directory and the checkpoints in it.
@@ -64,11 +64,12 @@ type CheckpointDir struct {
 	Dir string
 }
 
-// Scan finds the checkpoints under dir, which may be a checkpoint directory
-// (chk-N, or anything holding _metadata), a job directory (holding chk-N) or a
-// checkpoints root (holding <job-id>/chk-N). Jobs and checkpoints are sorted
-// by id.
-func Scan(dir string) (Shape, []JobDir, error) {
+// FindCheckpoints finds the checkpoint directories under dir, which may be
+// a checkpoint directory (chk-N, or anything holding _metadata), a job
+// directory (holding chk-N) or a checkpoints root (holding
+// <job-id>/chk-N), and says which dir is. It reads directories only, no
+// _metadata. Jobs and checkpoints are sorted by id.
+func FindCheckpoints(dir string) (Shape, []JobDir, error) {
 	dir = filepath.Clean(dir)
 	if fi, err := os.Stat(dir); err != nil {
 		return 0, nil, err

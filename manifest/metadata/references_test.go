@@ -11,8 +11,8 @@ import (
 	"github.com/ckptfs/ckptfs/integration/flinkdata"
 )
 
-// collector keeps what Scan reports, as References would list it for a
-// checkpoint in dir.
+// collector keeps what DecodeReferences reports, as References would
+// list it for a checkpoint in dir.
 type collector struct {
 	dir      string
 	refs     []Reference
@@ -35,29 +35,29 @@ func (c *collector) Reference(r *RawReference) {
 
 func (c *collector) Restart() { c.refs, c.restarts = nil, c.restarts+1 }
 
-// sameAsDecode fails unless Scan, ScanBytes and Decode agree on data: the
-// same error, or the same references, header and inline totals. ScanBytes
-// must leave data as it was.
+// sameAsDecode fails unless DecodeReferences, DecodeReferencesBytes and
+// Decode agree on data: the same error, or the same references, header
+// and inline totals. DecodeReferencesBytes must leave data as it was.
 func sameAsDecode(t *testing.T, data []byte, opts Options) *collector {
 	t.Helper()
 	const dir = "/replica/job/chk-42"
 	m, derr := decode(data, opts)
 	c := &collector{dir: dir}
-	sum, serr := Scan(bytes.NewReader(data), int64(len(data)), opts, c)
+	sum, serr := DecodeReferences(bytes.NewReader(data), int64(len(data)), opts, c)
 	if (derr == nil) != (serr == nil) || (derr != nil && derr.Error() != serr.Error()) {
-		t.Fatalf("Decode: %v\nScan:   %v", derr, serr)
+		t.Fatalf("Decode:           %v\nDecodeReferences: %v", derr, serr)
 	}
 	inMemory := bytes.Clone(data)
 	cb := &collector{dir: dir}
-	bsum, berr := ScanBytes(inMemory, opts, cb)
+	bsum, berr := DecodeReferencesBytes(inMemory, opts, cb)
 	if (berr == nil) != (serr == nil) || (berr != nil && berr.Error() != serr.Error()) {
-		t.Fatalf("Scan:      %v\nScanBytes: %v", serr, berr)
+		t.Fatalf("DecodeReferences:      %v\nDecodeReferencesBytes: %v", serr, berr)
 	}
 	if !bytes.Equal(inMemory, data) {
-		t.Fatalf("ScanBytes changed its input at byte %d", firstDiff(inMemory, data))
+		t.Fatalf("DecodeReferencesBytes changed its input at byte %d", firstDiff(inMemory, data))
 	}
 	if bsum != sum || !reflect.DeepEqual(cb.refs, c.refs) || cb.restarts != c.restarts {
-		t.Fatalf("ScanBytes: %+v, %d references, %d restarts; Scan: %+v, %d, %d", bsum, len(cb.refs), cb.restarts, sum, len(c.refs), c.restarts)
+		t.Fatalf("DecodeReferencesBytes: %+v, %d references, %d restarts; DecodeReferences: %+v, %d, %d", bsum, len(cb.refs), cb.restarts, sum, len(c.refs), c.restarts)
 	}
 	if derr != nil {
 		return c
@@ -67,12 +67,12 @@ func sameAsDecode(t *testing.T, data []byte, opts Options) *collector {
 		t.Fatalf("summary %+v, want %+v", sum, want)
 	}
 	if want := m.References(dir); !reflect.DeepEqual(c.refs, want) {
-		t.Fatalf("Scan found %d references, Decode %d:\nscan   %+v\ndecode %+v", len(c.refs), len(want), c.refs, want)
+		t.Fatalf("DecodeReferences found %d references, Decode %d:\nreferences %+v\ndecode     %+v", len(c.refs), len(want), c.refs, want)
 	}
 	return c
 }
 
-func TestScanMatchesDecode(t *testing.T) {
+func TestDecodeReferencesMatchesDecode(t *testing.T) {
 	props := realProperties(t)
 	for v := int32(2); v <= 7; v++ {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
@@ -125,9 +125,9 @@ func TestScanMatchesDecode(t *testing.T) {
 	})
 }
 
-// TestScanRestartsForLayout111: a Flink 1.11 file is scanned twice, and
-// the visitor is told to forget the first attempt.
-func TestScanRestartsForLayout111(t *testing.T) {
+// TestDecodeReferencesRestartsForLayout111: a Flink 1.11 file is decoded
+// twice, and the visitor is told to forget the first attempt.
+func TestDecodeReferencesRestartsForLayout111(t *testing.T) {
 	m := everyHandle(3, nil)
 	m.ChannelLayout = ChannelLayout111
 	c := sameAsDecode(t, encode(t, m), Options{})
@@ -136,14 +136,14 @@ func TestScanRestartsForLayout111(t *testing.T) {
 	}
 }
 
-// TestScanKeepsNothing: scanning allocates per subtask, not per file
-// handle.
-func TestScanKeepsNothing(t *testing.T) {
+// TestDecodeReferencesKeepsNothing: DecodeReferences allocates per
+// subtask, not per file handle.
+func TestDecodeReferencesKeepsNothing(t *testing.T) {
 	data := encode(t, synthetic(10000, 10))
 	var v countVisitor
 	allocs := testing.AllocsPerRun(3, func() {
 		v = 0
-		if _, err := Scan(bytes.NewReader(data), int64(len(data)), Options{}, &v); err != nil {
+		if _, err := DecodeReferences(bytes.NewReader(data), int64(len(data)), Options{}, &v); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -151,7 +151,7 @@ func TestScanKeepsNothing(t *testing.T) {
 		t.Fatalf("%d references, want 10010", v)
 	}
 	if allocs > 100 {
-		t.Fatalf("%v allocations to scan 10,000 file handles", allocs)
+		t.Fatalf("%v allocations to decode the references of 10,000 file handles", allocs)
 	}
 }
 
@@ -178,11 +178,11 @@ func TestIsPlainASCII(t *testing.T) {
 	}
 }
 
-// TestScanMatchesDecodeAcrossRefills: a file several read buffers long,
-// whose relative and segment paths (which further reads follow before
-// they are reported) and plain file paths fall at every distance from a
-// buffer refill, scans to what it decodes to.
-func TestScanMatchesDecodeAcrossRefills(t *testing.T) {
+// TestDecodeReferencesMatchesDecodeAcrossRefills: a file several read
+// buffers long, whose relative and segment paths (which further reads
+// follow before they are reported) and plain file paths fall at every
+// distance from a buffer refill, reports the references Decode finds.
+func TestDecodeReferencesMatchesDecodeAcrossRefills(t *testing.T) {
 	m := &Metadata{Version: 3, CheckpointID: 7, ChannelLayout: ChannelLayout112}
 	op := Operator{IDLower: 1, IDUpper: 2, Parallelism: 1, MaxParallelism: 128}
 	k := &KeyedHandle{Tag: TagIncrementalKeyGroupsV2, CheckpointID: 7, BackendID: "b", KeyGroupCount: 1, StateHandleID: "x"}
@@ -208,8 +208,8 @@ func TestScanMatchesDecodeAcrossRefills(t *testing.T) {
 	if c := sameAsDecode(t, data, Options{}); len(c.refs) != len(k.Shared) {
 		t.Fatalf("%d references, want %d", len(c.refs), len(k.Shared))
 	}
-	// Nesting limits fail Scan where they fail Decode, also for the
-	// handles Scan reads straight from its buffer.
+	// Nesting limits fail DecodeReferences where they fail Decode, also
+	// for the handles DecodeReferences reads straight from its buffer.
 	for depth := 1; depth <= 3; depth++ {
 		sameAsDecode(t, data, Options{MaxDepth: depth})
 	}

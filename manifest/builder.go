@@ -32,11 +32,13 @@ type manifestBuilder struct {
 	bytes    int64        // the Bytes of files
 
 	// prev: the entries of the manifest parsed last (cache.last), which
-	// were marked prevMark; the next absolute path is expected to be
-	// prev[next], unless that is a relative one.
-	prev     []*pathEntry
-	prevMark uint64
-	next     int
+	// were marked prevMark; next is where the next path is expected, and
+	// outOfOrder counts the paths of prev met elsewhere since one came
+	// where expected.
+	prev       []*pathEntry
+	prevMark   uint64
+	next       int
+	outOfOrder int
 }
 
 // bytesPerFile is a little less than what a reference to a shared file
@@ -81,10 +83,10 @@ func (b *manifestBuilder) Reference(r *metadata.RawReference) {
 			b.relative[e.path] = e
 			b.probe(e)
 		}
-	case b.next < len(b.prev) && !b.prev[b.next].relative && string(r.Path) == b.prev[b.next].path:
-		// Where the last manifest listed it.
+	case b.isExpected(r.Path):
 		e = b.prev[b.next]
 		b.next++
+		b.outOfOrder = 0
 	default:
 		var made bool
 		e, made = b.cache.entryOf(b.res, r.Path)
@@ -93,6 +95,7 @@ func (b *manifestBuilder) Reference(r *metadata.RawReference) {
 		} else if e.mark == b.prevMark {
 			// Listed elsewhere last time: expect what followed it there.
 			b.next = e.index + 1
+			b.outOfOrder++
 		}
 	}
 	kind := e.class
@@ -118,6 +121,24 @@ func (b *manifestBuilder) Reference(r *metadata.RawReference) {
 	if b.judge.needsCheck(f, e) {
 		b.need = append(b.need, n)
 	}
+}
+
+// expected returns the entry the next absolute path is expected to be,
+// prev[next], or nil: a relative path of the last manifest is never
+// expected (an absolute path spelt the same is another file). A wrong
+// expectation costs a comparison, so once two known paths came out of
+// order only every 16th is compared, to notice the order coming back.
+func (b *manifestBuilder) expected() *pathEntry {
+	if b.outOfOrder >= 2 && b.outOfOrder%16 != 0 || b.next >= len(b.prev) || b.prev[b.next].relative {
+		return nil
+	}
+	return b.prev[b.next]
+}
+
+// isExpected reports whether path is the expected one.
+func (b *manifestBuilder) isExpected(path []byte) bool {
+	x := b.expected()
+	return x != nil && string(path) == x.path
 }
 
 // again merges another reference to e's path into its file. A file that
@@ -149,7 +170,7 @@ func (b *manifestBuilder) Restart() {
 	b.files, b.entries, b.need, b.bytes = b.files[:0], b.entries[:0], b.need[:0], 0
 	clear(b.relative)
 	b.cache.marks++
-	b.mark, b.next = b.cache.marks, 0
+	b.mark, b.next, b.outOfOrder = b.cache.marks, 0, 0
 }
 
 // finish puts the manifest's files, their entries and their Bytes into

@@ -425,9 +425,11 @@ func TestSweepWaitsForBuilder(t *testing.T) {
 
 // TestBuilderExpectsTheNextPath: a build expects the absolute path that
 // followed, in the previous checkpoint, the last path it met that the
-// previous checkpoint listed, in order or not; a path new to it changes
-// nothing. A relative path of the previous checkpoint is never expected:
-// an absolute path spelt the same is another file.
+// previous checkpoint listed; once two known paths came out of order it
+// expects only every 16th, and a path that comes as expected makes it
+// expect the next one again. A path new to it changes nothing, and a
+// relative path of the previous checkpoint is never expected: an
+// absolute path spelt the same is another file.
 func TestBuilderExpectsTheNextPath(t *testing.T) {
 	j := newTestJob(t, 40)
 	v := trustingVerifier(t, j.root, &testClock{now: time.Unix(1000, 0)})
@@ -439,21 +441,23 @@ func TestBuilderExpectsTheNextPath(t *testing.T) {
 	defer v.cache.pathsMu.Unlock()
 	s := v.newManifestBuilder(j.chk(2), 0, nil, v.judgeAt(0))
 	// ref reports shared file i as DecodeReferences does and returns the
-	// absolute path the build expects next.
+	// path the build expects next.
 	ref := func(i int) string {
 		s.Reference(&metadata.RawReference{Tag: metadata.TagFileStream, Path: []byte(j.uri(j.shared(i))), Size: int64(i%5 + 1)})
-		if s.next < len(s.prev) && !s.prev[s.next].relative {
-			return s.prev[s.next].path
+		if e := s.expected(); e != nil {
+			return e.path
 		}
 		return ""
 	}
 	shared := func(i int) string { return j.uri(j.shared(i)) }
 	for _, step := range []struct{ file, expect int }{
 		{5, 6}, {6, 7}, // in order
-		{20, 21},                     // out of order
-		{10, 11}, {30, 31}, {12, 13}, // out of order again
-		{45, 13}, // new
-		{13, 14}, // in order again
+		{20, 21},                                                             // out of order once
+		{10, -1}, {30, -1}, {12, -1}, {32, -1}, {14, -1}, {34, -1}, {16, -1}, // twice: no more
+		{36, -1}, {18, -1}, {38, -1}, {1, -1}, {3, -1}, {25, -1}, {27, -1}, // 15 out of order
+		{8, 9},   // the 16th
+		{9, 10},  // in order again
+		{45, 10}, // new
 		{39, -1}, // the last one: a relative path came next
 	} {
 		want := ""

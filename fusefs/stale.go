@@ -216,37 +216,3 @@ func unescapeMountinfo(s string) string {
 	}
 	return b.String()
 }
-
-// Probe checks that dir is a ckptfs mount and that its daemon
-// answers within timeout. It asks with statfs, which the kernel always
-// passes to the daemon (a stat may be answered from the attribute
-// cache). The call runs in a goroutine: a hung FUSE daemon blocks it in
-// the kernel, and the caller goes on without it (the thread stays
-// blocked until the daemon answers or the process exits).
-func Probe(dir string, timeout time.Duration) error {
-	dir = filepath.Clean(dir)
-	mounted, err := IsMounted(dir)
-	if err != nil {
-		return fmt.Errorf("mount %s: %v", dir, err)
-	}
-	if !mounted {
-		return fmt.Errorf("mount %s: not mounted (no fuse.%s mount there)", dir, Name)
-	}
-	done := make(chan error, 1)
-	go func() {
-		var st syscall.Statfs_t
-		done <- syscall.Statfs(dir, &st)
-	}()
-	select {
-	case err := <-done:
-		switch {
-		case errors.Is(err, syscall.ENOTCONN):
-			return fmt.Errorf("mount %s: the daemon is gone (ENOTCONN)", dir)
-		case err != nil:
-			return fmt.Errorf("mount %s: statfs: %v", dir, err)
-		}
-		return nil
-	case <-time.After(timeout):
-		return fmt.Errorf("mount %s: statfs did not answer within %v (daemon hung?)", dir, timeout)
-	}
-}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ckptfs/ckptfs/fusefs"
 )
 
 // Exit codes shared by every subcommand.
@@ -44,6 +46,7 @@ func fail(format string, args ...any) error {
 }
 
 func main() {
+	fusefs.ServeProbe()
 	if filepath.Base(os.Args[0]) == helperName {
 		os.Exit(runMountHelper(os.Args[1:], os.Stderr))
 	}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ckptfs/ckptfs/fusefs"
+	"github.com/ckptfs/ckptfs/internal/idle"
 	"github.com/ckptfs/ckptfs/internal/logsink"
 	"github.com/ckptfs/ckptfs/internal/metrics"
 	"github.com/ckptfs/ckptfs/manifest"
@@ -92,7 +93,13 @@ func Run(ctx context.Context, cfg Config) error {
 	// still had to report, and it seals what that commits.
 	sealCtx, stopSealing := context.WithCancel(context.WithoutCancel(ctx))
 	sealed := make(chan struct{})
-	go func() { defer close(sealed); p.recorder.Run(sealCtx) }()
+	go func() {
+		defer close(sealed)
+		if _, err := idle.Thread(); err != nil {
+			log.Debug("sealing at normal priority", "err", err)
+		}
+		p.recorder.Run(sealCtx)
+	}()
 
 	g, gctx := errgroup.WithContext(ctx)
 	var zkm *metrics.ZooKeeper

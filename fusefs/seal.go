@@ -15,6 +15,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
+	"github.com/ckptfs/ckptfs/internal/idle"
 	"github.com/ckptfs/ckptfs/manifest"
 )
 
@@ -189,8 +190,13 @@ func (r *reporter) close() {
 	<-r.done
 }
 
+// run delivers events on a thread of idle priority: reading back what
+// Flink wrote is not on Flink's path and must not take its CPU.
 func (r *reporter) run() {
 	defer close(r.done)
+	if _, err := idle.Thread(); err != nil {
+		r.log.Debug("reading back at normal priority", "err", err)
+	}
 	for {
 		r.mu.Lock()
 		for len(r.events) == 0 && !r.closed {

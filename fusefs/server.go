@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -20,6 +21,8 @@ type Server struct {
 	root       *node
 	fuse       *fuse.Server
 	mountPoint string
+	// conn is the FUSE connection's number in fusectl; 0 if unknown.
+	conn uint64
 
 	// transition serializes SetMode calls.
 	transition sync.Mutex
@@ -86,7 +89,11 @@ func Mount(cfg Config) (*Server, error) {
 	}
 	log.Info("mounted", "backing", backing, "mode", cfg.Mode.String(), "passthrough", fsys.passthrough.Load(),
 		"passthrough_writes", fsys.passthrough.Load() && cfg.PassthroughWrites)
-	return &Server{fsys: fsys, root: root, fuse: srv, mountPoint: mountPoint}, nil
+	var conn uint64
+	if ms, err := mountsAt(mountPoint); err == nil && len(ms) > 0 {
+		conn = ms[len(ms)-1].dev
+	}
+	return &Server{fsys: fsys, root: root, fuse: srv, mountPoint: mountPoint, conn: conn}, nil
 }
 
 // mountOptions are the go-fuse options of a mount of cfg: kernel
@@ -150,7 +157,16 @@ func (s *Server) MountPoint() string { return s.mountPoint }
 // the Sealer got everything reported. It fails with EBUSY while files on
 // the mount are open.
 func (s *Server) Unmount() error {
-	if err := s.fuse.Unmount(); err != nil {
+	done := make(chan error, 1)
+	go func() { done <- s.fuse.Unmount() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(orphanGrace):
+		s.abortOrphan()
+		err = <-done
+	}
+	if err != nil {
 		return fmt.Errorf("unmount %s: %w", s.mountPoint, err)
 	}
 	if s.fsys.reports != nil {
@@ -158,6 +174,28 @@ func (s *Server) Unmount() error {
 	}
 	s.fsys.log.Info("unmounted")
 	return nil
+}
+
+// orphanGrace is how long Unmount waits for the kernel to end the
+// connection once the mount is gone from this mount namespace.
+const orphanGrace = 2 * time.Second
+
+// abortOrphan ends the connection of a mount that is gone from this mount
+// namespace but still open: a copy of it in another mount namespace (one
+// made while it was mounted, with private propagation: a test's, or a
+// service's with PrivateTmp=) keeps the file system alive, so the kernel
+// never tells the serving goroutines that it ended, and the unmount would
+// wait for them as long as that namespace lives. The copy loses its
+// daemon either way once this process exits and closes /dev/fuse.
+func (s *Server) abortOrphan() {
+	if mounted, err := IsMounted(s.mountPoint); err != nil || mounted || s.conn == 0 {
+		return // still mounted here: Unmount is retrying, not waiting
+	}
+	s.fsys.log.Warn("unmounted here, but another mount namespace still holds the mount; ending its connection",
+		"connection", s.conn)
+	if err := abortConnection(s.conn); err != nil {
+		s.fsys.log.Error("ending the connection", "err", err)
+	}
 }
 
 // SyncSealer returns once the Sealer got everything the mount reported

@@ -50,7 +50,7 @@ func (d *mountProc) allLines() []string {
 // says it serves (CKPTFS_READY_FD). A daemon killed before that may still
 // hold a file open on its own mount (go-fuse's poll probe), and a process
 // exiting with such a file open waits forever for its own answer.
-func startMount(t *testing.T, args ...string) *mountProc {
+func startMount(t testing.TB, args ...string) *mountProc {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"mount", "--log-level", "debug"}, args...)...)
 	stderr, err := cmd.StderrPipe()
@@ -109,7 +109,7 @@ func startMount(t *testing.T, args ...string) *mountProc {
 	return d
 }
 
-func isFUSEMount(t *testing.T, dir string) bool {
+func isFUSEMount(t testing.TB, dir string) bool {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func isFUSEMount(t *testing.T, dir string) bool {
 	return false
 }
 
-func (d *mountProc) stop(t *testing.T) int {
+func (d *mountProc) stop(t testing.TB) int {
 	t.Helper()
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
@@ -136,7 +136,13 @@ func (d *mountProc) stop(t *testing.T) int {
 		}
 		return 0
 	case <-time.After(30 * time.Second):
-		t.Fatal("daemon did not stop")
+		// Its goroutines, in its log, say what it waits for.
+		d.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+		}
+		t.Fatal("daemon did not stop within 30 s of SIGTERM (its goroutines are in its log above)")
 		return -1
 	}
 }

@@ -4,6 +4,7 @@ package idle
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"unsafe"
 
@@ -18,6 +19,9 @@ import (
 func Thread() (tid int, err error) {
 	runtime.LockOSThread()
 	tid = unix.Gettid()
+	if os.Getenv("CKPTFS_EXPERIMENT_NO_IDLE") != "" {
+		return tid, nil
+	}
 	attr := unix.SchedAttr{Size: uint32(unsafe.Sizeof(unix.SchedAttr{})), Policy: unix.SCHED_IDLE}
 	if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
 		return tid, fmt.Errorf("idle: SCHED_IDLE for thread %d: %w", tid, err)

@@ -93,11 +93,14 @@ func Run(ctx context.Context, cfg Config) error {
 	// still had to report, and it seals what that commits.
 	sealCtx, stopSealing := context.WithCancel(context.WithoutCancel(ctx))
 	sealed := make(chan struct{})
+	sealing := make(chan *idle.Thread, 1)
 	go func() {
 		defer close(sealed)
-		if _, err := idle.Thread(); err != nil {
+		th, err := idle.Lower()
+		if err != nil {
 			log.Debug("sealing at normal priority", "err", err)
 		}
+		sealing <- th
 		p.recorder.Run(sealCtx)
 	}()
 
@@ -157,6 +160,8 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	<-unmounted
+	// What is left to seal now has a caller waiting for it.
+	(<-sealing).Restore()
 	stopSealing()
 	<-sealed
 	return err

@@ -45,6 +45,10 @@ type reporter struct {
 	readbacks int
 	// closed: no more events are accepted. GUARDED_BY(mu)
 	closed bool
+	// thread is the goroutine's idle-priority thread, back at normal
+	// priority once closed (what is left has someone waiting for it).
+	// GUARDED_BY(mu)
+	thread *idle.Thread
 	done   chan struct{}
 
 	buf []byte // read-back buffer; only the reporter goroutine uses it
@@ -186,7 +190,11 @@ func (r *reporter) close() {
 	r.mu.Lock()
 	r.closed = true
 	r.more.Broadcast()
+	th := r.thread
 	r.mu.Unlock()
+	if th != nil {
+		th.Restore()
+	}
 	<-r.done
 }
 
@@ -194,9 +202,16 @@ func (r *reporter) close() {
 // Flink wrote is not on Flink's path and must not take its CPU.
 func (r *reporter) run() {
 	defer close(r.done)
-	if _, err := idle.Thread(); err != nil {
+	th, err := idle.Lower()
+	if err != nil {
 		r.log.Debug("reading back at normal priority", "err", err)
 	}
+	r.mu.Lock()
+	r.thread = th
+	if r.closed {
+		th.Restore()
+	}
+	r.mu.Unlock()
 	for {
 		r.mu.Lock()
 		for len(r.events) == 0 && !r.closed {

@@ -244,3 +244,41 @@ func TestReadBack(t *testing.T) {
 		})
 	}
 }
+
+// TestReporterPriority: the reporter reads back at idle priority, and
+// drains what is left at normal priority once closed (someone waits).
+func TestReporterPriority(t *testing.T) {
+	dir := t.TempDir()
+	s := newBlockingSealer()
+	r := newReporter(s, slog.New(slog.DiscardHandler), &counters{})
+	f := tempFile(t, dir, 0)
+	if _, err := r.written("0", int(f.Fd()), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	<-s.entered
+	policy := func() uint32 {
+		r.mu.Lock()
+		th := r.thread
+		r.mu.Unlock()
+		a, err := unix.SchedGetAttr(th.TID(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Policy
+	}
+	if p := policy(); p != unix.SCHED_IDLE {
+		t.Errorf("reading back with policy %d, want SCHED_IDLE", p)
+	}
+	closed := make(chan struct{})
+	go func() { r.close(); close(closed) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for policy() != unix.SCHED_NORMAL {
+		if time.Now().After(deadline) {
+			t.Fatal("closing did not bring the reporter back to normal priority")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(s.release)
+	<-closed
+}

@@ -11,7 +11,7 @@
 // so it waits for the gaps between Flink's bursts instead.
 //
 // The Go runtime multiplexes goroutines over threads, so a scheduling
-// policy belongs to a thread, not to a goroutine: Thread locks the
+// policy belongs to a thread, not to a goroutine: Lower locks the
 // calling goroutine to its thread first, and never unlocks it. When the
 // goroutine returns, the runtime ends that thread rather than handing an
 // idle-priority thread to some FUSE request.

@@ -13,14 +13,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestThread: the goroutine's thread runs SCHED_IDLE, and ends with the
+// TestLower: the goroutine's thread runs SCHED_IDLE, and ends with the
 // goroutine rather than going back to the runtime's pool. The runtime
 // never ends the main thread (it wedges it, which runs nothing else
 // either), so several goroutines run at once and the ones on other
 // threads must see their thread end.
-func TestThread(t *testing.T) {
+func TestLower(t *testing.T) {
 	type result struct {
-		tid    int
+		thread *Thread
 		err    error
 		policy uint32
 	}
@@ -29,8 +29,8 @@ func TestThread(t *testing.T) {
 	release := make(chan struct{})
 	for range n {
 		go func() {
-			tid, err := Thread()
-			r := result{tid: tid, err: err}
+			th, err := Lower()
+			r := result{thread: th, err: err}
 			if a, err := unix.SchedGetAttr(0, 0); err == nil {
 				r.policy = a.Policy
 			}
@@ -39,16 +39,18 @@ func TestThread(t *testing.T) {
 		}()
 	}
 	var tids []int
+	var threads []*Thread
 	for range n {
 		r := <-got
+		threads = append(threads, r.thread)
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
 		if r.policy != unix.SCHED_IDLE {
-			t.Errorf("thread %d: policy %d, want SCHED_IDLE (%d)", r.tid, r.policy, unix.SCHED_IDLE)
+			t.Errorf("thread %d: policy %d, want SCHED_IDLE (%d)", r.thread.TID(), r.policy, unix.SCHED_IDLE)
 		}
-		if r.tid != os.Getpid() {
-			tids = append(tids, r.tid)
+		if r.thread.TID() != os.Getpid() {
+			tids = append(tids, r.thread.TID())
 		}
 	}
 	if len(tids) < n-1 {
@@ -56,6 +58,15 @@ func TestThread(t *testing.T) {
 	}
 	if a, err := unix.SchedGetAttr(unix.Gettid(), 0); err != nil || a.Policy == unix.SCHED_IDLE {
 		t.Errorf("the test's own thread: %+v, %v; want another policy", a, err)
+	}
+	// Restore, from this goroutine, brings the normal policy back.
+	for _, th := range threads {
+		if err := th.Restore(); err != nil {
+			t.Fatal(err)
+		}
+		if a, err := unix.SchedGetAttr(th.TID(), 0); err != nil || a.Policy != unix.SCHED_NORMAL {
+			t.Errorf("thread %d after Restore: %+v, %v; want SCHED_NORMAL", th.TID(), a, err)
+		}
 	}
 	close(release)
 	deadline := time.Now().Add(10 * time.Second)

@@ -90,7 +90,7 @@ bench: deps build
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 ./manifest/...
 	CKPTFS_REQUIRE_ZK=1 $(GO) test -run='^$$' -bench=. -count=1 ./zkbridge/
 	CKPTFS_REQUIRE_FUSE=1 $(GO) test -run='^$$' -bench=. -benchtime=3x -count=1 -timeout 45m ./fusefs/
-	CKPTFS_REQUIRE_FUSE=1 $(GO) test -run='^$$' -bench=CheckpointWrites -benchtime=1x -count=1 -v ./cmd/ckptfs/ | grep -v 'ckptfs: '
+	@bash -o pipefail -c "CKPTFS_REQUIRE_FUSE=1 $(GO) test -run='^$$' -bench=CheckpointWrites -benchtime=1x -count=1 -v ./cmd/ckptfs/ | grep -v 'ckptfs: '"
 
 # What ckptfs costs real Flink, as ratios within one run (mount against
 # the backing directory, replica mount against the plain replica): Flink's

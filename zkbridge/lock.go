@@ -62,10 +62,8 @@ func (b *Bridge) acquireLock(ctx context.Context, paths ckptfsPaths, op string, 
 	if err != nil {
 		return nil, err
 	}
-	var node string
-	err = b.zk.do(ctx, "create lock", func() (err error) {
-		node, err = b.zk.conn.CreateProtectedEphemeralSequential(join(parent, lockPrefix), data, b.zk.acl)
-		return err
+	node, err := retry(ctx, b.zk, "create lock", func() (string, error) {
+		return b.zk.conn.CreateProtectedEphemeralSequential(join(parent, lockPrefix), data, b.zk.acls.forPath(join(parent, lockPrefix)))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create takeover lock: %w", err)
@@ -139,12 +137,12 @@ func (b *Bridge) describeHolder(ctx context.Context, node string) string {
 // releaseLock deletes the lock node. Failing to is harmless: it vanishes
 // with the session.
 func (b *Bridge) releaseLock(l *takeoverLock) {
-	err := b.zk.do(context.Background(), "delete lock", func() error {
+	_, err := retry(context.Background(), b.zk, "delete lock", func() (struct{}, error) {
 		err := b.zk.conn.Delete(l.node, 0)
 		if errors.Is(err, zk.ErrNoNode) {
-			return nil
+			return struct{}{}, nil
 		}
-		return err
+		return struct{}{}, err
 	})
 	if err != nil && !errors.Is(err, ErrClosed) {
 		b.log.Warn("could not delete the takeover lock; it vanishes with the session", "znode", l.node, "err", err)

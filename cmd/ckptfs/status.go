@@ -124,8 +124,8 @@ func (f *zkFlags) open(ctx context.Context, cmd *cobra.Command, needSite bool) (
 	return zkbridge.New(ctx, cfg, zkbridge.NewSiteVerifier(v))
 }
 
-// commandContext ends on SIGINT or SIGTERM; ending it closes the
-// ZooKeeper connection, which stops whatever the command was doing.
+// commandContext ends on SIGINT or SIGTERM; ending it stops whatever
+// the command was doing.
 func commandContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 	parent := cmd.Context()
 	if parent == nil {

@@ -59,8 +59,8 @@ func (z *ZooKeeper) Session() zkbridge.Session {
 var errNoBridge = errors.New("no ZooKeeper connection yet")
 
 // Status reads the status report through the bridge, once there is one.
-// Its context must live as long as the bridge: a Bridge closes its
-// connection when the context of a call ends.
+// When its context ends it returns the context's error; the bridge's
+// connection stays.
 func (z *ZooKeeper) Status(ctx context.Context) (*zkbridge.StatusReport, error) {
 	b := z.bridge.Load()
 	if b == nil {

@@ -311,6 +311,7 @@ Exit status:
 		f.StringVar(&cfg.ClusterID, "cluster-id", "", "Flink's high-availability.cluster-id")
 		f.StringVar(&cfg.PathRoot, "path-root", cfg.PathRoot, "Flink's high-availability.zookeeper.path.root")
 		f.BoolVar(&cfg.Lease, "lease", false, "turn read-only when the ZooKeeper session is lost")
+		addConnectionSettings(f, &cfg.zkSettings)
 		f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz at `HOST:PORT` (for example 127.0.0.1:9477; default: not served)")
 		f.DurationVar(&cfg.LagInterval, "lag-interval", cfg.LagInterval, "how often the lag behind Flink's ZooKeeper pointers is computed for /metrics (with --zk)")
 	})

@@ -243,6 +243,12 @@ func (c *client) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession {
 		return
 	}
+	var log func()
+	defer func() {
+		if log != nil {
+			log()
+		}
+	}()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
@@ -251,12 +257,30 @@ func (c *client) onEvent(ev zk.Event) {
 		if !h.up {
 			if !h.since.IsZero() {
 				h.lastLost, h.lastRegained = h.since, now
+				outage, conn := now.Sub(h.since), c.conn
+				log = func() {
+					c.log.Info("ZooKeeper session established again", "session", fmt.Sprintf("0x%x", conn.SessionID()), "server", ev.Server, "outage", outage.Round(time.Millisecond).String())
+				}
 			}
 			h.up, h.since = true, now
 		}
 	} else if h.up && ev.State != zk.StateConnected {
 		h.up, h.since = false, now
 		h.losses++
+		session := c.session
+		log = func() {
+			c.log.Warn("ZooKeeper session lost: reconnecting", "session", fmt.Sprintf("0x%x", session), "server", ev.Server)
+		}
+	}
+	if ev.State == zk.StateExpired {
+		session := c.session
+		prev := log
+		log = func() {
+			if prev != nil {
+				prev()
+			}
+			c.log.Warn("ZooKeeper session expired: a new one replaces it; its ephemeral nodes and watches are gone", "session", fmt.Sprintf("0x%x", session))
+		}
 	}
 	switch ev.State {
 	case zk.StateHasSession:

@@ -50,6 +50,12 @@ type client struct {
 
 	closed atomic.Bool
 
+	// locksMu serializes creating takeover lock nodes with telling an
+	// orphan from a held one; locks: GUARDED_BY(locksMu), the lock nodes
+	// calls of this client hold (createLock).
+	locksMu sync.Mutex
+	locks   map[string]bool
+
 	mu sync.Mutex
 	// session: GUARDED_BY(mu). The current session id, 0 while none.
 	session int64
@@ -93,6 +99,7 @@ func dial(ctx context.Context, cfg *Config) (*client, error) {
 		retry:    cfg.RetryTimeout,
 		changed:  make(chan struct{}),
 		loginErr: map[string]error{},
+		locks:    map[string]bool{},
 	}
 	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
 		zk.WithLogger(zkLogger{cfg.Logger.With("component", "zk-client")}),

@@ -294,26 +294,32 @@ func TestIntegration_SecuredSASL(t *testing.T) {
 	}
 }
 
-// A TLS-only ensemble: ckptfs connects with the CA (and, with a client
-// certificate, has its x509 identity: its znodes are that identity's);
+// A TLS-only ensemble with an x509 super user, and Flink's znodes made
+// with creator ACLs by a JobManager of digest identity: ckptfs connects
+// with the CA, and anonymous it is refused; with the super user's client
+// certificate it takes over (its own znodes are that x509 identity's);
 // it refuses a server whose certificate it cannot verify, at once and
 // saying so.
 func TestIntegration_SecuredTLS(t *testing.T) {
-	c := zktest.StartCluster(t, 1, func(cfg *zktest.Config) { cfg.Security = &zktest.Security{TLS: true} })
+	c := zktest.StartCluster(t, 1, func(cfg *zktest.Config) {
+		cfg.Security = &zktest.Security{TLS: true, X509SuperUser: "CN=ckptfs-super"}
+	})
 	e := newEnv(t, c)
 	ca := c.CA()
-	jm, _ := e.startJM(flinkemu.Flink1_20, false, func(cfg *flinkemu.Config) { cfg.TLS = ca.ClientTLS(t, nil) })
-	jm.Close()
+	s, _ := newLagScenario(t, e, flinkemu.Flink1_20, false, func(cfg *flinkemu.Config) {
+		cfg.TLS, cfg.Digest, cfg.CreatorACL = ca.ClientTLS(t, nil), flinkUser+":"+flinkPassword, true
+	})
+	s.jm.Close()
 	ctx := testContext(t, time.Minute)
 
 	b := e.bridge("dc2", func(cfg *Config) { cfg.TLS = ca.ClientTLS(t, nil) })
-	if _, err := b.Status(ctx); err != nil {
-		t.Fatalf("status over TLS: %v", err)
-	}
-	cert := ca.Issue(t, "ckptfs")
+	_, err := b.Status(ctx)
+	requireNotAuthorized(t, "status over TLS without an identity", err, false)
+	cert := ca.Issue(t, "ckptfs-super")
 	bc := e.bridge("dc2", func(cfg *Config) { cfg.TLS = ca.ClientTLS(t, &cert) })
-	if _, err := bc.Takeover(ctx, TakeoverOptions{}); err != nil {
-		t.Fatalf("takeover over TLS: %v", err)
+	rep, err := bc.Takeover(ctx, TakeoverOptions{})
+	if err != nil || !slices.Equal(jobReport(t, rep, s.job).Retracted, []int64{5, 3}) {
+		t.Fatalf("takeover over TLS as the x509 super user: %+v, %v", rep, err)
 	}
 	want := []zk.ACL{{Perms: zk.PermAll, Scheme: "x509", ID: cert.Subject}, {Perms: zk.PermRead, Scheme: "world", ID: "anyone"}}
 	if got := aclOf(t, bc.Conn(), e.ckptfs+"/default/active-site"); !slices.Equal(got, want) {
@@ -323,7 +329,7 @@ func TestIntegration_SecuredTLS(t *testing.T) {
 	start := time.Now()
 	cfg := e.config("dc2")
 	cfg.TLS = zktest.NewCA(t, "another CA").ClientTLS(t, nil)
-	_, err := New(ctx, cfg, e.verifier())
+	_, err = New(ctx, cfg, e.verifier())
 	if err == nil || !strings.Contains(err.Error(), "does not verify against the configured CA") {
 		t.Fatalf("a server certificate of another CA: %v, want a verification error", err)
 	}

@@ -379,7 +379,11 @@ Exit status:
 			for _, k := range sortedEntryKeys(file.entries) {
 				fmt.Fprintf(w, "  %-22s line %-4d used by %s\n", k, file.entries[k].line, strings.Join(users[k], ", "))
 			}
-			for _, warning := range fileConnectionWarnings(file) {
+			warnings, identity := fileConnectionWarnings(file)
+			if identity != "" {
+				fmt.Fprintf(w, "ZooKeeper identity: %s (for zk-acl entries and ACLs naming ckptfs)\n", identity)
+			}
+			for _, warning := range warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "ckptfs: warning:", warning)
 			}
 			return nil

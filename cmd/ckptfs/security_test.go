@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -68,9 +69,12 @@ func TestConfigCheckWarnsAboutSecurity(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			os.Chmod(creds, tc.mode)
 			file := writeFile(t, dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml", tc.file)
-			_, stderr, code := ckptfs(t, "config", "check", "--config", file)
+			stdout, stderr, code := ckptfs(t, "config", "check", "--config", file)
 			if code != exitOK {
 				t.Fatalf("config check: exit %d, %s", code, stderr)
+			}
+			if id := "ZooKeeper identity: " + zk.DigestACL(zk.PermAll, "ckptfs", "pw")[0].Scheme + ":" + zk.DigestACL(zk.PermAll, "ckptfs", "pw")[0].ID; strings.Contains(tc.file, "zk-auth-file") != strings.Contains(stdout, id) {
+				t.Errorf("stdout %q: the identity line %q only with zk-auth-file", stdout, id)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(stderr, w) {
@@ -227,5 +231,39 @@ func TestIntegration_SecuredCLI(t *testing.T) {
 	_, stderr, code = ckptfs(t, append(args, zktest.NewCA(t, "other").CertFile)...)
 	if code != exitUsage || !strings.Contains(stderr, "does not verify against the configured CA") {
 		t.Errorf("status over TLS with another CA: exit %d, %s", code, stderr)
+	}
+}
+
+// The connection settings map onto zkbridge's configuration.
+func TestConnectionSettingsMapping(t *testing.T) {
+	dir := t.TempDir()
+	creds := writeFile(t, dir, "creds", "flink:pw\n")
+	ca := zktest.NewCA(t, "ca")
+	cert := ca.Issue(t, "ckptfs")
+	s := defaultZKSettings()
+	s.ZK, s.AuthFile, s.AuthScheme = "zk1:2181", creds, "sasl"
+	s.TLSCA, s.TLSCert, s.TLSKey = ca.CertFile, cert.CertFile, cert.KeyFile
+	s.SessionTimeout = 4 * time.Second
+	for _, tc := range []struct {
+		acl  []string
+		want []zk.ACL
+	}{
+		{nil, nil},
+		{[]string{"creator"}, zk.AuthACL(zk.PermAll)},
+		{[]string{"Open"}, zk.WorldACL(zk.PermAll)},
+		{[]string{"sasl:flink:cdrwa", "world:anyone:r"}, []zk.ACL{{Perms: zk.PermAll, Scheme: "sasl", ID: "flink"}, {Perms: zk.PermRead, Scheme: "world", ID: "anyone"}}},
+	} {
+		s.ACL = tc.acl
+		cfg, err := s.bridgeConfig(slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatalf("zk-acl %q: %v", tc.acl, err)
+		}
+		if !slices.Equal(cfg.ACL, tc.want) {
+			t.Errorf("zk-acl %q maps to %v, want %v", tc.acl, cfg.ACL, tc.want)
+		}
+		if cfg.Auth == nil || cfg.Auth.Scheme != "sasl" || cfg.Auth.User != "flink" || cfg.TLS == nil || len(cfg.TLS.Certificates) != 1 || cfg.TLS.RootCAs == nil ||
+			cfg.SessionTimeout != 4*time.Second || cfg.RetryTimeout != 12*time.Second {
+			t.Errorf("mapped: auth %+v, TLS %v, session %v, retry %v", cfg.Auth, cfg.TLS != nil, cfg.SessionTimeout, cfg.RetryTimeout)
+		}
 	}
 }

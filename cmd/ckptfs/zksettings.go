@@ -186,10 +186,11 @@ func (s *zkSettings) connectionWarnings() []string {
 }
 
 // fileConnectionWarnings are the connection warnings of a configuration
-// file that sets zk.
-func fileConnectionWarnings(file *configFile) []string {
+// file that sets zk, and the ZooKeeper identity its credentials give
+// ("" when none).
+func fileConnectionWarnings(file *configFile) (warnings []string, identity string) {
 	if _, ok := file.entries["zk"]; !ok {
-		return nil
+		return nil, ""
 	}
 	s := defaultZKSettings()
 	fs := pflag.NewFlagSet("connection", pflag.ContinueOnError)
@@ -199,7 +200,12 @@ func fileConnectionWarnings(file *configFile) []string {
 			setFlagFromYAML(f, e.value) // check refused bad values already
 		}
 	})
-	return s.connectionWarnings()
+	if s.AuthFile != "" {
+		if c, err := zkbridge.ReadCredentials(s.AuthFile, s.AuthScheme); err == nil {
+			identity = c.String()
+		}
+	}
+	return s.connectionWarnings(), identity
 }
 
 // zkFail is fail for an error of ZooKeeper; a refusal of ckptfs's

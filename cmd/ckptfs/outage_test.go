@@ -39,7 +39,8 @@ func daemonHealth(t *testing.T, addr string) metrics.Health {
 }
 
 // TestIntegration_DaemonSurvivesZooKeeperOutage (issue 18, item 3): every
-// server of a three-server ensemble that enforces authentication stops
+// server of a three-server ensemble that enforces authentication and
+// serves clients over TLS only stops
 // for longer than every timeout of the daemon (its session, 4s, and the
 // retry of its calls, 12s); meanwhile health says since when the session
 // is down and the replica receives a checkpoint whole. The servers start
@@ -53,7 +54,7 @@ func TestIntegration_DaemonSurvivesZooKeeperOutage(t *testing.T) {
 	const sessionTimeout = 4 * time.Second
 	const outage = 16 * time.Second // > the session timeout and the 12s retry
 	c := zktest.StartCluster(t, 3, func(cfg *zktest.Config) {
-		cfg.Security = &zktest.Security{EnforceAuth: []string{"digest"}}
+		cfg.Security = &zktest.Security{EnforceAuth: []string{"digest"}, TLS: true}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -63,7 +64,7 @@ func TestIntegration_DaemonSurvivesZooKeeperOutage(t *testing.T) {
 	os.MkdirAll(mnt, 0o755)
 	creds := writeFile(t, top, "zk-auth", "ckptfs:ckptfspw\n")
 	os.Chmod(creds, 0o600)
-	zkArgs := []string{"--zk", c.ConnectString(), "--cluster-id", "default", "--zk-auth-file", creds}
+	zkArgs := []string{"--zk", c.ConnectString(), "--cluster-id", "default", "--zk-auth-file", creds, "--zk-tls-ca", c.CA().CertFile}
 
 	// DC1 is active; its JobManager writes checkpoints, the replica lacks
 	// a file of the third; then DC1's Flink is gone.
@@ -71,7 +72,7 @@ func TestIntegration_DaemonSurvivesZooKeeperOutage(t *testing.T) {
 		t.Fatalf("first takeover of dc1: exit %d\n%s%s", code, out, stderr)
 	}
 	fcfg := flinkemu.DefaultConfig()
-	fcfg.Servers, fcfg.Storage, fcfg.Digest = c.Servers(), storage, "flink:flinkpw"
+	fcfg.Servers, fcfg.Storage, fcfg.Digest, fcfg.TLS = c.Servers(), storage, "flink:flinkpw", c.CA().ClientTLS(t, nil)
 	jm, err := flinkemu.Start(ctx, fcfg)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +97,7 @@ func TestIntegration_DaemonSurvivesZooKeeperOutage(t *testing.T) {
 		"--poll", "200ms", "--zk-session-timeout", sessionTimeout.String(), "--metrics-addr", "127.0.0.1:0"}, append(zkArgs, storage, mnt)...)...)
 	addr := d.metricsAddr(t)
 	url := "http://" + addr
-	observer := zktest.Connect(t, c.Servers(), zktest.WithDigest("ckptfs", "ckptfspw"))
+	observer := zktest.Connect(t, c.Servers(), zktest.WithDigest("ckptfs", "ckptfspw"), zktest.WithTLS(c.CA().ClientTLS(t, nil)))
 	marker := "/ckptfs/default/sites/dc2/jobs/" + job
 	markerID := func() int64 {
 		data, _, err := observer.Get(marker)

@@ -15,7 +15,8 @@ LDFLAGS := -X main.version=$(VERSION)
 FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDecode:600000 \
 	./manifest/flinkha:FuzzDecodeCompletedCheckpoint:400000 ./manifest/flinkha:FuzzDecodeStateHandle:600000 \
 	./manifest/flinkha:FuzzDecodeLeaderInfo:500000 ./manifest/flinkha:FuzzPathToURI:500000 \
-	./flinkconf:FuzzParse:150000
+	./flinkconf:FuzzParse:150000 ./flinkconf:FuzzParseMap:300000 \
+	./internal/zksasl:FuzzExchange:150000 ./internal/zksasl:FuzzDigestResponse:250000
 FUZZTIME ?= 10m
 
 .PHONY: all build deps flink chaos-flink harvest test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean

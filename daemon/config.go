@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,9 +43,13 @@ type Config struct {
 	Lease bool
 
 	// MetricsAddr is where /metrics and /healthz are served (HOST:PORT;
-	// empty: not served). LagInterval is how often the lag behind
-	// Flink's pointers is computed for them (with ZooKeeper).
+	// empty: not served; no host, :PORT, means loopback only). MetricsTLS,
+	// when set, serves them over TLS only (with ClientCAs set, only to
+	// clients with a certificate of those CAs). LagInterval is how often
+	// the lag behind Flink's pointers is computed for them (with
+	// ZooKeeper).
 	MetricsAddr string
+	MetricsTLS  *tls.Config
 	LagInterval time.Duration
 	// Version is reported in metrics.
 	Version string

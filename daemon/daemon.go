@@ -58,7 +58,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// Listen before mounting, so that a taken port fails the start.
 	var metricsLn net.Listener
 	if cfg.MetricsAddr != "" {
-		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+		if metricsLn, err = listenMetrics(cfg.MetricsAddr, cfg.MetricsTLS); err != nil {
 			return configErr(&FieldError{Field: "MetricsAddr", Err: err})
 		}
 		defer metricsLn.Close()

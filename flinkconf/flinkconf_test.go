@@ -317,5 +317,6 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		c.ZooKeeperHA()
+		c.ZooKeeperSecurity()
 	})
 }

@@ -46,6 +46,13 @@ type Backup struct {
 	Site        string    `json:"site"`
 	Epoch       int64     `json:"epoch"`
 	RetractedAt time.Time `json:"retracted_at"`
+	// ACL and LocksACL are the ACLs of the pointer and of its locks
+	// child (absent in older backups, which are restored with Flink's
+	// default ACL, open): the pointer is recreated with exactly them, so
+	// that Flink, whose ACL "creator" lets only its own identity in, can
+	// lock it again.
+	ACL      []ACL `json:"acl,omitempty"`
+	LocksACL []ACL `json:"locks_acl,omitempty"`
 }
 
 func (b *Backup) encode() ([]byte, error) { return json.Marshal(b) }

@@ -12,9 +12,11 @@ import (
 // one site: layout, liveness, pointers with their verdicts on this site,
 // markers, takeover and restore. It holds one ZooKeeper connection.
 //
-// ZooKeeper calls take no context: when the context of any method ends,
-// the Bridge closes its connection (every later call fails with
-// ErrClosed). Methods may be called concurrently.
+// When the context of a method ends, the method returns the context's
+// error; the connection stays (go-zookeeper calls take no context: the
+// call in flight is abandoned and ends by itself). The connection lives
+// until Close, across any outage of ZooKeeper and any session expiry.
+// Methods may be called concurrently.
 type Bridge struct {
 	cfg      Config
 	log      *slog.Logger

@@ -2,9 +2,11 @@ package zkbridge
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -12,10 +14,11 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/ckptfs/ckptfs/internal/zksasl"
 )
 
-// ErrClosed means the Bridge's connection was closed, by Close or because
-// the context of a call ended.
+// ErrClosed means the Bridge's connection was closed by Close.
 var ErrClosed = errors.New("zkbridge: connection closed")
 
 // errOutcomeUnknown wraps a write that may or may not have been applied:
@@ -24,23 +27,34 @@ var ErrClosed = errors.New("zkbridge: connection closed")
 var errOutcomeUnknown = errors.New("outcome unknown")
 
 // client is one ZooKeeper connection following docs/design.md §5.8: it
-// waits for a session after connecting, reports session changes (an
-// expired session means every ephemeral node and watch of ours is gone),
-// retries reads while it reconnects and never retries a write blindly.
+// waits for a session after connecting, authenticates every connection
+// before its first request, reports session changes (an expired session
+// means every ephemeral node and watch of ours is gone), retries reads
+// while it reconnects and never retries a write blindly.
 //
-// go-zookeeper calls take no context. A call blocks until its reply or
-// until the connection fails, which the client notices within 2/3 of the
-// session timeout; bind closes the connection when a context ends, which
-// fails every pending call with ErrClosed.
+// The connection lives until close: go-zookeeper reconnects by itself
+// after any outage and opens a new session after an expiry, and the
+// client keeps it. go-zookeeper calls take no context; a call whose
+// context ends is abandoned (await): the caller gets the context's error
+// at once, and the call ends by itself when its reply comes or the
+// connection fails, which go-zookeeper notices within 2/3 of the session
+// timeout. Nothing a context does closes the connection.
 type client struct {
 	// conn is set once by dial, under mu (the event callback reads it);
 	// read without mu after dial returns.
 	conn  *zk.Conn
-	acl   []zk.ACL
+	acls  aclPolicy
+	auth  *Credentials
 	log   *slog.Logger
 	retry time.Duration
 
 	closed atomic.Bool
+
+	// locksMu serializes creating takeover lock nodes with telling an
+	// orphan from a held one; locks: GUARDED_BY(locksMu), the lock nodes
+	// calls of this client hold (createLock).
+	locksMu sync.Mutex
+	locks   map[string]bool
 
 	mu sync.Mutex
 	// session: GUARDED_BY(mu). The current session id, 0 while none.
@@ -48,23 +62,51 @@ type client struct {
 	// expiries: GUARDED_BY(mu). Sessions the servers expired so far.
 	// INVARIANT: only grows.
 	expiries uint64
-	// changed: GUARDED_BY(mu). Closed and replaced on every session event.
+	// changed: GUARDED_BY(mu). Closed and replaced when a session is
+	// established or expires.
 	changed chan struct{}
+	// history: GUARDED_BY(mu). What happened to the session, for metrics
+	// and health.
+	history sessionHistory
+	// loginErr: GUARDED_BY(mu). Per server, why the last connection to it
+	// failed for good before a session (a certificate ckptfs cannot
+	// verify, a refused SASL login); removed when one succeeds.
+	loginErr map[string]error
 }
 
-// dial connects and waits until the client has a session.
+// sessionHistory is what happened to the client's session.
+type sessionHistory struct {
+	// up: a session is established now.
+	up bool
+	// since: when the current session was established, or when the last
+	// one was lost (zero before the first).
+	since time.Time
+	// losses counts the times a session was lost: its connection closed,
+	// every server unreachable, or it expired.
+	losses uint64
+	// lastLost and lastRegained bound the last outage that ended.
+	lastLost, lastRegained time.Time
+}
+
+// dial connects and waits until the client has a session, and, with
+// digest credentials, has added them (go-zookeeper re-sends them on every
+// later connection before its first request).
 func dial(ctx context.Context, cfg *Config) (*client, error) {
 	c := &client{
-		acl:     cfg.ACL,
-		log:     cfg.Logger,
-		retry:   cfg.RetryTimeout,
-		changed: make(chan struct{}),
+		acls:     newACLPolicy(cfg),
+		auth:     cfg.Auth,
+		log:      cfg.Logger,
+		retry:    cfg.RetryTimeout,
+		changed:  make(chan struct{}),
+		loginErr: map[string]error{},
+		locks:    map[string]bool{},
 	}
 	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
 		zk.WithLogger(zkLogger{cfg.Logger.With("component", "zk-client")}),
 		zk.WithLogInfo(false),
 		zk.WithEventCallback(c.onEvent),
-		zk.WithMaxBufferSize(cfg.MaxBufferSize))
+		zk.WithMaxBufferSize(cfg.MaxBufferSize),
+		zk.WithDialer(c.dialer(cfg)))
 	if err != nil {
 		return nil, fmt.Errorf("zkbridge: connect %s: %w", strings.Join(cfg.Servers, ","), err)
 	}
@@ -76,19 +118,131 @@ func dial(ctx context.Context, cfg *Config) (*client, error) {
 	for {
 		id, _, changed := c.sessionState()
 		if id != 0 {
-			c.log.Debug("zookeeper session established", "session", fmt.Sprintf("0x%x", id), "server", conn.Server())
-			return c, nil
+			break
+		}
+		if err := c.loginFailed(cfg.Servers); err != nil {
+			conn.Close()
+			return nil, err
 		}
 		select {
 		case <-changed:
+		case <-time.After(100 * time.Millisecond): // loginErr has no channel
 		case <-timer.C:
 			conn.Close()
-			return nil, fmt.Errorf("zkbridge: no ZooKeeper session with %s within %v", strings.Join(cfg.Servers, ","), cfg.ConnectTimeout)
+			msg := fmt.Sprintf("zkbridge: no ZooKeeper session with %s within %v", strings.Join(cfg.Servers, ","), cfg.ConnectTimeout)
+			if err := c.lastLoginErr(); err != nil {
+				return nil, fmt.Errorf("%s: %w", msg, err)
+			}
+			return nil, errors.New(msg)
 		case <-ctx.Done():
 			conn.Close()
 			return nil, ctx.Err()
 		}
 	}
+	if c.auth != nil && c.auth.Scheme == SchemeDigest {
+		_, err := retry(ctx, c, "authenticate as "+c.auth.String(), func() (struct{}, error) {
+			return struct{}{}, conn.AddAuth("digest", []byte(c.auth.User+":"+c.auth.Password))
+		})
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+	}
+	c.log.Debug("zookeeper session established", "session", fmt.Sprintf("0x%x", conn.SessionID()), "server", conn.Server(), "identity", c.identity())
+	return c, nil
+}
+
+// dialer opens go-zookeeper's connections: TCP, TLS when configured, and
+// with SASL credentials a zksasl connection that logs in before the
+// first request.
+func (c *client) dialer(cfg *Config) zk.Dialer {
+	tlsCfg := cfg.TLS
+	auth := cfg.Auth
+	saslTimeout := cfg.SessionTimeout
+	return func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		var conn net.Conn
+		var err error
+		if tlsCfg != nil {
+			tc := tlsCfg.Clone()
+			if tc.ServerName == "" {
+				if host, _, err := net.SplitHostPort(addr); err == nil {
+					tc.ServerName = host
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			conn, err = (&tls.Dialer{NetDialer: &net.Dialer{}, Config: tc}).DialContext(ctx, network, addr)
+			var verr *tls.CertificateVerificationError
+			if errors.As(err, &verr) {
+				err = fmt.Errorf("TLS with %s: the server's certificate does not verify against the configured CA: %w", addr, err)
+				c.setLoginErr(addr, err)
+			}
+		} else {
+			conn, err = net.DialTimeout(network, addr, timeout)
+		}
+		if err != nil || auth == nil || auth.Scheme != SchemeSASL {
+			return conn, err
+		}
+		return zksasl.Wrap(conn, auth.User, auth.Password, saslTimeout, func(err error) {
+			if err != nil {
+				err = fmt.Errorf("SASL DIGEST-MD5 login as %s with %s: %w", auth.User, addr, err)
+			}
+			c.setLoginErr(addr, err)
+		}), nil
+	}
+}
+
+func (c *client) setLoginErr(server string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		delete(c.loginErr, server)
+	} else {
+		c.loginErr[server] = err
+	}
+}
+
+// loginFailed returns an error when every server refused to let ckptfs
+// in: waiting longer cannot help.
+func (c *client) loginFailed(servers []string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, s := range servers {
+		err, ok := c.loginErr[s]
+		if !ok {
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	enforced := false
+	for _, e := range errs {
+		if errors.Is(e, zksasl.ErrRefused) {
+			enforced = true
+		}
+	}
+	if enforced {
+		return &AuthError{What: "log in", Identity: c.identity(), Enforced: true, Err: errors.Join(errs...)}
+	}
+	return fmt.Errorf("zkbridge: %w", errors.Join(errs...))
+}
+
+func (c *client) lastLoginErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, err := range c.loginErr {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// identity names who the client is to ZooKeeper, "" when anonymous.
+func (c *client) identity() string {
+	if c.auth == nil {
+		return ""
+	}
+	return c.auth.String()
 }
 
 // onEvent is go-zookeeper's event callback; it must not block.
@@ -96,10 +250,48 @@ func (c *client) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession {
 		return
 	}
+	var log func()
+	defer func() {
+		if log != nil {
+			log()
+		}
+	}()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := time.Now()
+	h := &c.history
+	if ev.State == zk.StateHasSession {
+		if !h.up {
+			if !h.since.IsZero() {
+				h.lastLost, h.lastRegained = h.since, now
+				outage, conn := now.Sub(h.since), c.conn
+				log = func() {
+					c.log.Info("ZooKeeper session established again", "session", fmt.Sprintf("0x%x", conn.SessionID()), "server", ev.Server, "outage", outage.Round(time.Millisecond).String())
+				}
+			}
+			h.up, h.since = true, now
+		}
+	} else if h.up && ev.State != zk.StateConnected {
+		h.up, h.since = false, now
+		h.losses++
+		session := c.session
+		log = func() {
+			c.log.Warn("ZooKeeper session lost: reconnecting", "session", fmt.Sprintf("0x%x", session), "server", ev.Server)
+		}
+	}
+	if ev.State == zk.StateExpired {
+		session := c.session
+		prev := log
+		log = func() {
+			if prev != nil {
+				prev()
+			}
+			c.log.Warn("ZooKeeper session expired: a new one replaces it; its ephemeral nodes and watches are gone", "session", fmt.Sprintf("0x%x", session))
+		}
+	}
 	switch ev.State {
 	case zk.StateHasSession:
+		delete(c.loginErr, ev.Server)
 		if c.conn != nil {
 			c.session = c.conn.SessionID()
 		}
@@ -133,13 +325,6 @@ func (c *client) close() {
 	}
 }
 
-// bind closes the connection when ctx ends, until the returned function
-// is called.
-func (c *client) bind(ctx context.Context) (unbind func()) {
-	stop := context.AfterFunc(ctx, c.close)
-	return func() { stop() }
-}
-
 // transient reports whether err comes from the connection rather than
 // from ZooKeeper's answer: the request may be retried (a read) or must be
 // verified (a write).
@@ -149,28 +334,61 @@ func transient(err error) bool {
 		errors.Is(err, zk.ErrSessionMoved)
 }
 
-// do runs op, and again while it fails transiently, until RetryTimeout.
-// Only reads and idempotent writes go through do.
-func (c *client) do(ctx context.Context, what string, op func() error) error {
+// result is one go-zookeeper call's outcome.
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// await runs op, one go-zookeeper call, and returns its result, or ctx's
+// error as soon as ctx ends: op is then abandoned and ends by itself
+// (see client). op must not write anything the caller reads.
+func await[T any](ctx context.Context, op func() (T, error)) (T, error) {
+	if ctx.Done() == nil {
+		return op()
+	}
+	if err := ctx.Err(); err != nil {
+		var zero T
+		return zero, err
+	}
+	ch := make(chan result[T], 1)
+	go func() {
+		v, err := op()
+		ch <- result[T]{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// retry runs op, and again while it fails transiently, until
+// RetryTimeout. Only reads and idempotent writes go through retry. A
+// refusal for want of authorization comes back as an *AuthError.
+func retry[T any](ctx context.Context, c *client, what string, op func() (T, error)) (T, error) {
 	deadline := time.Now().Add(c.retry)
 	backoff := 20 * time.Millisecond
+	var zero T
 	for {
 		if c.closed.Load() {
-			return ErrClosed
+			return zero, ErrClosed
 		}
-		err := op()
+		v, err := await(ctx, op)
 		if err == nil || !transient(err) {
-			return err
+			return v, c.explain(what, err)
 		}
 		if c.closed.Load() {
-			return ErrClosed
+			return zero, ErrClosed
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return zero, err
 		}
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
-			return fmt.Errorf("%s: %w (retried for %v)", what, err, c.retry)
+			return zero, fmt.Errorf("%s: %w (retried for %v)", what, err, c.retry)
 		}
 		_, _, changed := c.sessionState()
 		t := time.NewTimer(min(backoff, remaining))
@@ -184,60 +402,107 @@ func (c *client) do(ctx context.Context, what string, op func() error) error {
 	}
 }
 
-// get reads a znode; a missing one is (nil, nil, zk.ErrNoNode).
-func (c *client) get(ctx context.Context, path string) (data []byte, stat *zk.Stat, err error) {
-	err = c.do(ctx, "get "+path, func() error {
-		data, stat, err = c.conn.Get(path)
+// explain turns ZooKeeper's refusals of ckptfs's identity into an
+// *AuthError naming the operation and the identity.
+func (c *client) explain(what string, err error) error {
+	switch {
+	case err == nil, ctxErr(err):
 		return err
+	case errors.Is(err, zk.ErrNoAuth):
+		return &AuthError{What: what, Identity: c.identity(), Err: err}
+	case authRequired(err):
+		return &AuthError{What: what, Identity: c.identity(), Enforced: true, Err: err}
+	case errors.Is(err, zk.ErrInvalidACL):
+		return fmt.Errorf("%s: %w (an ACL naming the session's own identity, auth, needs credentials or a client certificate)", what, err)
+	}
+	return err
+}
+
+func ctxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// get reads a znode; a missing one is (nil, nil, zk.ErrNoNode).
+func (c *client) get(ctx context.Context, path string) ([]byte, *zk.Stat, error) {
+	type got struct {
+		data []byte
+		stat *zk.Stat
+	}
+	r, err := retry(ctx, c, "get "+path, func() (got, error) {
+		data, stat, err := c.conn.Get(path)
+		return got{data, stat}, err
 	})
-	return data, stat, err
+	return r.data, r.stat, err
+}
+
+// getACL reads a znode's ACL (ZooKeeper asks for read or admin
+// permission on it).
+func (c *client) getACL(ctx context.Context, path string) ([]zk.ACL, *zk.Stat, error) {
+	type got struct {
+		acl  []zk.ACL
+		stat *zk.Stat
+	}
+	r, err := retry(ctx, c, "get the ACL of "+path, func() (got, error) {
+		acl, stat, err := c.conn.GetACL(path)
+		return got{acl, stat}, err
+	})
+	return r.acl, r.stat, err
 }
 
 // children lists a znode's children, sorted, with the znode's stat.
-func (c *client) children(ctx context.Context, path string) (names []string, stat *zk.Stat, err error) {
-	err = c.do(ctx, "list "+path, func() error {
-		names, stat, err = c.conn.Children(path)
-		return err
+func (c *client) children(ctx context.Context, path string) ([]string, *zk.Stat, error) {
+	type got struct {
+		names []string
+		stat  *zk.Stat
+	}
+	r, err := retry(ctx, c, "list "+path, func() (got, error) {
+		names, stat, err := c.conn.Children(path)
+		return got{names, stat}, err
 	})
 	if err == nil {
-		slices.Sort(names)
+		slices.Sort(r.names)
 	}
-	return names, stat, err
+	return r.names, r.stat, err
 }
 
 // exists returns the znode's stat, or nil if it does not exist.
 func (c *client) exists(ctx context.Context, path string) (*zk.Stat, error) {
-	var ok bool
-	var stat *zk.Stat
-	err := c.do(ctx, "stat "+path, func() (err error) {
-		ok, stat, err = c.conn.Exists(path)
-		return err
+	stat, err := retry(ctx, c, "stat "+path, func() (*zk.Stat, error) {
+		ok, stat, err := c.conn.Exists(path)
+		if !ok {
+			stat = nil
+		}
+		return stat, err
 	})
-	if err != nil || !ok {
+	if err != nil {
 		return nil, err
 	}
 	return stat, nil
 }
 
 // existsW is exists with a watch; the channel fires once.
-func (c *client) existsW(ctx context.Context, path string) (stat *zk.Stat, ch <-chan zk.Event, err error) {
-	var ok bool
-	err = c.do(ctx, "watch "+path, func() (err error) {
-		ok, stat, ch, err = c.conn.ExistsW(path)
-		return err
+func (c *client) existsW(ctx context.Context, path string) (*zk.Stat, <-chan zk.Event, error) {
+	type got struct {
+		stat *zk.Stat
+		ch   <-chan zk.Event
+	}
+	r, err := retry(ctx, c, "watch "+path, func() (got, error) {
+		ok, stat, ch, err := c.conn.ExistsW(path)
+		if !ok {
+			stat = nil
+		}
+		return got{stat, ch}, err
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	if !ok {
-		stat = nil
-	}
-	return stat, ch, nil
+	return r.stat, r.ch, nil
 }
 
 // ensure creates path and its missing ancestors below stopAt (which must
-// exist or be "/") as persistent nodes with empty data. A node that exists
-// is fine, so a retry after an unknown outcome is safe.
+// exist or be "/") as persistent nodes with empty data and the ACL of
+// their place (aclPolicy). A node that exists is fine, so a retry after
+// an unknown outcome is safe.
 func (c *client) ensure(ctx context.Context, path string) error {
 	if path == "/" || path == "" {
 		return nil
@@ -254,11 +519,11 @@ func (c *client) ensure(ctx context.Context, path string) error {
 	return c.createIfAbsent(ctx, path, nil)
 }
 
-// createIfAbsent creates a persistent node unless one exists.
+// createIfAbsent creates a persistent node of ckptfs's with the ACL of
+// its place unless one exists.
 func (c *client) createIfAbsent(ctx context.Context, path string, data []byte) error {
-	err := c.do(ctx, "create "+path, func() error {
-		_, err := c.conn.Create(path, data, 0, c.acl)
-		return err
+	_, err := retry(ctx, c, "create "+path, func() (string, error) {
+		return c.conn.Create(path, data, 0, c.acls.forPath(path))
 	})
 	if errors.Is(err, zk.ErrNodeExists) {
 		return nil
@@ -266,9 +531,25 @@ func (c *client) createIfAbsent(ctx context.Context, path string, data []byte) e
 	return err
 }
 
+// set writes a znode's data once, by compare-and-set. A transient error
+// leaves the outcome unknown.
+func (c *client) set(ctx context.Context, path string, data []byte, version int32) (*zk.Stat, error) {
+	stat, err := await(ctx, func() (*zk.Stat, error) { return c.conn.Set(path, data, version) })
+	return stat, c.explain("set "+path, err)
+}
+
+// create creates a persistent node of ckptfs's once, with the ACL of its
+// place. A transient error leaves the outcome unknown.
+func (c *client) create(ctx context.Context, path string, data []byte) error {
+	_, err := await(ctx, func() (string, error) { return c.conn.Create(path, data, 0, c.acls.forPath(path)) })
+	return c.explain("create "+path, err)
+}
+
 // multi runs one transaction once. A connection failure makes its outcome
 // unknown (errOutcomeUnknown); a refusal returns the index of the first
-// failed operation and its error.
+// failed operation and its error. It takes no context: a multi is never
+// abandoned, so that its caller can decide its outcome; go-zookeeper
+// bounds it.
 func (c *client) multi(ops ...any) (failedOp int, err error) {
 	if c.closed.Load() {
 		return -1, ErrClosed
@@ -279,11 +560,14 @@ func (c *client) multi(ops ...any) (failedOp int, err error) {
 	}
 	for i, r := range resp {
 		if r.Error != nil {
-			return i, r.Error
+			return i, c.explain("transaction", r.Error)
 		}
 	}
 	if c.closed.Load() {
 		return -1, fmt.Errorf("%w: %w", errOutcomeUnknown, ErrClosed)
+	}
+	if !transient(err) {
+		return -1, c.explain("transaction", err)
 	}
 	return -1, fmt.Errorf("%w: %w", errOutcomeUnknown, err)
 }
@@ -318,12 +602,28 @@ type Session struct {
 	ID int64
 	// Expirations counts the sessions the servers expired so far.
 	Expirations uint64
+	// Losses counts the times the client lost its session: its
+	// connection closed or every server was unreachable (the session
+	// may have survived), or it expired.
+	Losses uint64
+	// Since is when the current session was established, or, while
+	// there is none, when the last one was lost; zero before the first.
+	Since time.Time
+	// LastLost and LastRegained bound the last outage that ended; zero
+	// before one did.
+	LastLost, LastRegained time.Time
+	// Identity is who ckptfs is to ZooKeeper ("" anonymous).
+	Identity string
 }
 
 // Session returns the connection's state now. It never blocks.
 func (b *Bridge) Session() Session {
 	id, expiries, _ := b.zk.sessionState()
-	s := Session{ID: id, Expirations: expiries}
+	b.zk.mu.Lock()
+	h := b.zk.history
+	b.zk.mu.Unlock()
+	s := Session{ID: id, Expirations: expiries, Losses: h.losses, Since: h.since,
+		LastLost: h.lastLost, LastRegained: h.lastRegained, Identity: b.zk.identity()}
 	switch st := b.zk.conn.State(); {
 	case b.zk.closed.Load():
 		s.State = SessionClosed

@@ -1,6 +1,7 @@
 package zkbridge
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -88,8 +89,21 @@ type Config struct {
 	// bounds what it sends anyway).
 	MaxBufferSize int
 
-	// ACL is given to every znode ckptfs creates (Flink's default ACL
-	// "open" is zk.WorldACL(zk.PermAll)).
+	// Auth are the credentials ckptfs authenticates with on every
+	// connection, before its first request; nil connects anonymously.
+	Auth *Credentials
+
+	// TLS, when set, connects over TLS (ZooKeeper's secureClientPort)
+	// and verifies the servers with it. A client certificate in it is
+	// ckptfs's identity to ZooKeeper's x509 provider.
+	TLS *tls.Config
+
+	// ACL is the ACL of the znodes ckptfs creates below CkptfsRoot
+	// (docs/deploy.md#security); active-site, the epoch, the markers and
+	// their parents get world read on top. Empty means: only the
+	// session's own identity (zk.AuthACL) when ckptfs authenticates, by
+	// Auth or a client certificate; everyone (zk.WorldACL, Flink's
+	// default "open") when it connects anonymously.
 	ACL []zk.ACL
 
 	// Logger receives structured logs with the keys site (added from
@@ -115,7 +129,6 @@ func DefaultConfig() Config {
 		MarkerJitter:        3 * time.Second,
 		MarkerRetryInterval: 5 * time.Second,
 		MaxBufferSize:       16 << 20,
-		ACL:                 zk.WorldACL(zk.PermAll),
 		Logger:              slog.New(slog.DiscardHandler),
 	}
 }
@@ -213,8 +226,13 @@ func (c *Config) Validate() error {
 	if c.MaxBufferSize < 64<<10 {
 		bad("MaxBufferSize", "%d is below 64 KiB", c.MaxBufferSize)
 	}
-	if len(c.ACL) == 0 {
-		bad("ACL", "empty")
+	if c.Auth != nil {
+		if _, err := ParseCredentials([]byte(c.Auth.User+":"+c.Auth.Password), c.Auth.Scheme); err != nil {
+			bad("Auth", "%w", err)
+		}
+	}
+	if err := c.checkACL(); err != nil {
+		bad("ACL", "%w", err)
 	}
 	if c.Logger == nil {
 		bad("Logger", "nil (use slog.New(slog.DiscardHandler) for none)")

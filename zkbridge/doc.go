@@ -70,9 +70,23 @@
 // takeover lock) and names the operation a refusal came from, so callers
 // branch on names and errors, never on positions. A session expiry loses
 // the takeover lock (the next write fails on the lock check) and makes
-// the Publisher resync everything. ZooKeeper calls take
-// no context: a Bridge closes its connection when the context of a call
-// ends.
+// the Publisher resync everything. go-zookeeper calls take no context:
+// a call whose context ends is abandoned, and the connection stays; it
+// lives until Close, and go-zookeeper reconnects it after any outage.
+//
+// # Identity and ACLs
+//
+// With Config.Auth, every connection authenticates before its first
+// request: digest credentials through go-zookeeper's AddAuth (which
+// re-sends them on every reconnect), SASL DIGEST-MD5 by the dialer
+// itself, on the connection, right after the connect response
+// (internal/zksasl). With Config.TLS, connections are TLS and the servers are
+// verified. A refusal by ZooKeeper (NoAuth, or a session closed because
+// the ensemble enforces authentication) is an *AuthError naming the
+// operation and ckptfs's identity. ckptfs's znodes get the configured
+// ACL, by default only ckptfs's identity, with world read added to
+// active-site, the epoch and the markers (aclPolicy); a backup records
+// the ACLs of what it removes, and RestorePruned puts them back.
 //
 // The Publisher is a level-triggered reconciler (consul's anti-entropy
 // shape): every pass recomputes each marker from the MarkerSource's full

@@ -354,7 +354,6 @@ func gensUpTo(hi Generation) []Generation {
 // Discover finds Flink's namespace, the generation of its layout and
 // every job, by listing: nothing is assumed about the version.
 func (b *Bridge) Discover(ctx context.Context) (*Layout, error) {
-	defer b.zk.bind(ctx)()
 	return b.discover(ctx)
 }
 

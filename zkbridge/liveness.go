@@ -88,7 +88,6 @@ func (l *Liveness) String() string {
 
 // Liveness reads the cluster's liveness now.
 func (b *Bridge) Liveness(ctx context.Context) (*Liveness, error) {
-	defer b.zk.bind(ctx)()
 	l, err := b.discover(ctx)
 	if err != nil {
 		return nil, err

@@ -62,11 +62,7 @@ func (b *Bridge) acquireLock(ctx context.Context, paths ckptfsPaths, op string, 
 	if err != nil {
 		return nil, err
 	}
-	var node string
-	err = b.zk.do(ctx, "create lock", func() (err error) {
-		node, err = b.zk.conn.CreateProtectedEphemeralSequential(join(parent, lockPrefix), data, b.zk.acl)
-		return err
-	})
+	node, err := b.zk.createLock(ctx, join(parent, lockPrefix), data)
 	if err != nil {
 		return nil, fmt.Errorf("create takeover lock: %w", err)
 	}
@@ -100,6 +96,14 @@ func (b *Bridge) acquireLock(ctx context.Context, paths ckptfsPaths, op string, 
 			b.log.Debug("takeover lock acquired", "znode", node)
 			return lock, nil
 		}
+		if orphan, err := b.zk.orphanLock(ctx, join(parent, pred)); err != nil {
+			b.releaseLock(lock)
+			return nil, err
+		} else if orphan {
+			b.log.Info("deleting a lock node of this session that a retried create left behind", "znode", join(parent, pred))
+			b.releaseLock(&takeoverLock{node: join(parent, pred)})
+			continue
+		}
 		holder := b.describeHolder(ctx, join(parent, pred))
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
@@ -127,6 +131,45 @@ func (b *Bridge) acquireLock(ctx context.Context, paths ckptfsPaths, op string, 
 	}
 }
 
+// createLock creates a protected ephemeral sequential lock node and
+// remembers it as one a call of this client holds. go-zookeeper retries
+// a protected create whose reply was lost under a new name when it cannot
+// list the first, which then stays, a node of our session that nobody
+// holds: left, it would make every later takeover of this client wait
+// for itself (a daemon's session lives for days).
+func (c *client) createLock(ctx context.Context, path string, data []byte) (string, error) {
+	c.locksMu.Lock()
+	defer c.locksMu.Unlock()
+	node, err := retry(ctx, c, "create lock", func() (string, error) {
+		return c.conn.CreateProtectedEphemeralSequential(path, data, c.acls.forPath(path))
+	})
+	if err == nil {
+		c.locks[node] = true
+	}
+	return node, err
+}
+
+// orphanLock reports whether node is a lock node of this client's session
+// that no call of the client holds.
+func (c *client) orphanLock(ctx context.Context, node string) (bool, error) {
+	c.locksMu.Lock()
+	defer c.locksMu.Unlock()
+	if c.locks[node] {
+		return false, nil
+	}
+	stat, err := c.exists(ctx, node)
+	if err != nil || stat == nil {
+		return false, err
+	}
+	return stat.EphemeralOwner == c.conn.SessionID(), nil
+}
+
+func (c *client) forgetLock(node string) {
+	c.locksMu.Lock()
+	defer c.locksMu.Unlock()
+	delete(c.locks, node)
+}
+
 func (b *Bridge) describeHolder(ctx context.Context, node string) string {
 	data, _, err := b.zk.get(ctx, node)
 	var h lockHolder
@@ -139,12 +182,13 @@ func (b *Bridge) describeHolder(ctx context.Context, node string) string {
 // releaseLock deletes the lock node. Failing to is harmless: it vanishes
 // with the session.
 func (b *Bridge) releaseLock(l *takeoverLock) {
-	err := b.zk.do(context.Background(), "delete lock", func() error {
+	defer b.zk.forgetLock(l.node)
+	_, err := retry(context.Background(), b.zk, "delete lock", func() (struct{}, error) {
 		err := b.zk.conn.Delete(l.node, 0)
 		if errors.Is(err, zk.ErrNoNode) {
-			return nil
+			return struct{}{}, nil
 		}
-		return err
+		return struct{}{}, err
 	})
 	if err != nil && !errors.Is(err, ErrClosed) {
 		b.log.Warn("could not delete the takeover lock; it vanishes with the session", "znode", l.node, "err", err)

@@ -101,15 +101,12 @@ func (p *Publisher) Stats() PublisherStats {
 
 // Sync runs one full pass now.
 func (p *Publisher) Sync(ctx context.Context) error {
-	defer p.b.zk.bind(ctx)()
 	return p.pass(ctx, true)
 }
 
-// Run publishes until ctx ends (and then closes the Bridge's connection,
-// since ZooKeeper calls cannot be cancelled otherwise) or the Bridge is
-// closed. It returns ctx.Err() or ErrClosed.
+// Run publishes until ctx ends or the Bridge is closed. It returns
+// ctx.Err() or ErrClosed.
 func (p *Publisher) Run(ctx context.Context) error {
-	defer p.b.zk.bind(ctx)()
 	_, expiries, _ := p.b.zk.sessionState()
 	full := true
 	nextFull := time.Now()
@@ -323,14 +320,16 @@ func (p *Publisher) write(ctx context.Context, path string, cur knownMarker, m M
 	var version int32
 	if cur.exists {
 		var stat *zk.Stat
-		stat, err = b.zk.conn.Set(path, data, cur.version)
+		stat, err = b.zk.set(ctx, path, data, cur.version)
 		if err == nil {
 			version = stat.Version
 		}
 	} else {
-		_, err = b.zk.conn.Create(path, data, 0, b.zk.acl)
+		err = b.zk.create(ctx, path, data)
 	}
 	switch {
+	case ctxErr(err):
+		return false, err
 	case err == nil:
 		p.mu.Lock()
 		p.known[m.JobID] = knownMarker{exists: true, marker: m, valid: true, version: version}
@@ -398,7 +397,6 @@ func (p *Publisher) forget(job string) {
 
 // ReadMarkers returns every site's marker of every job, by site and job.
 func (b *Bridge) ReadMarkers(ctx context.Context) (map[string]map[string]Marker, error) {
-	defer b.zk.bind(ctx)()
 	l, err := b.discover(ctx)
 	if err != nil {
 		return nil, err

@@ -58,7 +58,6 @@ func (b *Bridge) RestorePruned(ctx context.Context, opts RestoreOptions) (*Resto
 	if err := b.requireSite("restore-pruned"); err != nil {
 		return nil, err
 	}
-	defer b.zk.bind(ctx)()
 	l, err := b.discover(ctx)
 	if err != nil {
 		return nil, err
@@ -199,13 +198,14 @@ func (b *Bridge) restoreJob(ctx context.Context, paths ckptfsPaths, lock *takeov
 			jr.Restored = append(jr.Restored, id)
 			continue
 		}
+		pointerACL, locksACL := bk.restoreACLs()
 		ops := []txOp{
 			epochGuard(paths, ep),
 			lock.guard(),
-			{name: "pointer", op: &zk.CreateRequest{Path: bk.Znode, Data: bk.Data, Acl: b.zk.acl}},
+			{name: "pointer", op: &zk.CreateRequest{Path: bk.Znode, Data: bk.Data, Acl: pointerACL}},
 		}
 		if bk.HadLocks {
-			ops = append(ops, txOp{name: "locks child", op: &zk.CreateRequest{Path: join(bk.Znode, "locks"), Data: bk.LocksData, Acl: b.zk.acl}})
+			ops = append(ops, txOp{name: "locks child", op: &zk.CreateRequest{Path: join(bk.Znode, "locks"), Data: bk.LocksData, Acl: locksACL}})
 		}
 		ops = append(ops, txOp{name: "backup", op: &zk.DeleteRequest{Path: bpath, Version: bstat.Version}})
 		err = b.fencedMulti("restore "+bk.Znode, ops...)

@@ -74,7 +74,6 @@ type PointerStatus struct {
 // one, the lag, every site's marker; whether a JobManager is alive, the
 // active site and the epoch. It writes nothing.
 func (b *Bridge) Status(ctx context.Context) (*StatusReport, error) {
-	defer b.zk.bind(ctx)()
 	l, err := b.discover(ctx)
 	if err != nil {
 		return nil, err
@@ -191,7 +190,6 @@ func jobStatus(js *JobState) *JobStatus {
 // ActiveSite returns the site allowed to write ("" before any takeover)
 // and the epoch, for a mount's promotion and fencing (docs/design.md §4.4).
 func (b *Bridge) ActiveSite(ctx context.Context) (site string, epoch int64, err error) {
-	defer b.zk.bind(ctx)()
 	paths, err := b.clusterPaths(ctx)
 	if err != nil {
 		return "", 0, err

@@ -158,7 +158,6 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 	if err := b.requireSite("takeover"); err != nil {
 		return nil, err
 	}
-	defer b.zk.bind(ctx)()
 	l, err := b.discoverForTakeover(ctx)
 	if err != nil {
 		return nil, err
@@ -480,6 +479,11 @@ func (b *Bridge) retract(ctx context.Context, paths ckptfsPaths, lock *takeoverL
 	if p.Handle != nil {
 		bk.HAFile = p.Handle.URI
 	}
+	acl, locksACL, same, err := b.backupACLs(ctx, p)
+	if err != nil || !same {
+		return false, err
+	}
+	bk.ACL, bk.LocksACL = acl, locksACL
 	data, err := bk.encode()
 	if err != nil {
 		return false, err
@@ -488,7 +492,7 @@ func (b *Bridge) retract(ctx context.Context, paths ckptfsPaths, lock *takeoverL
 	old, oldStat, err := b.zk.get(ctx, backupPath)
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
-		ops = append(ops, txOp{name: "backup", op: &zk.CreateRequest{Path: backupPath, Data: data, Acl: b.zk.acl}})
+		ops = append(ops, txOp{name: "backup", op: &zk.CreateRequest{Path: backupPath, Data: data, Acl: b.zk.acls.forPath(backupPath)}})
 	case err != nil:
 		return false, err
 	default:
@@ -557,7 +561,7 @@ func (b *Bridge) activate(ctx context.Context, paths ckptfsPaths, lock *takeover
 	for attempt := 0; attempt < 5; attempt++ {
 		ops := []txOp{lock.guard(), epochBump(paths, ep, next)}
 		if activeStat == nil {
-			ops = append(ops, txOp{name: "active-site", op: &zk.CreateRequest{Path: paths.activeSite(), Data: site, Acl: b.zk.acl}})
+			ops = append(ops, txOp{name: "active-site", op: &zk.CreateRequest{Path: paths.activeSite(), Data: site, Acl: b.zk.acls.forPath(paths.activeSite())}})
 		} else {
 			ops = append(ops, txOp{name: "active-site", op: &zk.SetDataRequest{Path: paths.activeSite(), Data: site, Version: activeStat.Version}})
 		}

@@ -26,9 +26,9 @@ type lagScenario struct {
 	undo []func() // make the replica complete again, per broken file
 }
 
-func newLagScenario(t *testing.T, e *env, layout flinkemu.Layout, viaProxies bool) (*lagScenario, []*zktest.Proxy) {
+func newLagScenario(t *testing.T, e *env, layout flinkemu.Layout, viaProxies bool, modify ...func(*flinkemu.Config)) (*lagScenario, []*zktest.Proxy) {
 	t.Helper()
-	jm, proxies := e.startJM(layout, viaProxies)
+	jm, proxies := e.startJM(layout, viaProxies, modify...)
 	s := &lagScenario{jm: jm, job: flinkemu.NewJobID(), cps: map[int64]*flinkemu.Checkpoint{}}
 	if err := jm.SubmitJob(s.job); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/ckptfs/ckptfs/manifest"
 )
 
@@ -45,7 +47,11 @@ func TestConfigValidate(t *testing.T) {
 		{"jitter above interval", func(c *Config) { c.MarkerJitter = time.Hour }, "MarkerJitter"},
 		{"retry above interval", func(c *Config) { c.MarkerRetryInterval = time.Hour }, "MarkerRetryInterval"},
 		{"no logger", func(c *Config) { c.Logger = nil }, "Logger"},
-		{"no acl", func(c *Config) { c.ACL = nil }, "ACL"},
+		{"acl locks ckptfs out", func(c *Config) { c.ACL = zk.DigestACL(zk.PermAll, "someone", "else") }, "no full access"},
+		{"acl only reads", func(c *Config) { c.ACL = zk.WorldACL(zk.PermRead) }, "no full access"},
+		{"auth acl anonymous", func(c *Config) { c.ACL = zk.AuthACL(zk.PermAll) }, "connects anonymously"},
+		{"bad perms", func(c *Config) { c.ACL = []zk.ACL{{Perms: 0x40, Scheme: "world", ID: "anyone"}} }, "not a subset"},
+		{"bad credentials", func(c *Config) { c.Auth = &Credentials{Scheme: "kerberos", User: "u", Password: "p"} }, "Auth"},
 		{"unknown generation", func(c *Config) { c.FlinkVersion = 99 }, "FlinkVersion"},
 	}
 	for _, tc := range tests {

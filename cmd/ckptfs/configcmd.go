@@ -28,7 +28,7 @@ func newConfigCmd(checks settingsChecks) *cobra.Command {
 
 func newFromFlinkCmd() *cobra.Command {
 	var (
-		format, out, backing, site string
+		format, out, backing, site, authFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "from-flink [--backing DIR] [--site NAME] [-o yaml|json] PATH",
@@ -48,12 +48,22 @@ It derives:
   mountpoint             the local directory holding the checkpoint directory and
                          high-availability.storageDir (file: URIs only)
   map                    that directory's URI, mapped to --backing
+  flink-zk-acl           high-availability.zookeeper.client.acl, when creator
+  zk-auth-file           with --auth-file, when Flink authenticates by digest
+                         (high-availability.zookeeper.client.authorization, 1.20+)
 and each value's comment names the Flink key and line it came from, or says
 it is Flink's default. Deprecated keys are read in Flink's order. Flink's
 high availability must be ZooKeeper's.
 
 --backing is where this site mounts the NAS (or its replica); --site is
 this site's name. Without them the output says what to add.
+
+--auth-file FILE writes Flink's digest identity (user:password of
+high-availability.zookeeper.client.authorization) into FILE, mode 0600,
+and names it as zk-auth-file, so that ckptfs acts as Flink's identity on
+znodes Flink made with client.acl creator. The password is never printed.
+A Flink that authenticates by Kerberos or a JAAS file gets a note on what
+ckptfs needs instead.
 
 Exit status:
   0  configuration printed (warnings about lines Flink skips on stderr)
@@ -85,8 +95,15 @@ Exit status:
 			if err != nil {
 				return fail("%v", err)
 			}
+			sec, err := fc.ZooKeeperSecurity()
+			if err != nil {
+				return fail("%v", err)
+			}
 			d, err := deriveConfig(ha, backing, site)
 			if err != nil {
+				return fail("%s: %v", fc.Path, err)
+			}
+			if err := d.deriveSecurity(sec, authFile); err != nil {
 				return fail("%s: %v", fc.Path, err)
 			}
 			if out == "json" {
@@ -100,6 +117,7 @@ Exit status:
 	}
 	cmd.Flags().StringVar(&backing, "backing", "", "`DIR` where this site mounts the NAS or its replica")
 	cmd.Flags().StringVar(&site, "site", "", "this site's `NAME` (dc1, dc2, ...)")
+	cmd.Flags().StringVar(&authFile, "auth-file", "", "write Flink's digest credentials into `FILE` (mode 0600) and name it as zk-auth-file")
 	cmd.Flags().StringVar(&format, "format", "auto", "`FORMAT` of PATH: auto (by name), flink-conf or config")
 	cmd.Flags().StringVarP(&out, "output", "o", "yaml", "output format: yaml or json")
 	return cmd
@@ -310,6 +328,11 @@ which commands use each key. A setting a command requires but the file
 leaves out (mount's backing, takeover's site, ...) may still come from
 the command line or the environment: check does not require it.
 
+With zk, it warns (on stderr, exit status 0) when ckptfs would connect
+anonymously, so that every ZooKeeper client could write its znodes; when
+flink-zk-acl says Flink's znodes are its own identity's only and ckptfs
+has no credentials; and when zk-auth-file is readable by others.
+
 Exit status:
   0  the file is valid
   3  it is not, or cannot be read`,
@@ -355,6 +378,13 @@ Exit status:
 			fmt.Fprintf(w, "%s: %d keys, valid\n", file.path, len(file.entries))
 			for _, k := range sortedEntryKeys(file.entries) {
 				fmt.Fprintf(w, "  %-22s line %-4d used by %s\n", k, file.entries[k].line, strings.Join(users[k], ", "))
+			}
+			warnings, identity := fileConnectionWarnings(file)
+			if identity != "" {
+				fmt.Fprintf(w, "ZooKeeper identity: %s (for zk-acl entries and ACLs naming ckptfs)\n", identity)
+			}
+			for _, warning := range warnings {
+				fmt.Fprintln(cmd.ErrOrStderr(), "ckptfs: warning:", warning)
 			}
 			return nil
 		},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/fusefs"
 	"github.com/ckptfs/ckptfs/internal/metrics"
+	"github.com/ckptfs/ckptfs/internal/tlsconf"
 )
 
 // exitUnhealthy is health's answer when a check failed.
@@ -32,6 +33,7 @@ func newHealthCmd(checks settingsChecks) *cobra.Command {
 		timeout    time.Duration
 		maxLag     int64
 		maxLagTime time.Duration
+		tlsFiles   [3]string // CA, client certificate, client key
 	)
 	cmd := &cobra.Command{
 		Use:   "health [--mountpoint P] [--metrics-url URL] [--timeout D] [--max-lag N] [--max-lag-time D]",
@@ -42,10 +44,15 @@ func newHealthCmd(checks settingsChecks) *cobra.Command {
     reaches the daemon) within --timeout: a daemon that died leaves a
     mount that answers ENOTCONN; a hung one never answers, and health
     gives up after --timeout;
-  - with --metrics-url (the daemon's --metrics-addr): the daemon answers
-    /healthz, its verification passes keep finishing, its ZooKeeper
-    session is up (with --zk), and the lag behind Flink's newest pointer
-    is at most --max-lag checkpoints and --max-lag-time.
+  - with --metrics-url (the daemon's --metrics-addr; https:// when the
+    daemon serves TLS, verified with --metrics-tls-ca, and with a client
+    certificate when it asks for one): the daemon answers /healthz, its
+    verification passes keep finishing, its ZooKeeper session is up (with
+    --zk; how long it has been down otherwise), and the lag behind Flink's
+    newest pointer is at most --max-lag checkpoints and --max-lag-time.
+
+Lines starting "note:" say what is over, such as the last ZooKeeper
+outage: how long it lasted and when it ended.
 
 Without --mountpoint, the mount point the daemon reports is checked.
 Settings come from flags, then CKPTFS_<FLAG>, then the YAML file of
@@ -67,14 +74,19 @@ Exit status:
 			if cmd.Flags().Changed("max-lag-time") {
 				th.MaxLagSeconds = maxLagTime.Seconds()
 			}
-			var problems, passed []string
+			var problems, passed, notes []string
 			if metricsURL != "" {
-				h, err := fetchHealth(cmd.Context(), metricsURL, th, timeout)
+				client, err := healthClient(tlsFiles)
+				if err != nil {
+					return fail("%v", err)
+				}
+				h, err := fetchHealth(cmd.Context(), client, metricsURL, th, timeout)
 				switch {
 				case err != nil:
 					problems = append(problems, "daemon: "+err.Error())
 				default:
 					problems = append(problems, h.Problems...)
+					notes = h.Notes
 					if len(h.Problems) == 0 {
 						passed = append(passed, "daemon healthy")
 					}
@@ -94,19 +106,27 @@ Exit status:
 			for _, p := range problems {
 				fmt.Fprintln(w, p)
 			}
+			if len(problems) == 0 {
+				fmt.Fprintln(w, "ok:", strings.Join(passed, "; "))
+			}
+			for _, n := range notes {
+				fmt.Fprintln(w, "note:", n)
+			}
 			if len(problems) > 0 {
 				return exitWith(exitUnhealthy)
 			}
-			fmt.Fprintln(w, "ok:", strings.Join(passed, "; "))
 			return nil
 		},
 	}
 	addSettings(cmd, func(f *pflag.FlagSet) {
 		f.StringVar(&mountPoint, "mountpoint", "", "the mount `PATH` to stat (default: the one the daemon reports)")
-		f.StringVar(&metricsURL, "metrics-url", "", "the daemon's metrics endpoint, `URL` http://HOST:PORT of its --metrics-addr")
+		f.StringVar(&metricsURL, "metrics-url", "", "the daemon's metrics endpoint, `URL` http://HOST:PORT (https:// with TLS) of its --metrics-addr")
 		f.DurationVar(&timeout, "timeout", 5*time.Second, "how long the mount and the daemon may take to answer")
 		f.Int64Var(&maxLag, "max-lag", 0, "most checkpoints ZooKeeper's newest pointer may be ahead of this site (default: not checked)")
 		f.DurationVar(&maxLagTime, "max-lag-time", 0, "most `TIME` the newest checkpoint complete here may be behind ZooKeeper's newest (default: not checked)")
+		f.StringVar(&tlsFiles[0], "metrics-tls-ca", "", "verify an https metrics-url against the CA certificates in `FILE` (PEM; default: the system's)")
+		f.StringVar(&tlsFiles[1], "metrics-tls-client-cert", "", "client certificate `FILE` (PEM) for a daemon with metrics-tls-client-ca")
+		f.StringVar(&tlsFiles[2], "metrics-tls-client-key", "", "the key `FILE` (PEM) of metrics-tls-client-cert")
 	})
 	checks[cmd] = func() error {
 		var errs []error
@@ -130,9 +150,26 @@ Exit status:
 		} else if lag {
 			errs = append(errs, missingSetting("metrics-url", "max-lag and max-lag-time need metrics-url: the daemon knows the lag"))
 		}
+		if _, err := healthClient(tlsFiles); err != nil {
+			errs = append(errs, badSetting("metrics-tls-ca", "metrics-tls-ca, metrics-tls-client-cert, metrics-tls-client-key: %w", err))
+		}
 		return errors.Join(errs...)
 	}
 	return cmd
+}
+
+// healthClient is the HTTP client of health: the default, or one that
+// verifies the daemon with the CA of files[0] and presents the client
+// certificate of files[1] and files[2].
+func healthClient(files [3]string) (*http.Client, error) {
+	if files == [3]string{} {
+		return http.DefaultClient, nil
+	}
+	tc, err := tlsconf.Client(files[0], files[1], files[2])
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}, nil
 }
 
 // healthURL is the /healthz of the daemon whose metrics endpoint is base.
@@ -146,7 +183,7 @@ func healthURL(base string) (*url.URL, error) {
 
 // fetchHealth asks the daemon's /healthz. A 503 carries the daemon's
 // problems and is no error.
-func fetchHealth(ctx context.Context, base string, th metrics.Thresholds, timeout time.Duration) (*metrics.Health, error) {
+func fetchHealth(ctx context.Context, client *http.Client, base string, th metrics.Thresholds, timeout time.Duration) (*metrics.Health, error) {
 	u, err := healthURL(base)
 	if err != nil {
 		return nil, err
@@ -168,7 +205,7 @@ func fetchHealth(ctx context.Context, base string, th metrics.Thresholds, timeou
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return nil, fmt.Errorf("%s did not answer within %v", u.Redacted(), timeout)

@@ -19,6 +19,7 @@ import (
 	"github.com/ckptfs/ckptfs/daemon"
 	"github.com/ckptfs/ckptfs/fusefs"
 	"github.com/ckptfs/ckptfs/internal/logsink"
+	"github.com/ckptfs/ckptfs/internal/tlsconf"
 	"github.com/ckptfs/ckptfs/manifest"
 )
 
@@ -54,6 +55,9 @@ type mountConfig struct {
 	// Flink's pointers is computed for them (with ZK).
 	MetricsAddr string
 	LagInterval time.Duration
+	// MetricsTLSCert and MetricsTLSKey serve them over TLS;
+	// MetricsTLSClientCA then asks clients for a certificate of its CAs.
+	MetricsTLSCert, MetricsTLSKey, MetricsTLSClientCA string
 }
 
 func defaultMountConfig() mountConfig {
@@ -160,6 +164,13 @@ func (c *mountConfig) daemonConfig(log *slog.Logger, sink *logsink.Sink) (daemon
 	d.Mount.Mode, _ = fusefs.ParseMode(c.Mode)
 	d.Mount.AllowOther, d.Mount.Passthrough, d.Mount.Debug = c.AllowOther, c.Passthrough, c.Debug
 	d.Lease, d.MetricsAddr, d.LagInterval, d.Version = c.Lease, c.MetricsAddr, c.LagInterval, version
+	if c.MetricsTLSCert != "" || c.MetricsTLSKey != "" || c.MetricsTLSClientCA != "" {
+		tc, err := tlsconf.Server(c.MetricsTLSCert, c.MetricsTLSKey, c.MetricsTLSClientCA)
+		if err != nil {
+			errs = append(errs, badSetting("metrics-tls-cert", "metrics-tls-cert, metrics-tls-key, metrics-tls-client-ca: %w", err))
+		}
+		d.MetricsTLS = tc
+	}
 	d.Logger, d.Log = log, sink
 	errs = append(errs, daemonSettingErrors(d.Validate()))
 	return d, errors.Join(errs...)
@@ -311,7 +322,11 @@ Exit status:
 		f.StringVar(&cfg.ClusterID, "cluster-id", "", "Flink's high-availability.cluster-id")
 		f.StringVar(&cfg.PathRoot, "path-root", cfg.PathRoot, "Flink's high-availability.zookeeper.path.root")
 		f.BoolVar(&cfg.Lease, "lease", false, "turn read-only when the ZooKeeper session is lost")
-		f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz at `HOST:PORT` (for example 127.0.0.1:9477; default: not served)")
+		addConnectionSettings(f, &cfg.zkSettings)
+		f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz at `HOST:PORT` (:9477 listens on loopback only; 0.0.0.0:9477 on every interface; default: not served)")
+		f.StringVar(&cfg.MetricsTLSCert, "metrics-tls-cert", "", "serve metrics-addr over TLS with the certificate in `FILE` (PEM)")
+		f.StringVar(&cfg.MetricsTLSKey, "metrics-tls-key", "", "the key `FILE` (PEM) of metrics-tls-cert")
+		f.StringVar(&cfg.MetricsTLSClientCA, "metrics-tls-client-ca", "", "with metrics-tls-cert, serve only clients with a certificate of the CAs in `FILE` (PEM)")
 		f.DurationVar(&cfg.LagInterval, "lag-interval", cfg.LagInterval, "how often the lag behind Flink's ZooKeeper pointers is computed for /metrics (with --zk)")
 	})
 	return cmd

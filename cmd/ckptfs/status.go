@@ -43,6 +43,7 @@ func (f *zkFlags) add(cmd *cobra.Command) {
 		fl.StringVar(&f.zk.FlinkVersion, "flink-version", "", "Flink `VERSION` (for example 1.14 or 1.17) when ZooKeeper does not tell")
 		fl.StringArrayVar(&f.zk.CheckpointsDirs, "checkpoints-dir", nil, "Flink's state.checkpoints.dir as a `URI` Flink writes, to find checkpoints no pointer names (repeatable)")
 		fl.DurationVar(&f.zk.FlinkSessionTimeout, "flink-session-timeout", f.zk.FlinkSessionTimeout, "Flink's high-availability.zookeeper.client.session-timeout: how long a dead JobManager's nodes may stay")
+		addConnectionSettings(fl, &f.zk)
 		fl.StringVar(&f.logFormat, "log-format", "text", "format of the log on stderr: text or json")
 	})
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log what is done on stderr")
@@ -124,8 +125,8 @@ func (f *zkFlags) open(ctx context.Context, cmd *cobra.Command, needSite bool) (
 	return zkbridge.New(ctx, cfg, zkbridge.NewSiteVerifier(v))
 }
 
-// commandContext ends on SIGINT or SIGTERM; ending it closes the
-// ZooKeeper connection, which stops whatever the command was doing.
+// commandContext ends on SIGINT or SIGTERM; ending it stops whatever
+// the command was doing.
 func commandContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 	parent := cmd.Context()
 	if parent == nil {
@@ -162,12 +163,12 @@ Exit status:
 			defer cancel()
 			b, err := zf.open(ctx, cmd, false)
 			if err != nil {
-				return fail("%v", err)
+				return zkFail(err)
 			}
 			defer b.Close()
 			rep, err := b.Status(ctx)
 			if err != nil {
-				return fail("%v", err)
+				return zkFail(err)
 			}
 			if out == "json" {
 				return writeJSON(cmd.OutOrStdout(), rep)

@@ -64,7 +64,7 @@ Exit status:
 			defer cancel()
 			b, err := zf.open(ctx, cmd, true)
 			if err != nil {
-				result := fail("%v", err)
+				result := zkFail(err)
 				if !dryRun {
 					zf.record(cmd, takeoverActions(nil, err), result)
 				}
@@ -188,7 +188,7 @@ Exit status:
 			defer cancel()
 			b, err := zf.open(ctx, cmd, true)
 			if err != nil {
-				result := fail("%v", err)
+				result := zkFail(err)
 				if !dryRun {
 					zf.record(cmd, restoreActions(nil, err), result)
 				}
@@ -245,7 +245,7 @@ func commandResult(err error) error {
 	case errors.Is(err, zkbridge.ErrJobManagerAlive):
 		return &exitError{code: exitAlive, err: err}
 	case err != nil:
-		return fail("%v", err)
+		return zkFail(err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha1"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/ckptfs/ckptfs/internal/zksasl"
 	"github.com/ckptfs/ckptfs/manifest/flinkha"
 )
 
@@ -76,6 +78,21 @@ type Config struct {
 	BeforeStep func(Step) error
 	// Logger, if set, receives the ZooKeeper client's messages.
 	Logger *slog.Logger
+	// Digest, SASL and TLS give the JobManager the ZooKeeper identity a
+	// Flink JobManager can have: Digest is user:password added to every
+	// session before its first request, as Curator adds Flink 1.20's
+	// high-availability.zookeeper.client.authorization
+	// (digest:'user:password'); SASL is user:password logged in by SASL
+	// DIGEST-MD5, as a JAAS DigestLoginModule in Flink's Client section
+	// does; TLS connects to a secureClientPort with it. CreatorACL
+	// creates every znode with the ACL of Flink's
+	// high-availability.zookeeper.client.acl: creator (Flink's
+	// SecureAclProvider: ZooDefs.Ids.CREATOR_ALL_ACL), which lets only
+	// the creating identity do anything with it, even read.
+	Digest     string
+	SASL       string
+	TLS        *tls.Config
+	CreatorACL bool
 }
 
 // DefaultConfig returns a 1.20 JobManager of cluster "default" under
@@ -122,10 +139,39 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("flinkemu: release %s is not of the %s layout", c.Release, c.Layout))
 		}
 	}
+	for _, id := range []string{c.Digest, c.SASL} {
+		if u, p, ok := strings.Cut(id, ":"); id != "" && (!ok || u == "" || p == "") {
+			errs = append(errs, errors.New("flinkemu: Digest and SASL are user:password"))
+		}
+	}
 	if c.Address != "" && net.ParseIP(c.Address) == nil {
 		errs = append(errs, fmt.Errorf("flinkemu: Address %q is not an IP address", c.Address))
 	}
 	return errors.Join(errs...)
+}
+
+// dialer connects as Flink's ZooKeeper client would: over TLS when
+// configured, logged in by SASL DIGEST-MD5 when configured.
+func (c *Config) dialer() zk.Dialer {
+	tlsCfg, sasl := c.TLS, c.SASL
+	return func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		var conn net.Conn
+		var err error
+		if tlsCfg != nil {
+			tc := tlsCfg.Clone()
+			if host, _, herr := net.SplitHostPort(addr); herr == nil && tc.ServerName == "" {
+				tc.ServerName = host
+			}
+			conn, err = (&tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: tc}).Dial(network, addr)
+		} else {
+			conn, err = net.DialTimeout(network, addr, timeout)
+		}
+		if err != nil || sasl == "" {
+			return conn, err
+		}
+		user, password, _ := strings.Cut(sasl, ":")
+		return zksasl.Wrap(conn, user, password, 10*time.Second, nil), nil
+	}
 }
 
 // Namespace is the Flink namespace <path.root>/<cluster-id>.
@@ -244,7 +290,10 @@ func Start(ctx context.Context, cfg Config) (*JobManager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout, zk.WithEventCallback(onEvent), zk.WithLogger(slogPrintf{log}))
+	if cfg.CreatorACL {
+		jm.acl = zk.AuthACL(zk.PermAll)
+	}
+	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout, zk.WithEventCallback(onEvent), zk.WithLogger(slogPrintf{log}), zk.WithDialer(cfg.dialer()))
 	if err != nil {
 		return nil, err
 	}
@@ -257,6 +306,12 @@ func Start(ctx context.Context, cfg Config) (*JobManager, error) {
 	case <-time.After(30 * time.Second):
 		conn.Close()
 		return nil, errors.New("flinkemu: no ZooKeeper session within 30s")
+	}
+	if cfg.Digest != "" {
+		if err := conn.AddAuth("digest", []byte(cfg.Digest)); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("flinkemu: addauth digest: %w", err)
+		}
 	}
 	// The ResourceManager and the Dispatcher are made before any
 	// JobMaster: resourcemanager_0 and dispatcher_1, as in the harvests.

@@ -1,13 +1,17 @@
 package zktest
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/ckptfs/ckptfs/internal/zksasl"
 )
 
 // DefaultSessionTimeout is the session timeout Connect requests unless told
@@ -22,6 +26,9 @@ type Client struct {
 
 	proxies []*Proxy
 	log     *testLog
+	// security are the options that authenticate (for ExpireSession's
+	// observer).
+	security []ConnectOption
 
 	mu      sync.Mutex
 	events  []zk.Event    // GUARDED_BY(mu): session events in order
@@ -36,6 +43,66 @@ type connectConfig struct {
 	waitTimeout    time.Duration
 	viaProxies     bool
 	zkOptions      []func(*zk.Conn)
+	// digest is user:password to add (addauth digest) once connected.
+	digest string
+	// saslUser and saslPassword log every connection in with SASL
+	// DIGEST-MD5.
+	saslUser, saslPassword string
+	tls                    *tls.Config
+	security               []ConnectOption
+}
+
+// WithDigest authenticates the client as user with password by
+// ZooKeeper's digest scheme (addauth digest user:password), before
+// Connect returns; go-zookeeper adds it again on every reconnect.
+func WithDigest(user, password string) ConnectOption {
+	return func(c *connectConfig) {
+		c.digest = user + ":" + password
+		c.security = append(c.security, WithDigest(user, password))
+	}
+}
+
+// WithSASL logs every connection of the client in as user with password
+// by SASL DIGEST-MD5 (internal/zksasl), before its first request.
+func WithSASL(user, password string) ConnectOption {
+	return func(c *connectConfig) {
+		c.saslUser, c.saslPassword = user, password
+		c.security = append(c.security, WithSASL(user, password))
+	}
+}
+
+// WithTLS connects over TLS with cfg (for a cluster whose clients must
+// use TLS: Cluster.CA().ClientTLS).
+func WithTLS(cfg *tls.Config) ConnectOption {
+	return func(c *connectConfig) {
+		c.tls = cfg
+		c.security = append(c.security, WithTLS(cfg))
+	}
+}
+
+// dialer is go-zookeeper's dialer for cfg's TLS and SASL, nil for
+// plain TCP.
+func (cfg *connectConfig) dialer() zk.Dialer {
+	if cfg.tls == nil && cfg.saslUser == "" {
+		return nil
+	}
+	return func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		var conn net.Conn
+		var err error
+		if cfg.tls != nil {
+			tc := cfg.tls.Clone()
+			if host, _, herr := net.SplitHostPort(addr); herr == nil && tc.ServerName == "" {
+				tc.ServerName = host
+			}
+			conn, err = (&tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: tc}).Dial(network, addr)
+		} else {
+			conn, err = net.DialTimeout(network, addr, timeout)
+		}
+		if err != nil || cfg.saslUser == "" {
+			return conn, err
+		}
+		return zksasl.Wrap(conn, cfg.saslUser, cfg.saslPassword, 10*time.Second, nil), nil
+	}
 }
 
 // WithSessionTimeout sets the session timeout the client requests; the
@@ -76,7 +143,7 @@ func Connect(t testing.TB, servers []string, opts ...ConnectOption) *Client {
 	if len(servers) == 0 {
 		t.Fatal("zktest: Connect: no servers")
 	}
-	c := &Client{log: newTestLog(t, "zk client: "), changed: make(chan struct{})}
+	c := &Client{log: newTestLog(t, "zk client: "), changed: make(chan struct{}), security: cfg.security}
 	addrs := servers
 	if cfg.viaProxies {
 		addrs = make([]string, len(servers))
@@ -87,6 +154,9 @@ func Connect(t testing.TB, servers []string, opts ...ConnectOption) *Client {
 		}
 	}
 	extra := func(conn *zk.Conn) {
+		if d := cfg.dialer(); d != nil {
+			zk.WithDialer(d)(conn)
+		}
 		for _, o := range cfg.zkOptions {
 			o(conn)
 		}
@@ -99,6 +169,11 @@ func Connect(t testing.TB, servers []string, opts ...ConnectOption) *Client {
 	t.Cleanup(conn.Close)
 	if _, err := c.WaitState(0, zk.StateHasSession, cfg.waitTimeout); err != nil {
 		t.Fatalf("zktest: Connect %v: %v", servers, err)
+	}
+	if cfg.digest != "" {
+		if err := conn.AddAuth("digest", []byte(cfg.digest)); err != nil {
+			t.Fatalf("zktest: Connect %v: addauth digest: %v", servers, err)
+		}
 	}
 	return c
 }
@@ -189,7 +264,7 @@ func ExpireSession(t testing.TB, c *Client) {
 		t.Fatal("zktest: ExpireSession needs a Client connected ThroughProxies")
 	}
 	mark := c.Mark()
-	if err := expire(t, c.Conn, c.proxies); err != nil {
+	if err := expire(t, c.Conn, c.proxies, c.security...); err != nil {
 		t.Fatalf("zktest: ExpireSession: %v", err)
 	}
 	if _, err := c.WaitState(mark, zk.StateExpired, expireTimeout); err != nil {
@@ -199,14 +274,16 @@ func ExpireSession(t testing.TB, c *Client) {
 
 // ExpireConnSession is ExpireSession for a connection the code under test
 // opened itself through proxies (NewProxy) that it dialled exclusively. It
-// returns once conn's session id has changed from the expired one.
-func ExpireConnSession(t testing.TB, conn *zk.Conn, proxies []*Proxy) {
+// returns once conn's session id has changed from the expired one. On a
+// secured cluster, security are the options (WithDigest, WithSASL,
+// WithTLS) its observer connects with.
+func ExpireConnSession(t testing.TB, conn *zk.Conn, proxies []*Proxy, security ...ConnectOption) {
 	t.Helper()
 	if len(proxies) == 0 {
 		t.Fatal("zktest: ExpireConnSession: no proxies")
 	}
 	old := conn.SessionID()
-	if err := expire(t, conn, proxies); err != nil {
+	if err := expire(t, conn, proxies, security...); err != nil {
 		t.Fatalf("zktest: ExpireConnSession: %v", err)
 	}
 	deadline := time.Now().Add(expireTimeout)
@@ -219,7 +296,7 @@ func ExpireConnSession(t testing.TB, conn *zk.Conn, proxies []*Proxy) {
 }
 
 // expire blocks proxies until the servers have closed conn's session.
-func expire(t testing.TB, conn *zk.Conn, proxies []*Proxy) (err error) {
+func expire(t testing.TB, conn *zk.Conn, proxies []*Proxy, security ...ConnectOption) (err error) {
 	sid := conn.SessionID()
 	if sid == 0 || conn.State() != zk.StateHasSession {
 		return fmt.Errorf("connection has no session (state %v)", conn.State())
@@ -234,7 +311,7 @@ func expire(t testing.TB, conn *zk.Conn, proxies []*Proxy) (err error) {
 	for i, p := range proxies {
 		targets[i] = p.Target()
 	}
-	observer := Connect(t, targets, WithWaitTimeout(expireTimeout))
+	observer := Connect(t, targets, append([]ConnectOption{WithWaitTimeout(expireTimeout)}, security...)...)
 	defer observer.Close()
 	if err := waitExists(observer.Conn, marker, true); err != nil {
 		return err

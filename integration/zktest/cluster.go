@@ -1,6 +1,8 @@
 package zktest
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -26,6 +28,10 @@ type Cluster struct {
 	log     *testLog
 	servers []*server
 	closed  atomic.Bool // set by Close before it stops anything
+	// ca signs the servers' certificates (Security.TLS); harnessTLS is
+	// how the harness itself speaks TLS to them.
+	ca         *CA
+	harnessTLS *tls.Config
 }
 
 type server struct {
@@ -145,6 +151,11 @@ func newCluster(t testing.TB, n int, cfg Config, inst installation) (*Cluster, e
 	if testHookPortsTaken != nil {
 		testHookPortsTaken(ps)
 	}
+	if sec := cfg.Security; sec != nil && sec.TLS {
+		if err := c.setUpTLS(base); err != nil {
+			return nil, err
+		}
+	}
 	peers := make([]peer, n)
 	for i := range peers {
 		peers[i] = peer{id: i + 1, clientPort: ps[i*perServer]}
@@ -168,6 +179,14 @@ func newCluster(t testing.TB, n int, cfg Config, inst installation) (*Cluster, e
 			filepath.Join(s.dataDir, "myid"):       fmt.Sprintf("%d\n", p.id),
 			filepath.Join(dir, "zoo.cfg"):          cfg.zooCfg(p, peers, s.dataDir),
 			filepath.Join(dir, "log4j.properties"): cfg.log4jProperties(),
+		}
+		if sec := cfg.Security; sec != nil && len(sec.SASLUsers) > 0 {
+			files[filepath.Join(dir, "jaas.conf")] = sec.jaasConf()
+		}
+		if c.ca != nil {
+			if err := c.ca.serverKeyStore(dir); err != nil {
+				return nil, err
+			}
 		}
 		for name, content := range files {
 			if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
@@ -194,8 +213,15 @@ func (c *Cluster) jvmArgs(s *server) []string {
 		"-Dlog4j.configuration=file:" + filepath.Join(s.dir, "log4j.properties"),
 		"-Dzookeeper.console.threshold=" + c.cfg.LogLevel,
 	}
+	if sec := c.cfg.Security; sec != nil && len(sec.SASLUsers) > 0 {
+		args = append(args, "-Djava.security.auth.login.config="+filepath.Join(s.dir, "jaas.conf"))
+	}
 	args = append(args, c.cfg.JVMFlags...)
-	return append(args, "-cp", c.inst.classpath, quorumPeerMain, filepath.Join(s.dir, "zoo.cfg"))
+	classpath := c.inst.classpath
+	if sec := c.cfg.Security; sec != nil && sec.TLS && c.inst.debian && exists(debianNettyCodec) {
+		classpath += string(os.PathListSeparator) + debianNettyCodec
+	}
+	return append(args, "-cp", classpath, quorumPeerMain, filepath.Join(s.dir, "zoo.cfg"))
 }
 
 // spawn starts s's JVM without waiting for it to serve.
@@ -376,10 +402,43 @@ func (c *Cluster) PID(i int) int {
 // server that died on its own still counts as running until Stop reports it.
 func (c *Cluster) Running(i int) bool { return c.PID(i) != 0 }
 
-// FourLetterWord sends a four-letter command to server i.
+// FourLetterWord sends a four-letter command to server i (over TLS
+// when its clients must use TLS).
 func (c *Cluster) FourLetterWord(i int, word string) (string, error) {
+	if c.harnessTLS != nil {
+		return FourLetterWordTLS(c.server(i).addr(), word, 2*time.Second, c.harnessTLS)
+	}
 	return FourLetterWord(c.server(i).addr(), word, 2*time.Second)
 }
+
+// setUpTLS makes the cluster's CA and the harness's client certificate.
+func (c *Cluster) setUpTLS(base string) error {
+	dir := filepath.Join(base, "ca")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ca, err := newCA(dir, "zktest CA")
+	if err != nil {
+		return err
+	}
+	is, err := ca.issue("zktest-harness", nil)
+	if err != nil {
+		return err
+	}
+	kp, err := tls.LoadX509KeyPair(is.CertFile, is.KeyFile)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	c.ca, c.harnessTLS = ca, &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{kp}, MinVersion: tls.VersionTLS12}
+	return nil
+}
+
+// CA is the certificate authority of the servers' certificates, nil
+// unless Security.TLS: clients trust CA.CertFile, and certificates it
+// issues are accepted as client certificates.
+func (c *Cluster) CA() *CA { return c.ca }
 
 // Mode returns server i's role. It returns an error wrapping ErrNotServing
 // while the server runs but does not serve, for example during an election.

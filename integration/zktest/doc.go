@@ -73,6 +73,33 @@
 // A client needs to be unable to reach every server, so every address it
 // was given must go through a blocked proxy.
 //
+// # Secured ensembles
+//
+// Config.Security secures the servers as production ensembles are:
+//
+//	c := zktest.StartCluster(t, 3, func(cfg *zktest.Config) {
+//		cfg.Security = &zktest.Security{
+//			SuperPassword: "pw",                             // super:pw may do anything
+//			EnforceAuth:   []string{"digest", "sasl"},       // others are closed (-124)
+//			SASLUsers:     map[string]string{"flink": "pw"}, // SASL DIGEST-MD5 users
+//			TLS:           true,                             // secureClientPort only
+//		}
+//	})
+//	cert := c.CA().Issue(t, "ckptfs")                     // client certificate, x509:CN=ckptfs
+//	cl := zktest.Connect(t, c.Servers(), zktest.WithTLS(c.CA().ClientTLS(t, &cert)),
+//		zktest.WithDigest("flink", "pw"))
+//
+// TLS makes a CA per cluster, a certificate for 127.0.0.1 per server
+// (PEM key and trust stores, Netty, ssl.clientAuth want unless told) and
+// no plain client port; the harness speaks TLS to the servers itself
+// (FourLetterWordTLS). Debian's zookeeper.jar does not name
+// netty-codec, which TLS needs: the harness adds it. SASL users go into a
+// JAAS Server section with ZooKeeper's DigestLoginModule. Clients
+// authenticate with WithDigest (addauth, before Connect returns) and
+// WithSASL (every connection logs in before its first request, through
+// internal/zksasl); ExpireSession's observer connects the same way.
+// NewCA makes another CA, for certificates the servers must refuse.
+//
 // # Caveats
 //
 // Ports come from binding port 0, and are never handed out twice within a

@@ -1,6 +1,7 @@
 package zktest
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -42,6 +43,28 @@ func FourLetterWord(addr, word string, timeout time.Duration) (string, error) {
 	}
 	reply, err := io.ReadAll(conn)
 	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", word, addr, err)
+	}
+	return string(reply), nil
+}
+
+// FourLetterWordTLS is FourLetterWord over TLS, for a server whose
+// clients must use TLS (secureClientPort).
+func FourLetterWordTLS(addr, word string, timeout time.Duration, cfg *tls.Config) (string, error) {
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: cfg}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if err = conn.SetDeadline(time.Now().Add(timeout)); err != nil {
+		return "", err
+	}
+	if _, err = io.WriteString(conn, word); err != nil {
+		return "", fmt.Errorf("%s %s: %w", word, addr, err)
+	}
+	reply, err := io.ReadAll(conn)
+	if err != nil && len(reply) == 0 {
 		return "", fmt.Errorf("%s %s: %w", word, addr, err)
 	}
 	return string(reply), nil

@@ -52,6 +52,7 @@ type installation struct {
 	classpath string
 	source    string // where the classpath came from, for logs
 	logs      bool   // whether the classpath has a log4j binding
+	debian    bool   // the classpath is Debian's package's
 }
 
 // findInstallation locates Java and the ZooKeeper classpath. An error that
@@ -95,6 +96,7 @@ func findInstallation() (installation, error) {
 	}
 	inst.classpath = strings.Join(jars, string(os.PathListSeparator))
 	inst.source = "Debian package"
+	inst.debian = true
 	return inst, nil
 }
 

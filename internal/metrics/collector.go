@@ -159,9 +159,17 @@ func collectZooKeeper(z *ZooKeeper, site string, gauge gaugeFunc, counter counte
 		gauge(ZooKeeperSessionState, boolValue(s.State == st), string(st))
 	}
 	counter(ZooKeeperExpirations, s.Expirations)
+	counter(ZooKeeperSessionLosses, s.Losses)
+	if !s.Since.IsZero() {
+		gauge(ZooKeeperStateSince, unixSeconds(s.Since))
+	}
+	if !s.LastRegained.IsZero() {
+		gauge(ZooKeeperLastOutage, s.LastRegained.Sub(s.LastLost).Seconds())
+	}
 	if a, ok := z.ActiveSite(); ok {
 		gauge(ActiveSiteEpoch, float64(a.Epoch))
 		gauge(SiteActive, boolValue(site != "" && a.Site == site))
+		gauge(ActiveSiteLastRead, unixSeconds(a.Read))
 	}
 	if p := z.publisher.Load(); p != nil {
 		st := p.Stats()

@@ -27,13 +27,32 @@ type Health struct {
 	LastPass *time.Time `json:"last_pass,omitempty"`
 	// ZooKeeper is nil when the daemon runs without ZooKeeper.
 	ZooKeeper *ZooKeeperHealth `json:"zookeeper,omitempty"`
+	// Notes say what happened that is over (a ZooKeeper outage): they
+	// are not problems.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // ZooKeeperHealth is the ZooKeeper part of Health.
 type ZooKeeperHealth struct {
 	Session     zkbridge.SessionState `json:"session"`
 	Expirations uint64                `json:"expirations"`
-	Lag         *LagSnapshot          `json:"lag,omitempty"`
+	// Losses counts the sessions lost (zkbridge.Session.Losses); Since
+	// is when the session was established, or lost; LastOutage is the
+	// last outage that ended.
+	Losses     uint64     `json:"losses"`
+	Since      *time.Time `json:"since,omitempty"`
+	LastOutage *Outage    `json:"last_outage,omitempty"`
+	Identity   string     `json:"identity,omitempty"`
+	// ActiveSite is what active-site said when last read, and when.
+	ActiveSite *ActiveSite  `json:"active_site,omitempty"`
+	Lag        *LagSnapshot `json:"lag,omitempty"`
+}
+
+// Outage is a time without a ZooKeeper session.
+type Outage struct {
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	Seconds float64   `json:"seconds"`
 }
 
 // Thresholds are the limits a health check applies; negative values do
@@ -81,9 +100,24 @@ func CheckHealth(src Sources, th Thresholds, now time.Time) Health {
 	}
 	if z := src.ZooKeeper; z != nil {
 		s := z.Session()
-		h.ZooKeeper = &ZooKeeperHealth{Session: s.State, Expirations: s.Expirations}
-		if s.State != zkbridge.SessionConnected {
+		h.ZooKeeper = &ZooKeeperHealth{Session: s.State, Expirations: s.Expirations, Losses: s.Losses, Identity: s.Identity}
+		if !s.Since.IsZero() {
+			h.ZooKeeper.Since = &s.Since
+		}
+		if a, ok := z.ActiveSite(); ok {
+			h.ZooKeeper.ActiveSite = &a
+		}
+		switch {
+		case s.State != zkbridge.SessionConnected && !s.Since.IsZero():
+			h.Problems = append(h.Problems, fmt.Sprintf("ZooKeeper session %s since %s (%s)", s.State, s.Since.UTC().Format(time.RFC3339), now.Sub(s.Since).Round(time.Second)))
+		case s.State != zkbridge.SessionConnected:
 			h.Problems = append(h.Problems, fmt.Sprintf("ZooKeeper session %s", s.State))
+		}
+		if !s.LastRegained.IsZero() {
+			o := &Outage{Start: s.LastLost, End: s.LastRegained, Seconds: s.LastRegained.Sub(s.LastLost).Seconds()}
+			h.ZooKeeper.LastOutage = o
+			h.Notes = append(h.Notes, fmt.Sprintf("ZooKeeper: the last outage lasted %s and ended %s ago (%d session loss(es), %d expired, since the daemon started)",
+				o.End.Sub(o.Start).Round(time.Second), now.Sub(o.End).Round(time.Second), s.Losses, s.Expirations))
 		}
 		if z.Lag != nil {
 			lag := z.Lag.Snapshot()

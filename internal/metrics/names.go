@@ -34,6 +34,10 @@ const (
 	FUSEOpens                = "ckptfs_fuse_opens_total"
 	ZooKeeperSessionState    = "ckptfs_zookeeper_session_state"
 	ZooKeeperExpirations     = "ckptfs_zookeeper_session_expirations_total"
+	ZooKeeperSessionLosses   = "ckptfs_zookeeper_session_losses_total"
+	ZooKeeperStateSince      = "ckptfs_zookeeper_session_state_since_timestamp_seconds"
+	ZooKeeperLastOutage      = "ckptfs_zookeeper_last_outage_seconds"
+	ActiveSiteLastRead       = "ckptfs_active_site_last_read_timestamp_seconds"
 	ActiveSiteEpoch          = "ckptfs_active_site_epoch"
 	SiteActive               = "ckptfs_site_active"
 	FlinkPointer             = "ckptfs_flink_pointer_checkpoint_id"
@@ -105,6 +109,14 @@ var Families = []Family{
 		Help: "1 for the current state of the daemon's ZooKeeper session (connected, connecting, disconnected, closed), 0 for the others."},
 	{Name: ZooKeeperExpirations, Type: "counter",
 		Help: "ZooKeeper sessions of the daemon that the servers expired."},
+	{Name: ZooKeeperSessionLosses, Type: "counter",
+		Help: "Times the daemon lost its ZooKeeper session: its connection closed or no server answered (the session may have survived), or it expired."},
+	{Name: ZooKeeperStateSince, Type: "gauge",
+		Help: "When the daemon's ZooKeeper session was last established, or last lost (Unix time). Absent before the first session."},
+	{Name: ZooKeeperLastOutage, Type: "gauge",
+		Help: "How long the daemon's last ZooKeeper outage lasted, from losing its session to having one again. Absent until one ended."},
+	{Name: ActiveSiteLastRead, Type: "gauge",
+		Help: "When the daemon last read active-site and the epoch from ZooKeeper (Unix time)."},
 	{Name: ActiveSiteEpoch, Type: "gauge",
 		Help: "The epoch in ZooKeeper: how many takeovers activated a site."},
 	{Name: SiteActive, Type: "gauge",

@@ -24,8 +24,10 @@ type ZooKeeper struct {
 // ActiveSite is what ZooKeeper's active-site and epoch nodes said when
 // last read.
 type ActiveSite struct {
-	Site  string
-	Epoch int64
+	Site  string `json:"site"`
+	Epoch int64  `json:"epoch"`
+	// Read is when they were read.
+	Read time.Time `json:"read"`
 }
 
 // SetBridge sets the daemon's connection.
@@ -36,7 +38,7 @@ func (z *ZooKeeper) SetPublisher(p *zkbridge.Publisher) { z.publisher.Store(p) }
 
 // SetActiveSite records what active-site and epoch say.
 func (z *ZooKeeper) SetActiveSite(site string, epoch int64) {
-	z.active.Store(&ActiveSite{Site: site, Epoch: epoch})
+	z.active.Store(&ActiveSite{Site: site, Epoch: epoch, Read: time.Now()})
 }
 
 // ActiveSite returns what SetActiveSite recorded last.
@@ -59,8 +61,8 @@ func (z *ZooKeeper) Session() zkbridge.Session {
 var errNoBridge = errors.New("no ZooKeeper connection yet")
 
 // Status reads the status report through the bridge, once there is one.
-// Its context must live as long as the bridge: a Bridge closes its
-// connection when the context of a call ends.
+// When its context ends it returns the context's error; the bridge's
+// connection stays.
 func (z *ZooKeeper) Status(ctx context.Context) (*zkbridge.StatusReport, error) {
 	b := z.bridge.Load()
 	if b == nil {

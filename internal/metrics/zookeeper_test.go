@@ -192,6 +192,9 @@ func TestIntegration_ScrapeZooKeeper(t *testing.T) {
 	if s.value(t, SiteActive, "") != 1 || s.value(t, ActiveSiteEpoch, "") != 1 {
 		t.Errorf("active site: %s, epoch %s", s.series(SiteActive), s.series(ActiveSiteEpoch))
 	}
+	if read := s.value(t, ActiveSiteLastRead, ""); time.Since(time.Unix(int64(read), 0)) > time.Minute {
+		t.Errorf("active-site last read at %v", read)
+	}
 
 	// The servers expire the session; the client gets a new one.
 	zktest.ExpireConnSession(t, b.Conn(), proxies)
@@ -200,6 +203,15 @@ func TestIntegration_ScrapeZooKeeper(t *testing.T) {
 	if s.value(t, ZooKeeperExpirations, "") != 1 || s.value(t, ZooKeeperSessionState, "state=connected") != 1 {
 		t.Errorf("after an expiry: expirations %s, state %s", s.series(ZooKeeperExpirations), s.series(ZooKeeperSessionState))
 	}
+	// What happened meanwhile: a session lost, an outage of about the
+	// session timeout, and health's note of it.
+	if s.value(t, ZooKeeperSessionLosses, "") < 1 || s.value(t, ZooKeeperLastOutage, "") < 1 || s.value(t, ZooKeeperStateSince, "") <= 0 {
+		t.Errorf("after an expiry: losses %s, last outage %s, since %s", s.series(ZooKeeperSessionLosses), s.series(ZooKeeperLastOutage), s.series(ZooKeeperStateSince))
+	}
+	if code, h := healthz(t, src, ""); code != 200 || len(h.Notes) != 1 || !strings.Contains(h.Notes[0], "the last outage lasted") ||
+		h.ZooKeeper.LastOutage == nil || h.ZooKeeper.LastOutage.Seconds < 1 || h.ZooKeeper.Losses < 1 {
+		t.Errorf("/healthz after an expiry: %d %+v", code, h)
+	}
 
 	// Cut off from every server: the session is down and health says so.
 	for _, p := range proxies {
@@ -207,7 +219,7 @@ func TestIntegration_ScrapeZooKeeper(t *testing.T) {
 		p.DropConns()
 	}
 	waitUntil(t, "the client to notice", func() bool { return b.Session().State != zkbridge.SessionConnected })
-	if code, h := healthz(t, src, ""); code != 503 || len(h.Problems) != 1 || !strings.Contains(h.Problems[0], "ZooKeeper session") {
+	if code, h := healthz(t, src, ""); code != 503 || len(h.Problems) != 1 || !strings.Contains(h.Problems[0], "ZooKeeper session") || !strings.Contains(h.Problems[0], " since ") {
 		t.Errorf("/healthz while cut off: %d %q", code, h.Problems)
 	}
 	for _, p := range proxies {

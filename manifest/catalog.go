@@ -77,9 +77,11 @@ func CheckHiddenPattern(p string) error {
 	return err
 }
 
-// Change says that a checkpoint directory's visibility changed.
+// Change says that a checkpoint or savepoint directory's visibility
+// changed.
 type Change struct {
-	// Dir is the job directory relative to Backing; Name is chk-N.
+	// Dir is the job directory (or the directory holding savepoints)
+	// relative to Backing; Name is chk-N (or savepoint-...).
 	Dir, Name string
 	Visible   bool
 }
@@ -111,6 +113,10 @@ type Catalog struct {
 	// verdict. INVARIANT: a name is visible only if its verdict is
 	// complete.
 	jobs map[string]map[string]*Verdict
+	// savepoints: GUARDED_BY(mu). Directory holding savepoint
+	// directories (relative) -> savepoint-... name -> verdict; the same
+	// INVARIANT. Kept apart from jobs: they are no job's checkpoints.
+	savepoints map[string]map[string]*Verdict
 	// listeners: GUARDED_BY(mu).
 	listeners []func(Change)
 	// stats: GUARDED_BY(mu). Counters of completed full passes.
@@ -146,7 +152,7 @@ func NewCatalog(cfg CatalogConfig) (*Catalog, error) {
 		return nil, err
 	}
 	cfg.Backing = filepath.Clean(cfg.Backing)
-	c := &Catalog{cfg: cfg, pokec: make(chan struct{}, 1), jobs: map[string]map[string]*Verdict{}}
+	c := &Catalog{cfg: cfg, pokec: make(chan struct{}, 1), jobs: map[string]map[string]*Verdict{}, savepoints: map[string]map[string]*Verdict{}}
 	for _, p := range cfg.HiddenPatterns {
 		c.hidden = append(c.hidden, compileHidden(p))
 	}
@@ -185,11 +191,15 @@ func (c *Catalog) Visible(dir, name string) error {
 	if c.isHiddenName(name) {
 		return ErrHidden
 	}
+	verdicts := &c.jobs
 	if _, ok := CheckpointIDFromDirName(name); !ok {
-		return nil
+		if !IsSavepointDirName(name) {
+			return nil
+		}
+		verdicts = &c.savepoints
 	}
 	c.mu.RLock()
-	v := c.jobs[dir][name]
+	v := (*verdicts)[dir][name]
 	c.mu.RUnlock()
 	if v == nil || !v.Complete {
 		return ErrIncomplete
@@ -276,7 +286,8 @@ func (c *Catalog) Run(ctx context.Context) error {
 func (c *Catalog) Refresh(ctx context.Context) {
 	start := time.Now()
 	found := map[string]map[string]*Verdict{}
-	for _, job := range c.findJobDirs() {
+	jobs, holders := c.findJobDirs()
+	for _, job := range jobs {
 		chks, err := ListCheckpoints(filepath.Join(c.cfg.Backing, job))
 		if err != nil {
 			continue // vanished or unreadable: its checkpoints stay hidden
@@ -290,17 +301,33 @@ func (c *Catalog) Refresh(ctx context.Context) {
 		}
 		found[job] = verdicts
 	}
+	savepoints := map[string]map[string]*Verdict{}
+	for _, holder := range holders {
+		names, err := listSavepoints(filepath.Join(c.cfg.Backing, holder))
+		if err != nil {
+			continue // its savepoints stay hidden
+		}
+		verdicts := make(map[string]*Verdict, len(names))
+		for _, name := range names {
+			if ctx.Err() != nil {
+				return
+			}
+			verdicts[name] = c.cfg.Verifier.VerifyDir(ctx, filepath.Join(c.cfg.Backing, holder, name))
+		}
+		savepoints[holder] = verdicts
+	}
 	c.cfg.Verifier.Sweep(func(dir string) bool {
 		rel, err := filepath.Rel(c.cfg.Backing, filepath.Dir(dir))
 		if rel == "." {
 			rel = ""
 		}
-		return err == nil && found[rel][filepath.Base(dir)] != nil
+		name := filepath.Base(dir)
+		return err == nil && (found[rel][name] != nil || savepoints[rel][name] != nil)
 	})
 
 	c.mu.Lock()
-	old := c.jobs
-	c.jobs = found
+	old, oldSavepoints := c.jobs, c.savepoints
+	c.jobs, c.savepoints = found, savepoints
 	c.stats.Passes++
 	c.stats.LastPass = time.Now()
 	c.stats.LastPassDuration = c.stats.LastPass.Sub(start)
@@ -319,7 +346,7 @@ func (c *Catalog) Refresh(ctx context.Context) {
 	listeners := slices.Clone(c.listeners)
 	c.mu.Unlock()
 
-	for _, ch := range diffVisibility(old, found) {
+	for _, ch := range append(diffVisibility(old, found), diffVisibility(oldSavepoints, savepoints)...) {
 		for _, fn := range listeners {
 			fn(ch)
 		}
@@ -350,17 +377,17 @@ func diffVisibility(old, cur map[string]map[string]*Verdict) []Change {
 }
 
 // findJobDirs lists the directories (relative to Backing) that hold chk-N
-// directories, down to MaxDepth, without descending into checkpoint,
-// shared, task-owned or hidden directories.
-func (c *Catalog) findJobDirs() []string {
-	var jobs []string
+// directories, and those that hold savepoint directories, down to
+// MaxDepth, without descending into checkpoint, savepoint, shared,
+// task-owned or hidden directories.
+func (c *Catalog) findJobDirs() (jobs, holders []string) {
 	var walk func(rel string, depth int)
 	walk = func(rel string, depth int) {
 		entries, err := os.ReadDir(filepath.Join(c.cfg.Backing, rel))
 		if err != nil {
 			return
 		}
-		isJob := false
+		isJob, holds := false, false
 		var subdirs []string
 		for _, e := range entries {
 			if !e.IsDir() {
@@ -371,6 +398,10 @@ func (c *Catalog) findJobDirs() []string {
 				isJob = true
 				continue
 			}
+			if IsSavepointDirName(name) {
+				holds = true
+				continue
+			}
 			if IsStateDir(rel, name) || name == "shared" || name == "taskowned" || c.isHiddenName(name) {
 				continue
 			}
@@ -378,6 +409,9 @@ func (c *Catalog) findJobDirs() []string {
 		}
 		if isJob {
 			jobs = append(jobs, rel)
+		}
+		if holds {
+			holders = append(holders, rel)
 		}
 		if depth >= c.cfg.MaxDepth {
 			return
@@ -387,5 +421,21 @@ func (c *Catalog) findJobDirs() []string {
 		}
 	}
 	walk("", 0)
-	return jobs
+	return jobs, holders
+}
+
+// listSavepoints lists the savepoint directories in dir; like chk-N, a
+// symbolic link or a file of that name is never one.
+func listSavepoints(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() && IsSavepointDirName(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
 }

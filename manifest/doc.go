@@ -34,8 +34,8 @@
 // merges repeated paths, decides which files need a stat, and hands new
 // files to stat workers. Parses on one Verifier take turns.
 //
-// The names ckptfs gives a meaning to, .ckptfs (IsStateDir) and chk-N
-// (CheckpointIDFromDirName), and what L2-complete means
+// The names ckptfs gives a meaning to, .ckptfs (IsStateDir), chk-N
+// (CheckpointIDFromDirName) and savepoint-... (IsSavepointDirName), and what L2-complete means
 // (PointerVerdict.L2Complete) are defined here once; fusefs, zkbridge and
 // the commands use these definitions rather than their own.
 //

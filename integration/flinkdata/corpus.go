@@ -106,6 +106,16 @@ func CorpusDir(t testing.TB) string {
 	}
 }
 
+// ReadEntry reads the entry in dir (which holds corpus.json).
+func ReadEntry(dir string) (Entry, error) {
+	e := Entry{Dir: dir}
+	data, err := os.ReadFile(filepath.Join(dir, "corpus.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &e)
+	}
+	return e, err
+}
+
 // Corpus lists the committed corpus's entries, by release and kind. An
 // empty corpus fails the test.
 func Corpus(t testing.TB) []Entry {
@@ -122,12 +132,8 @@ func Corpus(t testing.TB) []Entry {
 		if d.IsDir() || d.Name() != "corpus.json" {
 			return nil
 		}
-		data, err := os.ReadFile(p)
+		e, err := ReadEntry(filepath.Dir(p))
 		if err != nil {
-			return err
-		}
-		e := Entry{Dir: filepath.Dir(p)}
-		if err := json.Unmarshal(data, &e); err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
 		out = append(out, e)

@@ -3,6 +3,7 @@
 package realflink
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -53,6 +54,10 @@ type corpusKind struct {
 	// (CANONICAL, NATIVE) once they have.
 	checkpoints int
 	savepoints  []string
+	// interval overrides corpusInterval; onlyNamed kinds run only when
+	// CorpusKindsEnv names them (they are too large to commit).
+	interval  time.Duration
+	onlyNamed bool
 }
 
 func corpusKinds() []corpusKind {
@@ -110,7 +115,14 @@ func corpusKinds() []corpusKind {
 		// checkpoint directory (state.backend.forst.primary-dir's default).
 		{name: "forst-remote", since: [2]int{2, 0}, settings: with(backend("forst"), func(d Dist) map[string]string {
 			return map[string]string{"state.backend.forst.sync.enforce-local": "false"}
-		}), checkpoints: 5, savepoints: []string{"CANONICAL"}},
+		}), checkpoints: 5},
+		// For the benchmarks (BenchmarkVerifyRealCheckpoint): a RocksDB
+		// incremental checkpoint with more than 1,000 shared files. FIFO
+		// compaction never merges SST files, and each of 8 subtasks
+		// flushes one per checkpoint.
+		{name: "rocksdb-many", since: [2]int{1, 15}, settings: with(rocksIncr, func(d Dist) map[string]string {
+			return map[string]string{"state.backend.rocksdb.compaction.style": "FIFO", "taskmanager.numberOfTaskSlots": "8"}
+		}), args: []string{"--parallelism", "8", "--keys", "512"}, checkpoints: 140, interval: 250 * time.Millisecond, onlyNamed: true},
 	}
 }
 
@@ -144,6 +156,8 @@ func TestCorpus(t *testing.T) {
 	kinds := corpusKinds()
 	if v := os.Getenv(CorpusKindsEnv); v != "" {
 		kinds = slices.DeleteFunc(kinds, func(k corpusKind) bool { return !slices.Contains(strings.Fields(v), k.name) })
+	} else {
+		kinds = slices.DeleteFunc(kinds, func(k corpusKind) bool { return k.onlyNamed })
 	}
 	spa := os.Getenv(CorpusKindsEnv) == "" || slices.Contains(strings.Fields(os.Getenv(CorpusKindsEnv)), "spa")
 	RequireRoot(t)
@@ -250,7 +264,7 @@ func corpusRun(t *testing.T, c *zktest.Cluster, d Dist, k corpusKind, outDir str
 		Dist: d, Dir: filepath.Join(tmp, "dc1"), Addr: corpusAddr, RESTPort: ports[0], RPCPort: ports[1],
 		ZK: c.ConnectString(), PathRoot: corpusPathRoot, ClusterID: clusterID, SessionTimeout: harvestSession,
 		CheckpointsDir: filepath.Join(root, "checkpoints"), HADir: filepath.Join(root, "ha"),
-		Interval: corpusInterval, Retained: corpusRetained, Extra: extra,
+		Interval: cmp.Or(k.interval, corpusInterval), Retained: corpusRetained, Extra: extra,
 	}
 	fl, err := NewCluster(site, cfg)
 	if err != nil {

@@ -103,6 +103,10 @@ const (
 type classes struct {
 	jdk   javaser.JDK
 	descs map[string]*javaser.ClassDesc
+	// flink2 declares the fields Flink 2.x added to OperatorState
+	// (operatorName, operatorUid) and OperatorSubtaskState
+	// (upstreamOutputBufferState), as real 2.3.0 HA files hold them.
+	flink2 bool
 }
 
 func (c *classes) get(name string, build func() *javaser.ClassDesc) *javaser.ClassDesc {
@@ -266,11 +270,15 @@ func (c *classes) gateRescalingArray() *javaser.ClassDesc {
 }
 
 func (c *classes) subtaskState() *javaser.ClassDesc {
-	return c.plain(classSubtaskState, suidSubtaskState, nil, fLong("checkpointedSize"), fLong("stateSize"),
+	fields := []javaser.FieldDesc{fLong("checkpointedSize"), fLong("stateSize"),
 		obj("inputChannelState", sigSOC), obj("inputRescalingDescriptor", sigRescaling),
 		obj("managedKeyedState", sigSOC), obj("managedOperatorState", sigSOC),
 		obj("outputRescalingDescriptor", sigRescaling), obj("rawKeyedState", sigSOC),
-		obj("rawOperatorState", sigSOC), obj("resultSubpartitionState", sigSOC))
+		obj("rawOperatorState", sigSOC), obj("resultSubpartitionState", sigSOC)}
+	if c.flink2 {
+		fields = append(fields, obj("upstreamOutputBufferState", sigSOC))
+	}
+	return c.plain(classSubtaskState, suidSubtaskState, nil, fields...)
 }
 
 func (c *classes) finishedSubtask() *javaser.ClassDesc {
@@ -278,9 +286,14 @@ func (c *classes) finishedSubtask() *javaser.ClassDesc {
 }
 
 func (c *classes) operatorState() *javaser.ClassDesc {
+	coordinator := obj("coordinatorState", "Lorg/apache/flink/runtime/state/memory/ByteStreamStateHandle;")
+	id := obj("operatorID", "Lorg/apache/flink/runtime/jobgraph/OperatorID;")
+	if c.flink2 {
+		return c.plain(classOperatorState, suidOperatorState, nil, fInt("maxParallelism"), fInt("parallelism"),
+			coordinator, id, obj("operatorName", sigString), obj("operatorSubtaskStates", sigMap), obj("operatorUid", sigString))
+	}
 	return c.plain(classOperatorState, suidOperatorState, nil, fInt("maxParallelism"), fInt("parallelism"),
-		obj("coordinatorState", "Lorg/apache/flink/runtime/state/memory/ByteStreamStateHandle;"),
-		obj("operatorID", "Lorg/apache/flink/runtime/jobgraph/OperatorID;"), obj("operatorSubtaskStates", sigMap))
+		coordinator, id, obj("operatorSubtaskStates", sigMap))
 }
 
 func (c *classes) fullyFinished() *javaser.ClassDesc {

@@ -91,6 +91,8 @@ type builder struct {
 
 func newBuilder(spec CheckpointSpec) (*builder, error) {
 	b := &builder{spec: spec, fs: spec.FieldSet}
+	// Metadata version 5 is Flink 2.0's: its HA files have 2.x's fields.
+	b.c.flink2 = spec.Metadata != nil && spec.Metadata.Version >= 5
 	if b.fs == "" {
 		b.fs = FieldSet115
 	}
@@ -303,6 +305,14 @@ func (b *builder) operatorState(op *metadata.Operator, id *javaser.Object) (*jav
 	}
 	o := javaser.NewObject(class).
 		With("operatorID", id).With("parallelism", op.Parallelism).With("maxParallelism", op.MaxParallelism)
+	if b.c.flink2 {
+		if op.Name != "" {
+			o.With("operatorName", op.Name)
+		}
+		if op.UID != "" {
+			o.With("operatorUid", op.UID)
+		}
+	}
 	if op.Coordinator != nil {
 		if op.Coordinator.Tag != metadata.TagByteStream {
 			return nil, fmt.Errorf("coordinator state with tag %d, want an inline byte stream", op.Coordinator.Tag)
@@ -369,8 +379,11 @@ func (b *builder) subtaskState(st *metadata.Subtask) (*javaser.Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("output channel state: %w", err)
 	}
-	return javaser.NewObject(b.c.subtaskState()).
-		With("managedOperatorState", mo).With("rawOperatorState", ro).
+	o := javaser.NewObject(b.c.subtaskState())
+	if b.c.flink2 {
+		o.With("upstreamOutputBufferState", b.emptyCollection())
+	}
+	return o.With("managedOperatorState", mo).With("rawOperatorState", ro).
 		With("managedKeyedState", mk).With("rawKeyedState", rk).
 		With("inputChannelState", in).With("resultSubpartitionState", out).
 		With("inputRescalingDescriptor", b.noRescaling()).With("outputRescalingDescriptor", b.noRescaling()).
@@ -445,6 +458,9 @@ func (b *builder) finishedSubtask() *javaser.Object {
 			With("managedKeyedState", b.emptyCollection()).With("rawKeyedState", b.emptyCollection()).
 			With("inputChannelState", b.emptyCollection()).With("resultSubpartitionState", b.emptyCollection()).
 			With("inputRescalingDescriptor", b.noRescaling()).With("outputRescalingDescriptor", b.noRescaling())
+		if b.c.flink2 {
+			b.finished.With("upstreamOutputBufferState", b.emptyCollection())
+		}
 	}
 	return b.finished
 }

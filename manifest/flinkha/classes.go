@@ -348,3 +348,49 @@ func (c *classes) completedCheckpoint(fs FieldSet) *javaser.ClassDesc {
 	}
 	return c.plain(classCompletedCheckpoint, suidCompletedCheckpoint, nil, fields...)
 }
+
+// Changelog state backend handles (1.16+ with checkpointId, as 1.20.5 and
+// 2.3.0 write them), and the JDK and Flink containers they come in.
+const (
+	classChangelogBackend = "org.apache.flink.runtime.state.changelog.ChangelogStateBackendHandle$ChangelogStateBackendHandleImpl"
+	classChangelogStream  = "org.apache.flink.runtime.state.changelog.ChangelogStateHandleStreamImpl"
+	suidChangelogStream   = -8070326169926626355
+	classTuple            = "org.apache.flink.api.java.tuple.Tuple"
+	classTuple2           = "org.apache.flink.api.java.tuple.Tuple2"
+	classUnmodifiableColl = "java.util.Collections$UnmodifiableCollection"
+	suidUnmodifiableColl  = 1820017752578914078
+	classUnmodifiableList = "java.util.Collections$UnmodifiableList"
+	suidUnmodifiableList  = -283967356065247728
+	classSingletonList    = "java.util.Collections$SingletonList"
+	suidSingletonList     = 3093736618740652951
+	sigObject             = "Ljava/lang/Object;"
+)
+
+func (c *classes) changelogBackend() *javaser.ClassDesc {
+	return c.plain(classChangelogBackend, 1, nil, fLong("checkpointId"), fLong("materializationID"),
+		fLong("persistedSizeOfThisCheckpoint"), obj("keyGroupRange", sigRange), obj("materialized", sigList),
+		obj("nonMaterialized", sigList), obj("stateHandleID", sigHandleID))
+}
+
+func (c *classes) changelogStream() *javaser.ClassDesc {
+	return c.plain(classChangelogStream, suidChangelogStream, nil, fLong("incrementalSize"), fLong("size"),
+		obj("handlesAndOffsets", sigList), obj("keyGroupRange", sigRange), obj("stateHandleID", sigHandleID),
+		obj("storageIdentifier", sigString))
+}
+
+func (c *classes) tuple2() *javaser.ClassDesc {
+	return c.plain(classTuple2, 1, func() *javaser.ClassDesc { return c.plain(classTuple, 1, nil) },
+		obj("f0", sigObject), obj("f1", sigObject))
+}
+
+func (c *classes) unmodifiableList() *javaser.ClassDesc {
+	return c.plain(classUnmodifiableList, suidUnmodifiableList,
+		func() *javaser.ClassDesc {
+			return c.plain(classUnmodifiableColl, suidUnmodifiableColl, nil, obj("c", sigCollection))
+		},
+		obj("list", sigList))
+}
+
+func (c *classes) singletonList() *javaser.ClassDesc {
+	return c.plain(classSingletonList, suidSingletonList, nil, obj("element", sigObject))
+}

@@ -190,13 +190,11 @@ func TestEncodeRejects(t *testing.T) {
 		{"changelog before 1.16", func(s *CheckpointSpec) {
 			s.Metadata.Operators[2].Subtasks = []metadata.Subtask{{ManagedKeyed: &metadata.KeyedHandle{Tag: metadata.TagChangelog}}}
 		}, "tag 8 is not supported"},
-		{"file merging operator", func(s *CheckpointSpec) {
-			s.Metadata.Operators[2].Subtasks = []metadata.Subtask{{ManagedOperator: &metadata.OperatorHandle{Tag: metadata.TagFileMergingOperator}}}
-		}, "tag 17 is not supported"},
-		{"empty segment", func(s *CheckpointSpec) {
+		{"file merging operator without a directory", func(s *CheckpointSpec) {
 			s.Metadata.Operators[2].Subtasks = []metadata.Subtask{{ManagedOperator: &metadata.OperatorHandle{
-				Tag: metadata.TagPartitionableOperator, Delegate: &metadata.StreamHandle{Tag: metadata.TagEmptySegmentFile}}}}
-		}, "tag 16 is not supported"},
+				Tag: metadata.TagFileMergingOperator, SharedDir: "file:/flink/shared/x", EmptyFlag: 1,
+				Delegate: &metadata.StreamHandle{Tag: metadata.TagEmptySegmentFile}}}}
+		}, "task-owned directory"},
 		{"inline bytes not kept", func(s *CheckpointSpec) {
 			s.Metadata.Operators[0].Coordinator = &metadata.StreamHandle{Tag: metadata.TagByteStream, Name: "c", DataLen: 5}
 		}, "KeepInline"},

@@ -394,3 +394,31 @@ func (c *classes) unmodifiableList() *javaser.ClassDesc {
 func (c *classes) singletonList() *javaser.ClassDesc {
 	return c.plain(classSingletonList, suidSingletonList, nil, obj("element", sigObject))
 }
+
+// File-merging operator handles (1.20+), as 1.20.5 and 2.3.0 write them.
+const (
+	classFileMergingOperator      = "org.apache.flink.runtime.state.filemerging.FileMergingOperatorStreamStateHandle"
+	classEmptyFileMergingOperator = "org.apache.flink.runtime.state.filemerging.EmptyFileMergingOperatorStreamStateHandle"
+	classEmptyMap                 = "java.util.Collections$EmptyMap"
+	suidEmptyMap                  = 6428348081105594320
+	sigDirectoryHandle            = "Lorg/apache/flink/runtime/state/filemerging/DirectoryStreamStateHandle;"
+)
+
+func (c *classes) fileMergingOperator() *javaser.ClassDesc {
+	return c.plain(classFileMergingOperator, 1, c.operatorStreamHandle,
+		obj("sharedDirHandle", sigDirectoryHandle), obj("taskOwnedDirHandle", sigDirectoryHandle))
+}
+
+func (c *classes) emptyFileMergingOperator() *javaser.ClassDesc {
+	return c.plain(classEmptyFileMergingOperator, 1, c.fileMergingOperator)
+}
+
+func (c *classes) directoryHandle() *javaser.ClassDesc {
+	return c.plain(classDirectoryHandle, 1, nil, obj("directory", sigPath))
+}
+
+func (c *classes) emptyMap() *javaser.ClassDesc { return c.plain(classEmptyMap, suidEmptyMap, nil) }
+
+func (c *classes) emptySegment() *javaser.ClassDesc {
+	return c.plain(classEmptySegment, 1, c.segmentFile)
+}

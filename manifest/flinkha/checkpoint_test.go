@@ -200,9 +200,10 @@ func TestEncodeRejects(t *testing.T) {
 		}, "KeepInline"},
 		{"file coordinator", func(s *CheckpointSpec) { s.Metadata.Operators[0].Coordinator = fileH("/x", 1) }, "coordinator state"},
 		{"offsets and count differ", func(s *CheckpointSpec) { s.Metadata.Operators[0].Subtasks[0].ManagedKeyed.KeyGroupCount = 3 }, "2 offsets for 3 key groups"},
-		{"merged channels", func(s *CheckpointSpec) {
+		{"merged channels without a stream", func(s *CheckpointSpec) {
 			s.Metadata.Operators[0].Subtasks[0].InputChannels[0].Type = metadata.ChannelMergedInput
-		}, "merged channel"},
+			s.Metadata.Operators[0].Subtasks[0].InputChannels[0].Delegate = nil
+		}, "merged channel state handle without a stream"},
 		{"bad mode", func(s *CheckpointSpec) { s.Metadata.Operators[0].Subtasks[0].ManagedOperator.States[0].Mode = 3 }, "distribution mode 3"},
 		{"bad scope", func(s *CheckpointSpec) {
 			s.Metadata.Operators[0].Subtasks[1].ManagedKeyed.Private[1].Handle.Scope = 2

@@ -62,9 +62,9 @@ type CheckpointSpec struct {
 // of savepoints), incremental, and the changelog backend's (tags 14 and
 // 13, as 1.20.5 and 2.3.0 write them); operator handles: partitionable
 // and file-merging (with empty segments); channel state of unaligned
-// checkpoints; finished subtasks and operators. It fails for the rest:
-// older changelog handles (tags 8, 9, 10), merged channel handles and
-// Flink 1.1 legacy state.
+// checkpoints, merged ones (2.x) too; finished subtasks and operators. It
+// fails for the rest: older changelog handles (tags 8, 9, 10) and Flink
+// 1.1 legacy state.
 func EncodeCompletedCheckpoint(spec CheckpointSpec) ([]byte, error) {
 	b, err := newBuilder(spec)
 	if err != nil {
@@ -400,10 +400,23 @@ func (b *builder) channels(hs []metadata.ChannelHandle, input bool, total *sizes
 		return b.emptyCollection(), nil
 	}
 	var items []javaser.Value
+	merged := false
 	for i := range hs {
 		h := &hs[i]
 		if h.Type == metadata.ChannelMergedInput || h.Type == metadata.ChannelMergedOutput {
-			return nil, errors.New("merged channel state handles are not supported")
+			if h.Delegate == nil {
+				return nil, errors.New("merged channel state handle without a stream")
+			}
+			d, _, err := b.streamHandle(h.Delegate)
+			if err != nil {
+				return nil, err
+			}
+			items = append(items, javaser.NewObject(b.c.mergedChannel(input)).
+				With("subtaskIndex", h.SubtaskIndex).With("delegate", d).With("size", h.StateSize).
+				With("serializedChannelOffsets", b.c.jdk.ByteArray(h.MergedOffsets)))
+			total.add(sizes{h.StateSize, h.StateSize})
+			merged = true
+			continue
 		}
 		if h.Delegate == nil {
 			return nil, errors.New("channel state handle without a stream")
@@ -424,6 +437,10 @@ func (b *builder) channels(hs []metadata.ChannelHandle, input bool, total *sizes
 			With("subtaskIndex", h.SubtaskIndex).With("info", info).With("delegate", d).
 			With("offsets", b.c.jdk.ArrayList(offsets...)).With("size", h.StateSize))
 		total.add(sizes{h.StateSize, h.StateSize})
+	}
+	if merged {
+		// As 2.3.0 writes it: a HashSet, of capacity 2 for its one handle.
+		return javaser.NewObject(b.c.stateObjectCollection()).With("stateObjects", b.c.hashSet(2, items...)), nil
 	}
 	return javaser.NewObject(b.c.stateObjectCollection()).With("stateObjects", b.c.jdk.ArrayList(items...)), nil
 }

@@ -15,6 +15,10 @@ import (
 	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
+// restoreSettle is how long a restored job must keep running to count as
+// restored.
+const restoreSettle = 10 * time.Second
+
 // CorpusRestoreEnv turns on TestCorpusRestore (make corpus-restore).
 const CorpusRestoreEnv = "CKPTFS_CORPUS_RESTORE"
 
@@ -153,8 +157,10 @@ func corpusVictim(t *testing.T, e flinkdata.Entry, dir string) string {
 
 // restoreOnce runs the seqjob in an embedded MiniCluster in the site,
 // restoring dir (below the storage root, as the site sees it) with the
-// entry's state settings. It returns nil once the job's report says a
-// subtask restored, and an error when the job ends first.
+// entry's state settings. It returns nil once the job's report says both
+// keyed subtasks restored and the job still runs restoreSettle later (a
+// missing file of another operator fails the job after the keyed state
+// restored), and an error when the job ends first.
 func restoreOnce(t *testing.T, site *Site, d Dist, e flinkdata.Entry, dir, what string) error {
 	t.Helper()
 	report := filepath.Join(t.TempDir(), "report.txt")
@@ -197,8 +203,13 @@ func restoreOnce(t *testing.T, site *Site, d Dist, e flinkdata.Entry, dir, what 
 	deadline := time.After(3 * time.Minute)
 	for {
 		r, err := ReadReport(report)
-		if err == nil && len(r.Restores) > 0 {
-			return nil
+		if err == nil && len(r.Restores) >= 2 {
+			select {
+			case <-p.Exited():
+				return fmt.Errorf("%s: the job ended after restoring (%v):\n%s", what, p.Err(), p.Tail(8))
+			case <-time.After(restoreSettle):
+				return nil
+			}
 		}
 		select {
 		case <-p.Exited():

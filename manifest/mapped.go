@@ -35,19 +35,22 @@ func decodeFileReferences(f *os.File, size int64, v metadata.Visitor) (metadata.
 	if size <= 0 || size > math.MaxInt {
 		return metadata.DecodeReferences(f, size, metadata.Options{}, v)
 	}
-	flags := unix.MAP_SHARED
-	if size <= populateLimit {
-		flags |= unix.MAP_POPULATE
-	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, flags)
-	if err == nil && size > populateLimit {
-		// Read ahead of the parse, and drop what it passed when memory is short.
-		unix.Madvise(data, unix.MADV_SEQUENTIAL)
-	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return metadata.DecodeReferences(f, size, metadata.Options{}, v)
 	}
 	defer unix.Munmap(data)
+	if size <= populateLimit {
+		// Not MAP_POPULATE: when the file system fails a read (EIO from
+		// a NAS), mmap(2) with MAP_POPULATE retries it forever (Linux
+		// 6.18, over FUSE at least). MADV_POPULATE_READ returns the error.
+		if err := unix.Madvise(data, unix.MADV_POPULATE_READ); err != nil && !errors.Is(err, unix.EINVAL) {
+			return metadata.Summary{}, fmt.Errorf("the file system failed a read of %s (%w)", f.Name(), err)
+		}
+	} else {
+		// Read ahead of the parse, and drop what it passed when memory is short.
+		unix.Madvise(data, unix.MADV_SEQUENTIAL)
+	}
 	if hook := testHookMapped.Load(); hook != nil {
 		(*hook)()
 	}

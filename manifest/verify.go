@@ -162,7 +162,10 @@ func (v *Verifier) loadManifest(dir string, probes *prober, judge judge) (parsed
 		return e, need
 	}
 	parsed, need = v.parse(local, f, &st, probes, judge)
-	v.cache.putManifest(path, parsed)
+	if parsed.prob == nil || parsed.prob.Kind != ProblemIOError {
+		// A read that failed says nothing about the file: read it again.
+		v.cache.putManifest(path, parsed)
+	}
 	return parsed, need
 }
 

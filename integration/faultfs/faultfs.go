@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -102,15 +101,11 @@ func (r *Rule) matches(op Op, rel string) bool {
 	return true
 }
 
-// FS is a mounted faultfs.
-type FS struct {
-	// Lower is the directory served, MountPoint where.
-	Lower, MountPoint string
-
-	srv *fuse.Server
-
+// server is the faultfs file system: the rules and what they hold.
+type server struct {
 	mu      sync.Mutex
 	rules   []*rule       // GUARDED_BY(mu)
+	next    int           // GUARDED_BY(mu); id of the next rule
 	release chan struct{} // GUARDED_BY(mu); closed to end every hang
 
 	hung atomic.Int64
@@ -119,17 +114,16 @@ type FS struct {
 
 type rule struct {
 	Rule
-	hits atomic.Uint64
+	id int
 }
 
-// Mount serves lower at mountPoint until the test ends. It needs root and
-// /dev/fuse; the caller checks (mounttest.RequireFUSE).
-func Mount(t testing.TB, lower, mountPoint string) *FS {
-	t.Helper()
-	f := &FS{Lower: lower, MountPoint: mountPoint, release: make(chan struct{})}
+func newServer() *server { return &server{release: make(chan struct{})} }
+
+// mount serves lower at mountPoint.
+func (f *server) mount(lower, mountPoint string) (*fuse.Server, error) {
 	root, err := fs.NewLoopbackRoot(lower)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	lr := root.(*fs.LoopbackNode)
 	top := &node{LoopbackNode: lr, fs: f}
@@ -150,78 +144,44 @@ func Mount(t testing.TB, lower, mountPoint string) *FS {
 		NegativeTimeout: &zero,
 	}
 	opts.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
-	srv, err := fs.Mount(mountPoint, top, opts)
-	if err != nil {
-		t.Fatalf("faultfs: mount %s: %v", mountPoint, err)
-	}
-	f.srv = srv
-	t.Cleanup(f.Unmount)
-	return f
+	return fs.Mount(mountPoint, top, opts)
 }
 
-// Add installs r (rules apply in the order added; the first that matches
-// acts) and returns a function that removes it.
-func (f *FS) Add(r Rule) (remove func()) {
-	nr := &rule{Rule: r}
+func (f *server) add(r Rule) int {
 	f.mu.Lock()
-	f.rules = append(f.rules, nr)
-	f.mu.Unlock()
-	return func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		for i, x := range f.rules {
-			if x == nr {
-				f.rules = append(f.rules[:i], f.rules[i+1:]...)
-				return
-			}
+	defer f.mu.Unlock()
+	f.next++
+	f.rules = append(f.rules, &rule{Rule: r, id: f.next})
+	return f.next
+}
+
+func (f *server) remove(id int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, x := range f.rules {
+		if x.id == id {
+			f.rules = append(f.rules[:i], f.rules[i+1:]...)
+			return
 		}
 	}
 }
 
-// Release ends every hang now; rules stay (a hang rule hangs the next
-// matching request again).
-func (f *FS) Release() {
+func (f *server) releaseAll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	close(f.release)
 	f.release = make(chan struct{})
 }
 
-// Clear removes every rule and ends every hang: the NAS is well again.
-func (f *FS) Clear() {
+func (f *server) clear() {
 	f.mu.Lock()
 	f.rules = nil
 	f.mu.Unlock()
-	f.Release()
-}
-
-// Hung is how many requests wait on a hang now.
-func (f *FS) Hung() int64 { return f.hung.Load() }
-
-// Hits is how many requests a rule acted on so far.
-func (f *FS) Hits() uint64 { return f.hits.Load() }
-
-// Unmount clears the rules and unmounts (lazily if busy).
-func (f *FS) Unmount() {
-	f.Clear()
-	if f.srv == nil {
-		return
-	}
-	for i := 0; i < 50; i++ {
-		if f.srv.Unmount() == nil {
-			f.srv.Wait()
-			f.srv = nil
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	syscall.Unmount(f.MountPoint, syscall.MNT_DETACH)
-	f.srv.Wait()
-	f.srv = nil
+	f.releaseAll()
 }
 
 // fault applies the first rule that matches op on rel.
-func (f *FS) fault(op Op, rel string) syscall.Errno {
+func (f *server) fault(op Op, rel string) syscall.Errno {
 	f.mu.Lock()
 	var r *rule
 	for _, x := range f.rules {
@@ -235,7 +195,6 @@ func (f *FS) fault(op Op, rel string) syscall.Errno {
 	if r == nil {
 		return 0
 	}
-	r.hits.Add(1)
 	f.hits.Add(1)
 	if r.Delay > 0 {
 		select {

@@ -8,12 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/ckptfs/ckptfs/integration/mounttest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { Main(m) }
 
 func mount(t *testing.T) (*FS, string) {
 	t.Helper()

@@ -11,7 +11,7 @@ import (
 // node is a loopback node whose operations ask the rules first.
 type node struct {
 	*fs.LoopbackNode
-	fs *FS
+	fs *server
 }
 
 func (n *node) rel() string { return n.Path(nil) }
@@ -181,7 +181,7 @@ func unwrap(f fs.FileHandle) fs.FileHandle {
 // first. It offers no passthrough, so reads and writes reach it.
 type file struct {
 	*fs.LoopbackFile
-	fs  *FS
+	fs  *server
 	ino *fs.Inode
 }
 

@@ -1,0 +1,57 @@
+package nasfault
+
+import (
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ckptfs/ckptfs/fusefs"
+	"github.com/ckptfs/ckptfs/integration/faultfs"
+)
+
+// TestReplicaReadErrors: a checkpoint whose files the NAS fails to serve
+// (EIO, ESTALE) becomes unknown, so hidden, and stays hidden as long as
+// the fault lasts; other checkpoints stay visible; when the fault ends it
+// is visible again, without a restart.
+func TestReplicaReadErrors(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.EIO, syscall.ESTALE} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			s := startSite(t, fusefs.ModeReplica, nil)
+			defer s.dumpOnFailure()
+			s.waitFor(10*time.Second, "both checkpoints visible", func() bool { return s.visible(jobA) && s.visible(jobB) })
+			before := s.unknownVerifications()
+			remove := s.fault.Add(faultfs.Rule{Ops: faultfs.OpAll, Path: filepath.Join(jobA, s.chk), Name: "_metadata", Err: errno})
+			s.waitFor(10*time.Second, "the failing checkpoint hidden", func() bool { return !s.visible(jobA) })
+			s.waitFor(10*time.Second, "unknown verdicts counted", func() bool { return s.unknownVerifications() > before })
+			for i := 0; i < 10; i++ {
+				if s.visible(jobA) {
+					t.Fatal("a checkpoint the NAS fails to serve is visible again while the fault lasts")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if !s.visible(jobB) {
+				t.Error("another job's checkpoint was hidden too")
+			}
+			remove()
+			s.waitFor(10*time.Second, "visible again once the NAS serves it", func() bool { return s.visible(jobA) })
+		})
+	}
+}
+
+// TestReplicaMetadataReadErrorHeals: a _metadata whose read fails (its
+// open and stat succeed) is not remembered as unreadable: once the NAS
+// reads it, the checkpoint is verified and shown.
+func TestReplicaMetadataReadErrorHeals(t *testing.T) {
+	s := startSite(t, fusefs.ModeReplica, nil)
+	defer s.dumpOnFailure()
+	before := s.unknownVerifications()
+	remove := s.fault.Add(faultfs.Rule{Ops: faultfs.OpRead, Path: jobC, Name: "_metadata", Err: syscall.EIO})
+	s.put(jobC)
+	s.waitFor(10*time.Second, "the unreadable checkpoint counted unknown", func() bool { return s.unknownVerifications() > before })
+	if s.visible(jobC) {
+		t.Fatal("a checkpoint whose _metadata cannot be read is visible")
+	}
+	remove()
+	s.waitFor(10*time.Second, "the checkpoint visible once its _metadata reads", func() bool { return s.visible(jobC) })
+}

@@ -10,11 +10,13 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 )
 
 // The file system runs in a child process (the test binary re-executed
@@ -69,13 +71,43 @@ func serve(specJSON string) int {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	fmt.Println(readyLine)
+	var st unix.Stat_t
+	unix.Stat(spec.MountPoint, &st)
 	<-stop
 	f.clear()
-	for i := 0; i < 100 && srv.Unmount() != nil; i++ {
-		f.clear()
-		time.Sleep(50 * time.Millisecond)
+	done := make(chan struct{})
+	go func() {
+		for i := 0; i < 100 && srv.Unmount() != nil; i++ {
+			f.clear()
+			time.Sleep(50 * time.Millisecond)
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		// Unmounted here, but a copy of the mount in another mount
+		// namespace (made by any process on the machine meanwhile) keeps
+		// the connection alive, so the serving loops never end.
+		if err := abort(unix.Minor(st.Dev)); err != nil {
+			fmt.Fprintln(os.Stderr, "faultfs:", err)
+		}
+		<-done
 	}
 	return 0
+}
+
+// abort ends FUSE connection conn through fusectl, mounting it if
+// nobody did.
+func abort(conn uint32) error {
+	const fusectl = "/sys/fs/fuse/connections"
+	dir := filepath.Join(fusectl, strconv.FormatUint(uint64(conn), 10))
+	if _, err := os.Stat(dir); err != nil {
+		if err := unix.Mount("fusectl", fusectl, "fusectl", 0, ""); err != nil && err != unix.EBUSY {
+			return fmt.Errorf("mount fusectl: %w", err)
+		}
+	}
+	return os.WriteFile(filepath.Join(dir, "abort"), []byte("1"), 0)
 }
 
 // Control is the child's RPC service; only net/rpc calls it.
@@ -186,9 +218,14 @@ func (f *FS) Unmount() {
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		f.t.Errorf("faultfs at %s did not stop; killing it", f.MountPoint)
-		f.cmd.Process.Kill()
-		<-done
+		f.t.Errorf("faultfs at %s did not stop; its goroutines follow", f.MountPoint)
+		f.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+			f.cmd.Process.Kill()
+			<-done
+		}
 	}
 	syscall.Unmount(f.MountPoint, syscall.MNT_DETACH)
 	f.cmd = nil

@@ -99,6 +99,7 @@ func startSite(t *testing.T, mode fusefs.Mode, tweak func(*daemon.Config)) *site
 	cfg.Logger = slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg.Catalog.Poll, cfg.FollowInterval = 100*time.Millisecond, 50*time.Millisecond
 	cfg.Verifier.MaxAge = 2 * cfg.Catalog.Poll
+	cfg.Catalog.BackingTimeout = time.Second
 	cfg.Mount.Mode = mode
 	cfg.MetricsAddr = freeAddr(t)
 	s.metricsURL = "http://" + cfg.MetricsAddr
@@ -190,12 +191,15 @@ func (s *site) visible(job string) bool {
 // waitFor fails the test unless cond holds within limit.
 func (s *site) waitFor(limit time.Duration, what string, cond func() bool) {
 	s.t.Helper()
-	deadline := time.Now().Add(limit)
+	start := time.Now()
 	for !cond() {
-		if time.Now().After(deadline) {
+		if time.Since(start) > limit {
 			s.t.Fatalf("after %v: %s", limit, what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if d := time.Since(start); d > time.Second {
+		s.t.Logf("%s: after %v", what, d.Round(time.Millisecond))
 	}
 }
 

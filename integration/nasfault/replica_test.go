@@ -55,3 +55,22 @@ func TestReplicaMetadataReadErrorHeals(t *testing.T) {
 	remove()
 	s.waitFor(10*time.Second, "the checkpoint visible once its _metadata reads", func() bool { return s.visible(jobC) })
 }
+
+// TestReplicaListingErrorKeepsJob: a job directory the NAS fails to list
+// keeps its checkpoints, unknown (hidden, and counted as incomplete), so
+// the job does not vanish from the catalog, its metrics and its markers
+// as if Flink had deleted it.
+func TestReplicaListingErrorKeepsJob(t *testing.T) {
+	s := startSite(t, fusefs.ModeReplica, nil)
+	defer s.dumpOnFailure()
+	s.waitFor(10*time.Second, "both checkpoints visible", func() bool { return s.visible(jobA) && s.visible(jobB) })
+	incomplete := `ckptfs_incomplete_checkpoints{job_id="` + filepath.Base(jobA) + `"`
+	remove := s.fault.Add(faultfs.Rule{Ops: faultfs.OpReaddir, Path: jobA, Err: syscall.EIO})
+	s.waitFor(10*time.Second, "the job's checkpoint hidden", func() bool { return !s.visible(jobA) })
+	s.waitFor(10*time.Second, "the job still known, its checkpoint incomplete", func() bool { return s.metric(incomplete) == 1 })
+	remove()
+	s.waitFor(10*time.Second, "visible again", func() bool { return s.visible(jobA) })
+	if n := s.metric(incomplete); n != 0 {
+		t.Errorf("%s: %v after the fault, want 0", incomplete, n)
+	}
+}

@@ -1,0 +1,33 @@
+package nasfault
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ckptfs/ckptfs/fusefs"
+	"github.com/ckptfs/ckptfs/integration/faultfs"
+)
+
+// TestReplicaHungListing: a job directory whose listing hangs (a hung
+// NFS server for that path) makes that job's checkpoints unknown and
+// hidden within the catalog's backing timeout, while other jobs'
+// checkpoints keep being verified and shown, and health says so. When
+// the NAS answers again, everything comes back without a restart.
+func TestReplicaHungListing(t *testing.T) {
+	s := startSite(t, fusefs.ModeReplica, nil)
+	defer s.dumpOnFailure()
+	s.waitFor(10*time.Second, "both checkpoints visible", func() bool { return s.visible(jobA) && s.visible(jobB) })
+	s.fault.Add(faultfs.Rule{Ops: faultfs.OpReaddir, Path: jobA, Hang: true})
+	s.waitFor(10*time.Second, "the catalog waits on the hung listing", func() bool { return s.fault.Hung() > 0 })
+	s.put(jobC)
+	s.waitFor(15*time.Second, "a new checkpoint of another job shown while one job's listing hangs", func() bool { return s.visible(jobC) })
+	if !s.visible(jobB) {
+		t.Error("another job's checkpoint was hidden")
+	}
+	s.waitFor(10*time.Second, "the hung job's checkpoint hidden", func() bool { return !s.visible(jobA) })
+	s.waitFor(15*time.Second, "health reports the hung NAS", func() bool { return !s.health().OK })
+	t.Logf("health while the listing hangs: %q", s.health().Problems)
+	s.fault.Clear()
+	s.waitFor(15*time.Second, "healthy again", func() bool { return s.health().OK })
+	s.waitFor(10*time.Second, "the job's checkpoint visible again", func() bool { return s.visible(jobA) })
+}

@@ -31,3 +31,21 @@ func TestReplicaHungListing(t *testing.T) {
 	s.waitFor(15*time.Second, "healthy again", func() bool { return s.health().OK })
 	s.waitFor(10*time.Second, "the job's checkpoint visible again", func() bool { return s.visible(jobA) })
 }
+
+// TestReplicaHungMetadataRead: a _metadata whose read hangs holds up
+// only its own checkpoint: a new checkpoint of another job is verified
+// and shown meanwhile.
+func TestReplicaHungMetadataRead(t *testing.T) {
+	s := startSite(t, fusefs.ModeReplica, nil)
+	defer s.dumpOnFailure()
+	s.fault.Add(faultfs.Rule{Ops: faultfs.OpRead, Path: jobC, Name: "_metadata", Hang: true})
+	s.put(jobC)
+	s.waitFor(10*time.Second, "the verifier waits on the hung read", func() bool { return s.fault.Hung() > 0 })
+	s.put(jobD)
+	s.waitFor(15*time.Second, "another job's new checkpoint shown while a _metadata read hangs", func() bool { return s.visible(jobD) })
+	if s.visible(jobC) {
+		t.Error("the checkpoint whose _metadata does not read is visible")
+	}
+	s.fault.Clear()
+	s.waitFor(15*time.Second, "the checkpoint shown once its _metadata reads", func() bool { return s.visible(jobC) })
+}

@@ -34,6 +34,7 @@ const (
 	jobA = "jobs/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 	jobB = "jobs/bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 	jobC = "jobs/cccccccccccccccccccccccccccccccc"
+	jobD = "jobs/dddddddddddddddddddddddddddddddd"
 )
 
 // site is one mount daemon over a faultfs NAS.

@@ -235,7 +235,7 @@ func (s *Server) SetMode(m Mode) error {
 	}
 	s.transition.Lock()
 	defer s.transition.Unlock()
-	old := s.fsys.setMode(m)
+	old, epoch := s.fsys.setMode(m)
 	if old != m {
 		s.fsys.log.Info("mode changed", "from", old.String(), "to", m.String())
 	}
@@ -243,7 +243,7 @@ func (s *Server) SetMode(m Mode) error {
 		s.invalidateAll()
 	}
 	if !m.writable() {
-		return s.revokeWriters()
+		return errors.Join(s.fsys.waitMutations(epoch), s.revokeWriters())
 	}
 	return nil
 }

@@ -103,3 +103,52 @@ func TestFencingWithAHungMutation(t *testing.T) {
 		t.Errorf("WritesAfterFence %d, want 1 (the hung mkdir landed after the fence)", n)
 	}
 }
+
+// TestFencingWritersOnAHungNAS: fencing with writers open while the NAS
+// stops answering every call on their files returns within FenceTimeout
+// (plus the revocation's own bound), whatever the kernel can still be
+// told, and cuts off every writer it can reach at once: several files
+// do not add up their waits.
+func TestFencingWritersOnAHungNAS(t *testing.T) {
+	srv, fault, mnt := mountPrimary(t, time.Second)
+	var files []*os.File
+	for i := 0; i < 4; i++ {
+		f, err := os.OpenFile(filepath.Join(mnt, jobA, "f"+string(rune('0'+i))), os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write([]byte("before")); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	t.Logf("passthrough writers: %d of %d", srv.Stats().PassthroughWrites, len(files))
+	fault.Add(faultfs.Rule{Ops: faultfs.OpAll &^ faultfs.OpLookup, Path: jobA, Hang: true})
+	fenced := make(chan error, 1)
+	start := time.Now()
+	go func() { fenced <- srv.SetMode(fusefs.ModeFenced) }()
+	select {
+	case err := <-fenced:
+		t.Logf("SetMode returned after %v: %v", time.Since(start).Round(time.Millisecond), err)
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("SetMode took %v", d)
+		}
+	case <-time.After(20 * time.Second):
+		fault.Clear()
+		t.Fatalf("SetMode(fenced) hangs with writers open on a hung NAS: %v", <-fenced)
+	}
+	// The kernel cannot be told while the NAS hangs the path's lookup;
+	// once it answers, the revocation still under way cuts them off.
+	fault.Clear()
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Stats().RevokedWriters < uint64(len(files)) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("revoked %d writers %v after fencing began", srv.Stats().RevokedWriters, time.Since(start).Round(time.Millisecond))
+	for _, f := range files {
+		if _, err := f.Write([]byte("after")); err == nil {
+			t.Errorf("%s: a write after fencing succeeded", f.Name())
+		}
+		f.Close()
+	}
+}

@@ -1,6 +1,8 @@
 package nasfault
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -48,4 +50,25 @@ func TestReplicaHungMetadataRead(t *testing.T) {
 	}
 	s.fault.Clear()
 	s.waitFor(15*time.Second, "the checkpoint shown once its _metadata reads", func() bool { return s.visible(jobC) })
+}
+
+// TestStopWithAHungNAS: a daemon whose NAS hangs every call, with a
+// Flink request stuck on it, still stops when asked, within a bound.
+func TestStopWithAHungNAS(t *testing.T) {
+	s := startSite(t, fusefs.ModeReplica, nil)
+	defer s.dumpOnFailure()
+	s.waitFor(10*time.Second, "both checkpoints visible", func() bool { return s.visible(jobA) && s.visible(jobB) })
+	s.fault.Add(faultfs.Rule{Ops: faultfs.OpAll, Hang: true})
+	stuck := make(chan struct{})
+	go func() {
+		defer close(stuck)
+		os.ReadDir(filepath.Join(s.mnt, jobA, s.chk))
+	}()
+	s.waitFor(10*time.Second, "requests waiting on the NAS", func() bool { return s.fault.Hung() >= 2 })
+	time.Sleep(2 * time.Second) // the follower, the pin and the watcher meet the hang too
+	start := time.Now()
+	err := s.stopDaemon(15 * time.Second)
+	t.Logf("stopped after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	s.fault.Clear()
+	<-stuck
 }

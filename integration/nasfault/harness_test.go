@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,7 +145,8 @@ func (s *site) stopDaemon(limit time.Duration) error {
 	case err := <-s.done:
 		return err
 	case <-time.After(limit):
-		s.t.Errorf("the daemon did not stop within %v", limit)
+		buf := make([]byte, 1<<20)
+		s.t.Errorf("the daemon did not stop within %v; goroutines:\n%s", limit, buf[:runtime.Stack(buf, true)])
 		s.fault.Clear()
 		return <-s.done
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/fusefs"
 	"github.com/ckptfs/ckptfs/integration/faultfs"
+	"github.com/ckptfs/ckptfs/manifest"
 )
 
 // TestPrimaryPassesErrorsOn: on a primary mount Flink gets the NAS's own
@@ -69,4 +70,93 @@ func TestPrimaryPassesErrorsOn(t *testing.T) {
 		}
 	}
 	s.waitFor(10*time.Second, "the other job's checkpoint still visible", func() bool { return s.visible(jobB) })
+}
+
+// writeCheckpoint writes the real checkpoint through the primary mount
+// into job, as Flink does: every state file, then _metadata. skip names
+// a state file that is not written (a lost write), "" none.
+func (s *site) writeCheckpoint(job, skip string) error {
+	dir := filepath.Join(s.mnt, job, s.chk)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(s.src)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() == "_metadata" || e.Name() == skip {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(s.src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644); err != nil {
+			return err
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(s.src, "_metadata"))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "_metadata"), data, 0o644)
+}
+
+// sealed reports whether the primary sealed job's checkpoint (its sealed
+// manifest is on the NAS).
+func (s *site) sealed(job string) bool {
+	_, err := os.Stat(manifest.SealedPath(s.lower, filepath.Join(job, s.chk)))
+	return err == nil
+}
+
+// TestPrimarySealsAfterTheNASHeals: a checkpoint committed while the NAS
+// fails reads of its _metadata and every write of the sealed manifest is
+// not sealed then, and is sealed once the NAS works again, without a
+// restart.
+func TestPrimarySealsAfterTheNASHeals(t *testing.T) {
+	s := startSite(t, fusefs.ModePrimary, nil)
+	defer s.dumpOnFailure()
+	removeRead := s.fault.Add(faultfs.Rule{Ops: faultfs.OpRead, Path: jobC, Name: "_metadata", Err: syscall.EIO})
+	removeWrite := s.fault.Add(faultfs.Rule{Ops: faultfs.OpCreate | faultfs.OpMkdir, Path: manifest.StateDir, Err: syscall.ENOSPC})
+	if err := s.writeCheckpoint(jobC, ""); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor(10*time.Second, "a seal attempt failed", func() bool { return s.logs.contains("sealing failed", filepath.Base(jobC)) })
+	if s.sealed(jobC) {
+		t.Fatal("sealed although the NAS failed")
+	}
+	removeRead()
+	removeWrite()
+	s.waitFor(15*time.Second, "sealed once the NAS works", func() bool { return s.sealed(jobC) })
+}
+
+// TestPrimaryDoesNotSealAnIncompleteCheckpoint: a checkpoint whose
+// _metadata names a file the NAS does not hold (a write it lost) is not
+// sealed: a sealed manifest vouches for what the primary holds.
+func TestPrimaryDoesNotSealAnIncompleteCheckpoint(t *testing.T) {
+	s := startSite(t, fusefs.ModePrimary, nil)
+	defer s.dumpOnFailure()
+	entries, err := os.ReadDir(s.src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := ""
+	for _, e := range entries {
+		if e.Name() != "_metadata" {
+			lost = e.Name()
+			break
+		}
+	}
+	if err := s.writeCheckpoint(jobC, lost); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.writeCheckpoint(jobD, ""); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor(10*time.Second, "the complete checkpoint sealed", func() bool { return s.sealed(jobD) })
+	s.waitFor(10*time.Second, "the incomplete one refused", func() bool { return s.logs.contains("sealing failed", filepath.Base(jobC)) })
+	if s.sealed(jobC) {
+		t.Errorf("sealed a checkpoint without its file %s", lost)
+	}
 }

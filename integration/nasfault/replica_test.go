@@ -1,11 +1,13 @@
 package nasfault
 
 import (
+	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ckptfs/ckptfs/daemon"
 	"github.com/ckptfs/ckptfs/fusefs"
 	"github.com/ckptfs/ckptfs/integration/faultfs"
 )
@@ -72,5 +74,46 @@ func TestReplicaListingErrorKeepsJob(t *testing.T) {
 	s.waitFor(10*time.Second, "visible again", func() bool { return s.visible(jobA) })
 	if n := s.metric(incomplete); n != 0 {
 		t.Errorf("%s: %v after the fault, want 0", incomplete, n)
+	}
+}
+
+// TestReplicaSlowNAS: a NAS that answers every stat late (within the
+// backing timeout) slows verification down but changes no verdict: a new
+// complete checkpoint is shown, a torn one never.
+func TestReplicaSlowNAS(t *testing.T) {
+	s := startSite(t, fusefs.ModeReplica, func(c *daemon.Config) {
+		c.Catalog.BackingTimeout, c.Verifier.MaxAge = 30*time.Second, time.Minute
+	})
+	defer s.dumpOnFailure()
+	s.waitFor(10*time.Second, "both checkpoints visible", func() bool { return s.visible(jobA) && s.visible(jobB) })
+	torn := s.put(jobC)
+	entries, err := os.ReadDir(torn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != "_metadata" {
+			if err := os.Remove(filepath.Join(torn, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	// Every state file (named by a UUID) answers its stat late.
+	s.fault.Add(faultfs.Rule{Ops: faultfs.OpStat, Path: "jobs", Name: "*-*-*-*-*", Delay: 50 * time.Millisecond})
+	s.put(jobD)
+	start := time.Now()
+	for !s.visible(jobD) {
+		if s.visible(jobC) {
+			t.Fatal("a torn checkpoint is visible on a slow NAS")
+		}
+		if time.Since(start) > 15*time.Second {
+			t.Fatal("a complete checkpoint not shown within 15 s on a slow NAS")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("new checkpoint shown after %v with 50 ms per stat", time.Since(start).Round(time.Millisecond))
+	if s.visible(jobC) {
+		t.Error("a torn checkpoint is visible on a slow NAS")
 	}
 }

@@ -109,7 +109,7 @@ func TestAlertRulesUseExportedMetrics(t *testing.T) {
 		}
 	}
 	// What the rules must cover.
-	for _, want := range []string{"CkptfsLagHigh", "CkptfsNoCompleteCheckpoint", "CkptfsZooKeeperSessionDown", "CkptfsHiddenCheckpointAccess", "CkptfsTakeoverRefused"} {
+	for _, want := range []string{"CkptfsLagHigh", "CkptfsNoCompleteCheckpoint", "CkptfsZooKeeperSessionDown", "CkptfsHiddenCheckpointAccess", "CkptfsTakeoverRefused", "CkptfsBackingHung"} {
 		if !alerts[want] {
 			t.Errorf("no alert %s", want)
 		}

@@ -175,7 +175,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 // stopGrace bounds each wait of a stopping daemon for work that waits on
 // the backing file system (a hung NAS): the rest ends without it.
-const stopGrace = 5 * time.Second
+const stopGrace = 2 * time.Second
 
 // waitAtMost waits until done is closed or d has passed, and says which.
 func waitAtMost(done <-chan struct{}, d time.Duration) bool {

@@ -65,7 +65,7 @@ func TestStopWithAHungNAS(t *testing.T) {
 		os.ReadDir(filepath.Join(s.mnt, jobA, s.chk))
 	}()
 	s.waitFor(10*time.Second, "requests waiting on the NAS", func() bool { return s.fault.Hung() >= 2 })
-	time.Sleep(2 * time.Second) // the follower, the pin and the watcher meet the hang too
+	time.Sleep(time.Second) // the follower, the pin and the watcher meet the hang too
 	start := time.Now()
 	err := s.stopDaemon(15 * time.Second)
 	t.Logf("stopped after %v: %v", time.Since(start).Round(time.Millisecond), err)

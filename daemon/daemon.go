@@ -83,9 +83,14 @@ func Run(ctx context.Context, cfg Config) error {
 		} else {
 			log.Warn("checkpoint no longer complete", attrs...)
 		}
-		if err := srv.Invalidate(ch.Dir, ch.Name); err != nil {
-			log.Warn("invalidating kernel cache", append(attrs, "err", err)...)
-		}
+		// Off the catalog's pass: the kernel takes the directory's lock
+		// to invalidate, and a lookup hung on the NAS in that directory
+		// holds it. The entry expires within EntryTimeout meanwhile.
+		go func() {
+			if err := srv.Invalidate(ch.Dir, ch.Name); err != nil {
+				log.Warn("invalidating kernel cache", append(attrs, "err", err)...)
+			}
+		}()
 	})
 	unmounted := make(chan struct{})
 	go func() { srv.Wait(); close(unmounted) }()

@@ -123,9 +123,12 @@ func Run(ctx context.Context, cfg Config) error {
 	// they are left behind when the daemon stops.
 	g.Go(func() error { detached(gctx, func() { watchBacking(gctx, cfg.Backing, p.catalog, log) }); return nil })
 	g.Go(func() error { detached(gctx, func() { pin.run(gctx, cfg.FollowInterval, srv, log) }); return nil })
+	probe := &backingProbe{backing: cfg.Backing, timeout: cfg.Catalog.BackingTimeout}
+	g.Go(func() error { probe.run(gctx, cfg.Catalog.Poll, srv.Mode); return nil })
 	g.Go(func() error { return f.run(gctx) })
 	if metricsLn != nil {
-		src := metrics.Sources{Site: cfg.Site, Version: cfg.Version, Catalog: p.catalog, Poll: cfg.Catalog.Poll, Mount: srv, ZooKeeper: zkm, Backing: pin.problem}
+		src := metrics.Sources{Site: cfg.Site, Version: cfg.Version, Catalog: p.catalog, Poll: cfg.Catalog.Poll, Mount: srv, ZooKeeper: zkm, Backing: pin.problem,
+			Probe: probe.problem, ProbeDuration: probe.Duration}
 		hs := &http.Server{
 			Handler:           metrics.Handler(metrics.NewRegistry(src), src),
 			ReadHeaderTimeout: 10 * time.Second,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -159,4 +160,39 @@ func TestPrimaryDoesNotSealAnIncompleteCheckpoint(t *testing.T) {
 	if s.sealed(jobC) {
 		t.Errorf("sealed a checkpoint without its file %s", lost)
 	}
+}
+
+// TestHealthProbesTheNAS: health fails while the NAS fails or does not
+// answer the daemon's probe, even when no verification waits on it, and
+// passes again once it answers.
+func TestHealthProbesTheNAS(t *testing.T) {
+	s := startSite(t, fusefs.ModePrimary, nil)
+	defer s.dumpOnFailure()
+	s.waitFor(10*time.Second, "healthy", func() bool { return s.health().OK })
+	hasProblem := func(words ...string) func() bool {
+		return func() bool {
+			for _, p := range s.health().Problems {
+				ok := true
+				for _, w := range words {
+					ok = ok && strings.Contains(p, w)
+				}
+				if ok {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	remove := s.fault.Add(faultfs.Rule{Ops: faultfs.OpStatfs, Err: syscall.ENOSPC})
+	s.waitFor(10*time.Second, "health names the failing NAS", hasProblem("backing file system failing", "no space left"))
+	remove()
+	s.waitFor(10*time.Second, "healthy again", func() bool { return s.health().OK })
+	s.fault.Add(faultfs.Rule{Ops: faultfs.OpStatfs, Hang: true})
+	s.waitFor(10*time.Second, "health names the hung NAS", hasProblem("backing file system not answering", "probe"))
+	if d := s.metric("ckptfs_backing_probe_duration_seconds"); d < 1 {
+		t.Errorf("ckptfs_backing_probe_duration_seconds %v while the probe hangs, want at least the 1 s timeout", d)
+	}
+	t.Logf("health: %q", s.health().Problems)
+	s.fault.Clear()
+	s.waitFor(10*time.Second, "healthy again", func() bool { return s.health().OK })
 }

@@ -102,9 +102,11 @@ func CheckHealth(src Sources, th Thresholds, now time.Time) Health {
 				what, now.Sub(w.Since).Round(time.Second), w.Since.UTC().Format(time.RFC3339)))
 		}
 	}
-	if src.Backing != nil {
-		if err := src.Backing(); err != nil {
-			h.Problems = append(h.Problems, err.Error())
+	for _, check := range []func() error{src.Backing, src.Probe} {
+		if check != nil {
+			if err := check(); err != nil {
+				h.Problems = append(h.Problems, err.Error())
+			}
 		}
 	}
 	if z := src.ZooKeeper; z != nil {

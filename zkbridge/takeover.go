@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/ckptfs/ckptfs/manifest"
 )
 
 // Errors of Takeover and RestorePruned.
@@ -41,6 +43,9 @@ type TakeoverOptions struct {
 	// ActivateAnyway makes this site active although some job was
 	// refused.
 	ActivateAnyway bool
+	// AcceptStateLoss lets Flink start a job with no checkpoint pointer
+	// although it had a complete checkpoint (RefusedCheckpointsLost).
+	AcceptStateLoss bool
 
 	// beforeRetraction is a test seam, called before every retraction.
 	beforeRetraction func(job string, id int64)
@@ -101,6 +106,10 @@ type JobTakeover struct {
 	AlreadyPruned []int64 `json:"already_pruned,omitempty"`
 	// Ignored are 1.15+ pointers without locks, which Flink skips.
 	Ignored []int64 `json:"ignored,omitempty"`
+	// Refusal names why a refused job was refused.
+	Refusal RefusalReason `json:"refusal,omitempty"`
+	// HA is the verdict on the job graph, blobs and job results here.
+	HA *manifest.JobHAVerdict `json:"ha,omitempty"`
 	// RestoreHint says how to start a refused job by hand.
 	RestoreHint *RestoreHint `json:"restore_hint"`
 }
@@ -222,8 +231,16 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 		return nil, err
 	}
 	rep.Epoch, rep.ActiveSite = ep.value, active
+	markers, err := b.readMarkers(ctx, paths)
+	if err != nil {
+		return nil, err
+	}
 	for _, jl := range l.Jobs {
-		jt, err := b.takeoverJob(ctx, paths, lock, ep, l, jl, opts)
+		marker, ok := markers[b.cfg.Site][jl.JobID]
+		if !ok {
+			marker = NoMarker(jl.JobID)
+		}
+		jt, err := b.takeoverJob(ctx, paths, lock, ep, l, jl, marker, opts)
 		if err != nil {
 			rep.Decision = fmt.Sprintf("stopped at job %s: %v", jl.JobID, err)
 			return rep, err
@@ -318,7 +335,7 @@ const maxJobRounds = 6
 
 // takeoverJob re-reads, verifies and plans one job until a plan needs no
 // retraction, retracting as planned in between.
-func (b *Bridge) takeoverJob(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, l *Layout, jl JobLayout, opts TakeoverOptions) (*JobTakeover, error) {
+func (b *Bridge) takeoverJob(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, l *Layout, jl JobLayout, marker Marker, opts TakeoverOptions) (*JobTakeover, error) {
 	log := b.log.With("job", jl.JobID)
 	jt := &JobTakeover{JobID: jl.JobID, Status: StatusOK, Kept: []int64{}, Retracted: []int64{}, Retractions: []Retraction{}}
 	pruned, err := b.backupIDs(ctx, paths, jl.JobID)
@@ -341,12 +358,14 @@ func (b *Bridge) takeoverJob(ctx context.Context, paths ckptfsPaths, lock *takeo
 			nc := plan.NewestComplete
 			jt.NewestComplete = &nc
 		}
-		if plan.Refused {
-			jt.Status = StatusRefused
+		jt.HA = js.HA
+		if d := DecideJob(jobFacts(js, plan, marker.CheckpointID, pruned, opts.AcceptStateLoss)); d.Refused {
+			jt.Status, jt.Refusal = StatusRefused, d.Reason
 			jt.Kept = plan.Keep
-			jt.Reason = fmt.Sprintf("none of its %d checkpoint pointer(s) is complete on this site at L2; nothing changed: with no pointer left Flink would start the job from empty state", len(plan.Keep))
+			jt.Reason = d.Detail + "; nothing changed for the job"
+			js.MarkerPath = marker.Path
 			jt.RestoreHint = b.restoreHint(ctx, l, js)
-			log.Warn("job refused: no pointer complete on this site", "pointers", fmt.Sprint(plan.Keep))
+			log.Warn("job refused", "reason", string(d.Reason), "detail", d.Detail, "pointers", fmt.Sprint(plan.Keep))
 			return jt, nil
 		}
 		if len(plan.Retract) == 0 || opts.DryRun {

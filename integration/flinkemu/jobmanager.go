@@ -513,13 +513,16 @@ func (jm *JobManager) SubmitJob(jobID string) error {
 	if err := jm.usable(); err != nil {
 		return err
 	}
-	if err := jm.writeJarBlob(jobID); err != nil {
+	jar, err := jm.writeJarBlob(jobID)
+	if err != nil {
 		return err
 	}
-	// ckptfs never reads job graphs: the file only has to exist (real
-	// Flink writes a Java-serialized JobGraph, in 2.3 a StreamGraph,
-	// naming the jar's blob key).
-	graph := []byte("job graph of " + jobID + " (not a real JobGraph)")
+	// Real Flink writes a Java-serialized JobGraph (in 2.3 a StreamGraph)
+	// naming the jar's blob key; this one has the fields ckptfs reads.
+	graph, err := flinkha.EncodeJobGraph(jobID, "job "+jobID, jm.cfg.Layout == Flink2, []flinkha.BlobKey{jar})
+	if err != nil {
+		return err
+	}
 	_, haFlink, err := jm.writeHAFile(prefix, graph)
 	if err != nil {
 		return err
@@ -620,16 +623,16 @@ var emptyJar = append([]byte("PK\x05\x06"), make([]byte, 18)...)
 // writeJarBlob puts the user jar into the HA blob store as the BlobServer
 // does on submission: ha/<cluster>/blob/job_<job>/blob_p-<SHA-1 of the
 // content>-<random 16 bytes> (BlobUtils, a PermanentBlobKey).
-func (jm *JobManager) writeJarBlob(jobID string) error {
+func (jm *JobManager) writeJarBlob(jobID string) (flinkha.BlobKey, error) {
 	dir := filepath.Join(jm.cfg.haDir(), "blob", "job_"+jobID)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return flinkha.BlobKey{}, err
 	}
 	var random [16]byte
 	_, _ = rand.Read(random[:])
 	sum := sha1.Sum(emptyJar)
-	name := "blob_p-" + hex.EncodeToString(sum[:]) + "-" + hex.EncodeToString(random[:])
-	return os.WriteFile(filepath.Join(dir, name), emptyJar, 0o644)
+	k := flinkha.BlobKey{Permanent: true, Hash: hex.EncodeToString(sum[:]), Random: hex.EncodeToString(random[:])}
+	return k, os.WriteFile(filepath.Join(dir, k.FileName()), emptyJar, 0o644)
 }
 
 // addAndLock is ZooKeeperStateHandleStore.addAndLock: the node and its

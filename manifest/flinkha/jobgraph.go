@@ -244,3 +244,52 @@ func abstractIDField(o *javaser.Object, name, class string) (string, error) {
 	}
 	return idHex(lower, upper), nil
 }
+
+// suids of the blob key classes (blob/BlobKey.java,
+// blob/PermanentBlobKey.java), as real Flink wrote them.
+const (
+	suidBlobKey      = 3847117712521785209
+	suidPermanentKey = 5614035773213995269
+)
+
+// EncodeJobGraph writes a job graph HA file for the Flink emulator: a
+// JobGraph (StreamGraph when stream is set) with Flink's class names and
+// serialVersionUIDs but only the fields ckptfs reads: jobID (jobId),
+// jobName and userJarBlobKeys, each blob a PermanentBlobKey. Real Flink
+// writes many more fields; DecodeJobGraph reads both.
+func EncodeJobGraph(jobID, jobName string, stream bool, blobs []BlobKey) ([]byte, error) {
+	lower, upper, err := parseID(jobID)
+	if err != nil {
+		return nil, err
+	}
+	var c classes
+	idField, class := "jobID", classJobGraph
+	if stream {
+		idField, class = "jobId", classStreamGraph
+	}
+	root := c.plain(class, suidGraph, nil,
+		obj(idField, "Lorg/apache/flink/api/common/JobID;"), obj("jobName", sigString), obj("userJarBlobKeys", "Ljava/util/List;"))
+	blobKey := c.plain(classBlobKey, suidBlobKey, nil,
+		obj("key", "[B"), obj("random", "Lorg/apache/flink/util/AbstractID;"), obj("type", "Lorg/apache/flink/runtime/blob/BlobKey$BlobType;"))
+	perm := c.plain(classPermanentBlob, suidPermanentKey, func() *javaser.ClassDesc { return blobKey })
+	var keys []javaser.Value
+	for _, k := range blobs {
+		hash, err := hex.DecodeString(k.Hash)
+		if err != nil || len(hash) != 20 {
+			return nil, fmt.Errorf("flinkha: blob hash %q is not 40 hex digits", k.Hash)
+		}
+		rl, ru, err := parseID(k.Random)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, javaser.NewObject(perm).
+			With("key", c.jdk.ByteArray(hash)).
+			With("random", javaser.NewObject(c.abstractID()).With("lowerPart", rl).With("upperPart", ru)).
+			With("type", c.jdk.Enum("org.apache.flink.runtime.blob.BlobKey$BlobType", "PERMANENT_BLOB")))
+	}
+	o := javaser.NewObject(root).
+		With(idField, javaser.NewObject(c.jobID()).With("lowerPart", lower).With("upperPart", upper)).
+		With("jobName", javaser.NewString(jobName)).
+		With("userJarBlobKeys", c.jdk.ArrayList(keys...))
+	return javaser.Encode(javaser.NewStream(o))
+}

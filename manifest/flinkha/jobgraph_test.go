@@ -193,3 +193,21 @@ func FuzzDecodeJobResult(f *testing.F) {
 		}
 	})
 }
+
+// TestEncodeJobGraph: what the emulator writes decodes to what it names.
+func TestEncodeJobGraph(t *testing.T) {
+	k := BlobKey{Permanent: true, Hash: strings.Repeat("ab", 20), Random: strings.Repeat("01", 16)}
+	for _, stream := range []bool{false, true} {
+		data, err := EncodeJobGraph(strings.Repeat("cd", 16), "j", stream, []BlobKey{k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jg, err := DecodeJobGraph(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if jg.JobID != strings.Repeat("cd", 16) || jg.JobName != "j" || !reflect.DeepEqual(jg.Blobs, []BlobKey{k}) || (jg.Class == classStreamGraph) != stream {
+			t.Fatalf("%+v", jg)
+		}
+	}
+}

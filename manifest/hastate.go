@@ -36,7 +36,7 @@ type JobHARef struct {
 }
 
 // JobHAVerdict is the verdict on what a JobManager recovering a job reads
-// besides its checkpoint pointers (docs/design.md §5.6). A part that does
+// besides its checkpoint pointers (docs/design.md §5.5.1). A part that does
 // not apply (no job graph znode, no result store entry) is complete.
 type JobHAVerdict struct {
 	JobID string `json:"job_id"`

@@ -64,7 +64,7 @@ type JobDecision struct {
 }
 
 // DecideJob decides whether a takeover may let Flink recover a job here
-// (docs/design.md §5.6). The job's HA state comes first: a job graph, blob
+// (docs/design.md §5.5.1). The job's HA state comes first: a job graph, blob
 // or job result Flink cannot read here ends the JobManager process, so
 // no pointer plan helps. Then the pointers: none complete, or none at all
 // although the job had a complete checkpoint. Refusing changes nothing

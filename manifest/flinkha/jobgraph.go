@@ -10,7 +10,7 @@ import (
 )
 
 // What a recovering JobManager reads besides the checkpoint pointers
-// (docs/design.md §5.6). Sources, Flink 1.20 and 2.x unless noted:
+// (docs/design.md §5.5.1). Sources, Flink 1.20 and 2.x unless noted:
 // flink-runtime .../jobmanager/ZooKeeperJobGraphStoreUtil.java,
 // DefaultJobGraphStore.java (1.x) and DefaultExecutionPlanStore.java
 // (2.x): the znode jobgraphs/<job> or execution-plans/<job> holds a

@@ -40,6 +40,12 @@ type Config struct {
 	// 1.15, 4 in 1.16-1.20, 5 in 2.0, 6 from 2.1) and 2.3's application
 	// store (the applications znode, ha/application-result-store/).
 	Release string
+	// OldHAServices is Flink 1.15-1.17's high-availability.
+	// use-old-ha-services: leader election as 1.14 (a latch and
+	// connection_info per component, jobs/<job>/leader/), everything else
+	// (persistent locks children, the job result store) as 1.15. Only
+	// with Layout Flink1_17.
+	OldHAServices bool
 	// PathRoot and ClusterID are Flink's high-availability.zookeeper.
 	// path.root and high-availability.cluster-id.
 	PathRoot  string
@@ -123,6 +129,9 @@ func (c *Config) Validate() error {
 	}
 	if !filepath.IsAbs(c.Storage) || c.FlinkStorage == "" {
 		errs = append(errs, fmt.Errorf("flinkemu: Storage %q must be absolute and FlinkStorage set", c.Storage))
+	}
+	if c.OldHAServices && c.Layout != Flink1_17 {
+		errs = append(errs, fmt.Errorf("flinkemu: OldHAServices is a setting of Flink 1.15-1.17, not %s", c.Layout))
 	}
 	if c.Retained < 1 {
 		errs = append(errs, fmt.Errorf("flinkemu: Retained %d must be at least 1", c.Retained))
@@ -273,7 +282,7 @@ func Start(ctx context.Context, cfg Config) (*JobManager, error) {
 		return nil, err
 	}
 	jm := &JobManager{
-		cfg: cfg, p: paths{l: cfg.Layout, ns: cfg.Namespace()},
+		cfg: cfg, p: paths{l: cfg.Layout, ns: cfg.Namespace(), oldHA: cfg.OldHAServices},
 		graphLockID: newUUID(), leaderSession: newUUID(), acl: zk.WorldACL(zk.PermAll),
 		lockIDs: map[string]string{}, jobs: map[string][]*Checkpoint{}, shared: map[string]map[string]*sharedFile{},
 	}
@@ -449,7 +458,7 @@ func (jm *JobManager) elect(c component) error {
 		}
 	}
 	session := newUUID()
-	if jm.cfg.Layout.oneLeaderSession() {
+	if jm.cfg.Layout.oneLeaderSession() && !jm.cfg.OldHAServices {
 		session = jm.leaderSession
 	}
 	data, err := flinkha.EncodeLeaderInfo(flinkha.LeaderInfo{Address: c.addr, SessionID: session})

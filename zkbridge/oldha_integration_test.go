@@ -18,8 +18,8 @@ import (
 // takeover retracts by 1.15's rule (with the locks child).
 func TestIntegration_DiscoveryOldHAServices(t *testing.T) {
 	c := zktest.StartCluster(t, 1)
-	for _, pointers := range []int{0, 3} {
-		t.Run(strings.Repeat("pointers", min(pointers, 1))+"none"[:4*(1-min(pointers, 1))], func(t *testing.T) {
+	for name, pointers := range map[string]int{"no pointers": 0, "three pointers": 3} {
+		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, c)
 			jm, _ := e.startJM(flinkemu.Flink1_17, false, func(cfg *flinkemu.Config) { cfg.OldHAServices = true })
 			job := flinkemu.NewJobID()

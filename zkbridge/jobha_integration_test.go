@@ -195,3 +195,81 @@ func deleteTree(t *testing.T, conn *zk.Conn, p string) {
 		t.Fatal(err)
 	}
 }
+
+// TestIntegration_KeptBackups: a takeover backs up the pointers it keeps
+// (marked kept); when Flink afterwards deletes the job's pointers, counter
+// and job graph (a job that reached FAILED), status names the backups,
+// restore-pruned names --recreate-job, and with it brings the pointers
+// back byte for byte, with their locks child and a counter above them.
+func TestIntegration_KeptBackups(t *testing.T) {
+	c := zktest.StartCluster(t, 1)
+	for _, layout := range []flinkemu.Layout{flinkemu.Flink1_13, flinkemu.Flink1_20} {
+		t.Run(layout.String(), func(t *testing.T) {
+			e := newEnv(t, c)
+			jm, _ := e.startJM(layout, false)
+			job := flinkemu.NewJobID()
+			if err := jm.SubmitJob(job); err != nil {
+				t.Fatal(err)
+			}
+			for range 4 {
+				if _, err := jm.CompleteCheckpoint(job, flinkemu.CheckpointSpec{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cps := jm.Checkpoints(job)
+			jm.Close()
+			b := e.bridge("dc2")
+			ctx := testContext(t, time.Minute)
+			before := e.flinkTree(b.Conn()).WithoutEphemeral()
+			rep, err := b.Takeover(ctx, TakeoverOptions{})
+			if err != nil || !rep.Activated {
+				t.Fatalf("takeover: %+v, %v", rep, err)
+			}
+			jt := jobReport(t, rep, job)
+			if len(jt.BackedUp) != len(cps) || len(jt.Retracted) != 0 {
+				t.Fatalf("job %+v: want every kept pointer backed up", jt)
+			}
+			requireSameTree(t, "backing up kept pointers", before, e.flinkTree(b.Conn()).WithoutEphemeral())
+
+			// Flink's clean-up of a FAILED job, after the takeover.
+			l, err := b.Discover(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			jl := l.Jobs[0]
+			for _, p := range []string{jl.PointerDir, jl.CounterPath, jl.JobGraph} {
+				deleteTree(t, b.Conn(), p)
+			}
+			st, err := b.Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Jobs) == 1 && len(st.Jobs[0].KeptBackups) != len(cps) {
+				t.Errorf("status: kept backups %v", st.Jobs[0].KeptBackups)
+			}
+			rr, err := b.RestorePruned(ctx, RestoreOptions{})
+			if err != nil || len(rr.Jobs) != 1 || len(rr.Jobs[0].Restored) != 0 || !strings.Contains(rr.Jobs[0].Skipped[0].Reason, "--recreate-job") {
+				t.Fatalf("restore without --recreate-job: %+v, %v", rr.Jobs, err)
+			}
+			rr, err = b.RestorePruned(ctx, RestoreOptions{RecreateJob: true})
+			if err != nil || len(rr.Jobs[0].Restored) != len(cps) {
+				t.Fatalf("restore --recreate-job: %+v, %v", rr.Jobs, err)
+			}
+			for _, cp := range cps {
+				data, _, err := b.Conn().Get(cp.Znode)
+				if err != nil || !bytes.Equal(data, cp.Data) {
+					t.Errorf("pointer %d: %v", cp.ID, err)
+				}
+				if layout.LocksChild() {
+					if ok, _, _ := b.Conn().Exists(cp.Znode + "/locks"); !ok {
+						t.Errorf("pointer %d has no locks child", cp.ID)
+					}
+				}
+			}
+			cdata, _, err := b.Conn().Get(jl.CounterPath)
+			if v, ok := decodeCounter(cdata); err != nil || !ok || v != cps[len(cps)-1].ID+1 {
+				t.Errorf("counter %v %v, want %d", cdata, err, cps[len(cps)-1].ID+1)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package zkbridge
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ckptfs/ckptfs/manifest"
@@ -43,6 +44,9 @@ type JobStatus struct {
 	Markers map[string]Marker `json:"markers"`
 	// Pruned are the ids with a backup (retracted by a takeover).
 	Pruned []int64 `json:"pruned"`
+	// KeptBackups are pointers a takeover kept and backed up: if Flink
+	// deleted them since, restore-pruned brings them back.
+	KeptBackups []int64 `json:"kept_backups,omitempty"`
 	// HA is the verdict on the job graph, blobs and job results here.
 	HA *manifest.JobHAVerdict `json:"ha,omitempty"`
 	// Takeover is what a takeover on this site would decide for the job
@@ -112,7 +116,7 @@ func (b *Bridge) Status(ctx context.Context) (*StatusReport, error) {
 				st.Markers[site] = m
 			}
 		}
-		if st.Pruned, err = b.backupIDs(ctx, paths, jl.JobID); err != nil {
+		if st.Pruned, st.KeptBackups, err = b.backups(ctx, paths, jl.JobID); err != nil {
 			return nil, err
 		}
 		if st.Pruned == nil {
@@ -123,7 +127,7 @@ func (b *Bridge) Status(ctx context.Context) (*StatusReport, error) {
 			marker = m.CheckpointID
 		}
 		st.HA = js.HA
-		st.Takeover = DecideJob(jobFacts(js, PlanJob(facts(js)), marker, st.Pruned, false))
+		st.Takeover = DecideJob(jobFacts(js, PlanJob(facts(js)), marker, append(slices.Clone(st.Pruned), st.KeptBackups...), false))
 		if st.Takeover.Refused {
 			st.Summary += fmt.Sprintf("; a takeover here would refuse the job (%s)", st.Takeover.Reason)
 		}

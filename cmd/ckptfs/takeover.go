@@ -144,6 +144,9 @@ func writeTakeoverText(w io.Writer, rep *zkbridge.TakeoverReport) {
 		if len(j.Retracted) > 0 {
 			fmt.Fprintf(w, "  %s: %s\n", verb, ids(j.Retracted))
 		}
+		if len(j.BackedUp) > 0 {
+			fmt.Fprintf(w, "  backed up (kept; restore-pruned brings them back if Flink deletes them): %s\n", ids(j.BackedUp))
+		}
 		if len(j.AlreadyPruned) > 0 {
 			fmt.Fprintf(w, "  retracted earlier: %s\n", ids(j.AlreadyPruned))
 		}
@@ -181,6 +184,7 @@ func newRestorePrunedCmd(checks settingsChecks) *cobra.Command {
 		jobs       []string
 		unverified bool
 		dryRun     bool
+		recreate   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "restore-pruned --zk HOST:PORT --site NAME --map P=D... [--job ID]... [--dry-run] [-o json]",
@@ -193,6 +197,13 @@ it is absent, its id is below the job's checkpoint counter and, unless
 --unverified, its checkpoint is now complete on this site at L2 (Flink
 restores the newest pointer). Each is one version-checked transaction that also deletes the
 backup. It refuses while a Flink JobManager is alive.
+
+A takeover also backs up the pointers it keeps (marked kept): when Flink
+deletes them afterwards (a job that reached FAILED loses its pointers,
+its counter and its job graph), restore-pruned brings them back;
+--recreate-job creates the job's pointer directory and checkpoint counter
+again when Flink removed them. A kept pointer still in ZooKeeper keeps
+its backup.
 
 Exit status:
   0  done (skipped backups are listed with the reason)
@@ -211,7 +222,7 @@ Exit status:
 				return result
 			}
 			defer b.Close()
-			rep, err := b.RestorePruned(ctx, zkbridge.RestoreOptions{Jobs: jobs, Unverified: unverified, DryRun: dryRun})
+			rep, err := b.RestorePruned(ctx, zkbridge.RestoreOptions{Jobs: jobs, Unverified: unverified, DryRun: dryRun, RecreateJob: recreate})
 			if rep != nil && err == nil {
 				if out == "json" {
 					if werr := writeJSON(cmd.OutOrStdout(), rep); werr != nil {
@@ -234,6 +245,7 @@ Exit status:
 	checks[cmd] = zf.check(true)
 	cmd.Flags().StringArrayVar(&jobs, "job", nil, "restore only this job `ID` (repeatable)")
 	cmd.Flags().BoolVar(&unverified, "unverified", false, "put pointers back even when their checkpoint is not complete here")
+	cmd.Flags().BoolVar(&recreate, "recreate-job", false, "also for a job whose checkpoint store Flink removed (it reached FAILED): create its pointer directory and checkpoint counter again")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be put back and write nothing")
 	return cmd
 }

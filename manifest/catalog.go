@@ -115,6 +115,9 @@ type Catalog struct {
 	listeners []func(Change)
 	// stats: GUARDED_BY(mu). Counters of completed full passes.
 	stats CatalogStats
+	// protected: GUARDED_BY(mu). What the newest complete checkpoint of
+	// each job holds (DeletionGuard).
+	protected protection
 }
 
 // CatalogStats counts what a catalog's passes did.
@@ -298,9 +301,11 @@ func (c *Catalog) Refresh(ctx context.Context) {
 		return err == nil && found[rel][filepath.Base(dir)] != nil
 	})
 
+	protected := c.protectionOf(found)
 	c.mu.Lock()
 	old := c.jobs
 	c.jobs = found
+	c.protected = protected
 	c.stats.Passes++
 	c.stats.LastPass = time.Now()
 	c.stats.LastPassDuration = c.stats.LastPass.Sub(start)

@@ -140,6 +140,18 @@ func (n *node) childDir() (string, syscall.Errno) {
 	return dir, 0
 }
 
+// guardDelete applies the deletion guard to removing name from n.
+func (n *node) guardDelete(ctx context.Context, name, op string) syscall.Errno {
+	if n.fsys.guardUntil.Load() == 0 {
+		return 0
+	}
+	dir, errno := n.childDir()
+	if errno != 0 {
+		return 0 // mutateChild answers it
+	}
+	return n.fsys.guardDelete(ctx, joinRel(dir, name), op)
+}
+
 // mutateChild admits a mutation of name in n.
 func (n *node) mutateChild(name string) (done func(), dir string, errno syscall.Errno) {
 	done, errno = n.fsys.beginMutation()
@@ -444,6 +456,9 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 var _ = (fs.NodeUnlinker)((*node)(nil))
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	if errno := n.guardDelete(ctx, name, "unlink"); errno != 0 {
+		return errno
+	}
 	done, dir, errno := n.mutateChild(name)
 	if errno != 0 {
 		return errno
@@ -459,6 +474,9 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 var _ = (fs.NodeRmdirer)((*node)(nil))
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	if errno := n.guardDelete(ctx, name, "rmdir"); errno != 0 {
+		return errno
+	}
 	done, _, errno := n.mutateChild(name)
 	if errno != 0 {
 		return errno
@@ -470,6 +488,9 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 var _ = (fs.NodeRenamer)((*node)(nil))
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	if errno := n.guardDelete(ctx, name, "rename"); errno != 0 {
+		return errno
+	}
 	done, dir, errno := n.mutateChild(name)
 	if errno != 0 {
 		return errno

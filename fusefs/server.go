@@ -56,6 +56,9 @@ func Mount(cfg Config) (*Server, error) {
 		now:               cfg.Now,
 		passthroughWrites: cfg.PassthroughWrites,
 		fenceTimeout:      cfg.FenceTimeout,
+		guard:             cfg.DeleteGuard,
+		guardGrace:        cfg.DeleteGrace,
+		guardHold:         cfg.DeleteHold,
 		mode:              cfg.Mode,
 	}
 	fsys.modeNow.Store(int32(cfg.Mode))

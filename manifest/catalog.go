@@ -127,6 +127,9 @@ type Catalog struct {
 	listeners []func(Change)
 	// stats: GUARDED_BY(mu). Counters of completed full passes.
 	stats CatalogStats
+	// protected: GUARDED_BY(mu). What the newest complete checkpoint of
+	// each job holds (DeletionGuard).
+	protected protection
 
 	workMu sync.Mutex
 	// work: GUARDED_BY(workMu). The backing work started and not ended,
@@ -362,9 +365,11 @@ func (c *Catalog) Refresh(ctx context.Context) {
 		return err == nil && found[rel][filepath.Base(dir)] != nil
 	})
 
+	protected := c.protectionOf(found)
 	c.mu.Lock()
 	old = c.jobs
 	c.jobs = found
+	c.protected = protected
 	c.stats.Passes++
 	c.stats.BackingTimeouts += timeouts
 	c.stats.LastPass = time.Now()

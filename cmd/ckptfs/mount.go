@@ -53,6 +53,11 @@ type mountConfig struct {
 	zkSettings
 	// Lease turns a primary read-only when its ZooKeeper session is lost.
 	Lease bool
+	// DeleteGrace is how long after a promotion the newest complete
+	// checkpoint of each job is kept from deletion (0: not);
+	// DeleteGuard is "refuse" or "hold".
+	DeleteGrace time.Duration
+	DeleteGuard string
 	// MetricsAddr is where /metrics and /healthz are served (HOST:PORT;
 	// empty: not served). LagInterval is how often the lag behind
 	// Flink's pointers is computed for them (with ZK).
@@ -67,6 +72,7 @@ func defaultMountConfig() mountConfig {
 	return mountConfig{
 		Mode: "replica", Poll: 2 * time.Second, BackingTimeout: 30 * time.Second, AllowOther: true, Passthrough: true,
 		LogFormat: "text", LogLevel: "info", zkSettings: defaultZKSettings(), LagInterval: 10 * time.Second,
+		DeleteGrace: 30 * time.Minute, DeleteGuard: "refuse",
 	}
 }
 
@@ -118,6 +124,7 @@ func (c *mountConfig) validate() error {
 var daemonFieldSettings = map[string]string{
 	"Backing": "backing", "MountPoint": "mountpoint", "Resolver": "map", "Mount.Mode": "mode", "ZooKeeper": "zk",
 	"Site": "site", "Lease": "lease", "MetricsAddr": "metrics-addr", "LagInterval": "lag-interval",
+	"Mount.DeleteGrace": "delete-guard-grace",
 }
 
 // daemonSettingErrors names the setting behind each of the daemon's
@@ -169,6 +176,13 @@ func (c *mountConfig) daemonConfig(log *slog.Logger, sink *logsink.Sink) (daemon
 	d.Recorder.ReadUnwritten = c.ReadUnwritten
 	d.Mount.Mode, _ = fusefs.ParseMode(c.Mode)
 	d.Mount.AllowOther, d.Mount.Passthrough, d.Mount.Debug = c.AllowOther, c.Passthrough, c.Debug
+	d.Mount.DeleteGrace = c.DeleteGrace
+	switch c.DeleteGuard {
+	case "refuse", "hold":
+		d.Mount.DeleteHold = c.DeleteGuard == "hold"
+	default:
+		errs = append(errs, badSetting("delete-guard", "delete-guard %q: want refuse or hold", c.DeleteGuard))
+	}
 	d.Lease, d.MetricsAddr, d.LagInterval, d.Version = c.Lease, c.MetricsAddr, c.LagInterval, version
 	if c.MetricsTLSCert != "" || c.MetricsTLSKey != "" || c.MetricsTLSClientCA != "" {
 		tc, err := tlsconf.Server(c.MetricsTLSCert, c.MetricsTLSKey, c.MetricsTLSClientCA)
@@ -329,6 +343,8 @@ Exit status:
 		f.StringVar(&cfg.ClusterID, "cluster-id", "", "Flink's high-availability.cluster-id")
 		f.StringVar(&cfg.PathRoot, "path-root", cfg.PathRoot, "Flink's high-availability.zookeeper.path.root")
 		f.BoolVar(&cfg.Lease, "lease", false, "turn read-only when the ZooKeeper session is lost")
+		f.DurationVar(&cfg.DeleteGrace, "delete-guard-grace", cfg.DeleteGrace, "after a promotion, keep the newest complete checkpoint of each job from deletion this long (0: not): Flink deletes it when a job reaches FAILED")
+		f.StringVar(&cfg.DeleteGuard, "delete-guard", cfg.DeleteGuard, "what the guard does with such a deletion: refuse (EPERM) or hold (until the grace period ends)")
 		addConnectionSettings(f, &cfg.zkSettings)
 		f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz at `HOST:PORT` (:9477 listens on loopback only; 0.0.0.0:9477 on every interface; default: not served)")
 		f.StringVar(&cfg.MetricsTLSCert, "metrics-tls-cert", "", "serve metrics-addr over TLS with the certificate in `FILE` (PEM)")

@@ -139,6 +139,8 @@ func collectMount(ch chan<- prometheus.Metric, srv *fusefs.Server, gauge gaugeFu
 	counter(FUSEReadOnlyRefusals, st.ReadOnlyRefusals)
 	counter(FencedWriters, st.RevokedWriters)
 	counter(WritesAfterFence, st.WritesAfterFence)
+	counter(GuardedDeletions, st.DeletionsRefused, "refused")
+	counter(GuardedDeletions, st.DeletionsHeld, "held")
 	counter(FUSEOpens, st.PassthroughOpens, "passthrough")
 	counter(FUSEOpens, st.DaemonOpens, "daemon")
 	counter(ChecksummedBytes, st.ReadBackBytes, "seal")

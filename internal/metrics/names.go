@@ -33,6 +33,7 @@ const (
 	FUSEReadOnlyRefusals     = "ckptfs_fuse_readonly_refusals_total"
 	FencedWriters            = "ckptfs_fenced_writers_total"
 	WritesAfterFence         = "ckptfs_writes_after_fence_total"
+	GuardedDeletions         = "ckptfs_guarded_deletions_total"
 	FUSEOpens                = "ckptfs_fuse_opens_total"
 	ZooKeeperSessionState    = "ckptfs_zookeeper_session_state"
 	ZooKeeperExpirations     = "ckptfs_zookeeper_session_expirations_total"
@@ -109,6 +110,8 @@ var Families = []Family{
 		Help: "Files open for writing whose writes fencing cut off (passthrough handles revoked when the mount turned read-only)."},
 	{Name: WritesAfterFence, Type: "counter",
 		Help: "Files found changed when a handle fencing had cut off was closed: a write the kernel let through after the fence. Should stay 0."},
+	{Name: GuardedDeletions, Type: "counter", Labels: []string{labelAction},
+		Help: "Deletions of the newest complete checkpoint of a job after a promotion that the deletion guard refused or held (action): Flink deleting what the failover restored, a job that reached FAILED."},
 	{Name: FUSEOpens, Type: "counter", Labels: []string{labelPath},
 		Help: "File opens by data path: passthrough (the kernel reads the backing file) or daemon."},
 	{Name: ZooKeeperSessionState, Type: "gauge", Labels: []string{labelState},

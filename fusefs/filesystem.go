@@ -252,7 +252,6 @@ func (a *admission) done() {
 // a write open that finishes then must not hand out a writer.
 func (a *admission) fenced() bool { return a.fsys.epochNow.Load() != a.epoch }
 
-
 // guardDelete applies the deletion guard to removing rel: 0 when it may
 // go ahead (at once, or, holding, once the grace period is over), EPERM
 // when it is refused. It must be called before beginMutation: a held

@@ -20,7 +20,7 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDec
 	./internal/zksasl:FuzzExchange:150000 ./internal/zksasl:FuzzDigestResponse:250000
 FUZZTIME ?= 10m
 
-.PHONY: all build deps flink chaos-flink harvest test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
+.PHONY: all build deps flink chaos-flink harvest corpus test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
 
 all: build
 
@@ -139,6 +139,17 @@ chaos-flink: deps build
 # integration/realflink/testdata; make test reads them without Flink.
 harvest: deps flink build
 	CKPTFS_HARVEST=integration/realflink/testdata $(REQUIRE) $(GO) test -count=1 -run '^TestHarvest$$' -v -timeout 20m ./integration/realflink/
+
+# Regenerates the real-checkpoint corpus (integration/flinkdata/corpus):
+# real Flink per release (CORPUS_VERSIONS, default the releases marked
+# test) and kind (CORPUS_KINDS, default all: hashmap, rocksdb-full,
+# rocksdb-incremental, changelog, file-merging, file-merging-across,
+# unaligned, finished-broadcast, forst), each with its settings, job
+# options and savepoints; make test walks the corpus without Flink.
+# About 40 s per entry.
+corpus: deps flink build
+	CKPTFS_CORPUS=integration/flinkdata/corpus CKPTFS_CORPUS_VERSIONS="$(CORPUS_VERSIONS)" CKPTFS_CORPUS_KINDS="$(CORPUS_KINDS)" \
+		$(REQUIRE) nice -n 19 $(GO) test -count=1 -run '^TestCorpus$$' -v -timeout 120m ./integration/realflink/
 
 # One narrated run of the two-site failover with real Flink (a JobManager
 # and a TaskManager per site, five ZooKeeper servers, two ckptfs mounts),

@@ -53,7 +53,15 @@ func (f *follower) pass(ctx context.Context) {
 	o := Observation{Site: f.cfg.Site, Mode: f.srv.Mode(), Lease: f.cfg.Lease, BackingReplaced: f.pin.replaced()}
 	if f.cfg.ZooKeeper != nil {
 		o.Session = SessionLost
-		if b := f.bridge.Load(); b != nil {
+		// A lease ends with the connection, not after the calls'
+		// retries: the client notices silent servers within 2/3 of its
+		// session timeout, before they expire its session and a
+		// takeover elsewhere can get past its wait (Config.Validate).
+		b := f.bridge.Load()
+		if b != nil && f.cfg.Lease && b.Session().State != zkbridge.SessionConnected {
+			b = nil
+		}
+		if b != nil {
 			active, epoch, err := b.ActiveSite(ctx)
 			switch {
 			case errors.Is(err, context.Canceled):

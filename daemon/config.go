@@ -155,7 +155,7 @@ func (c *Config) Validate() error {
 			// takeover elsewhere waits for Flink's sessions to expire.
 			z := c.ZooKeeper
 			if fence := z.SessionTimeout*2/3 + c.FollowInterval; fence >= z.FlinkSessionTimeout {
-				bad("Lease", fmt.Errorf("the lease fences up to %v after the site is cut off, not before Flink's session timeout %v, after which another site may take over: shorten the ZooKeeper session timeout", fence, z.FlinkSessionTimeout))
+				bad("Lease", fmt.Errorf("would fence up to %v after the site is cut off, not before Flink's session timeout %v, after which another site may take over: shorten the ZooKeeper session timeout", fence, z.FlinkSessionTimeout))
 			}
 		}
 	} else if c.Lease {

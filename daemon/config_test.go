@@ -97,9 +97,9 @@ func TestValidateLeaseFencesBeforeTakeover(t *testing.T) {
 		ok             bool
 	}{
 		{10 * time.Second, 60 * time.Second, true},
-		{3 * time.Second, 4 * time.Second, true},    // fences after 3s
-		{6 * time.Second, 5 * time.Second, false},   // after 5s: not before
-		{30 * time.Second, 20 * time.Second, false}, // after 21s
+		{3 * time.Second, 5 * time.Second, true},    // fences after 4s
+		{3 * time.Second, 4 * time.Second, false},   // after 4s: not before
+		{30 * time.Second, 20 * time.Second, false}, // after 22s
 	} {
 		z := zkbridge.DefaultConfig()
 		z.Servers, z.ClusterID, z.SessionTimeout, z.FlinkSessionTimeout = []string{"127.0.0.1:2181"}, "c", tc.session, tc.flink

@@ -78,7 +78,8 @@ type netOutcome struct {
 	Restored, Optimal    int64
 	Refused              bool
 	ReturnedStayedFenced bool
-	Lost                 bool // got as far as cutting DC1 off
+	OldDirectionAlarm    string // DC2's health once the replication ran DC1 to DC2 again
+	Lost                 bool   // got as far as cutting DC1 off
 }
 
 // newNetWorld builds the sites, the ensemble and both mounts; DC1's is
@@ -574,6 +575,24 @@ func runPartition(t *testing.T, r *run, f fault, dc2Only bool) netOutcome {
 		t.Errorf("DC2's job restored %d times (%v) with DC1 back, want once per subtask", len(rep.Restores), rep.Restores)
 	}
 	w.say(t, "   DC2's job runs on (checkpoint %d), pointers %v all held by DC2; DC1's JobManager %s", last, ids, processState(jm1))
+
+	// 4. The replication was left in the old direction: it copies DC1's
+	// NAS over DC2's, where DC2's Flink now writes. ckptfs on DC2 must
+	// say so.
+	if ok, said := w.lagHealthy(); !ok {
+		t.Fatalf("DC2's health before the replication turns back: %s", said)
+	}
+	w.say(t, "4. the replication runs from DC1 to DC2 again, the old direction")
+	repl()
+	var alarm string
+	waitUntil(t, stepTimeout, "DC2's ckptfs to notice the replication in the old direction", func() bool {
+		ok, said := w.lagHealthy()
+		alarm = said
+		return !ok
+	})
+	replStop()
+	out.OldDirectionAlarm = firstLine(alarm)
+	w.say(t, "   DC2's health: %s", alarm)
 	return *out
 }
 

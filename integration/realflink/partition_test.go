@@ -62,7 +62,7 @@ type netWorld struct {
 	// metrics is DC2's mount's metrics address.
 	metrics string
 	// out is what the run measured, for make chaos-net.
-	out netOutcome
+	out *netOutcome
 }
 
 // netOutcome is what a partition run measured.
@@ -84,7 +84,7 @@ type netOutcome struct {
 
 // newNetWorld builds the sites, the ensemble and both mounts; DC1's is
 // the primary with a lease, DC2's a replica serving metrics.
-func newNetWorld(t *testing.T, r *run, f fault) *netWorld {
+func newNetWorld(t *testing.T, r *run, f fault, out *netOutcome) *netWorld {
 	t.Helper()
 	root := t.TempDir()
 	w := &netWorld{
@@ -93,9 +93,9 @@ func newNetWorld(t *testing.T, r *run, f fault) *netWorld {
 			clusterID: fmt.Sprintf("/netpart-%s-%d", strings.ReplaceAll(r.dist.Version, ".", "_"), r.seed),
 			backing:   map[string]string{}, local: map[string]string{}, mounts: map[string]*Process{},
 		},
-		fault: f,
+		fault: f, out: out,
 	}
-	w.out.Fault = f
+	out.Fault = f
 	if keep := os.Getenv("CKPTFS_REALFLINK_KEEP"); keep != "" {
 		// Registered after t.TempDir's removal, so it runs before it.
 		t.Cleanup(func() {
@@ -352,17 +352,34 @@ func TestIntegration_NetworkPartitions(t *testing.T) {
 	mounttest.RequireFUSE(t)
 	d := FindDist(t, releases[len(releases)-1])
 	r := newRun(t, d, true)
-	runPartition(t, r, faultBoth, true)
+	runPartition(t, r, partitionRun{fault: faultBoth, dc2Only: true})
 }
 
-// runPartition is one partition run; with dc2Only it first cuts DC1 from
-// DC2 alone (situation 1).
-func runPartition(t *testing.T, r *run, f fault, dc2Only bool) netOutcome {
+// partitionRun is what a partition run does besides its run's release
+// and replication.
+type partitionRun struct {
+	fault fault
+	// dc2Only: first cut DC1 from DC2 alone (situation 1).
+	dc2Only bool
+	// moment: how long after DC2 holds a complete checkpoint (and the
+	// leader is in DC1) DC1 is cut off.
+	moment time.Duration
+}
+
+// runPartition is one partition run.
+func runPartition(t *testing.T, r *run, pr partitionRun) netOutcome {
+	out := &netOutcome{}
+	return *runPartitionInto(t, r, pr, out)
+}
+
+// runPartitionInto keeps what it measured in out as it goes, so that a
+// run that fails still tells how far it got (chaos-net).
+func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *netOutcome {
+	f, dc2Only := pr.fault, pr.dc2Only
 	t.Logf("seed %d (replay: %s=%d go test -run '%s' ./integration/realflink/)", r.seed, seedEnvVar, r.seed, t.Name())
 	ctx, cancel := context.WithTimeout(context.Background(), 8*stepTimeout)
 	defer cancel()
-	w := newNetWorld(t, r, f)
-	out := &w.out
+	w := newNetWorld(t, r, f, out)
 	w.say(t, "run: Flink %s, %s replication, DC1 cut off by %s; sites dc1 %s, dc2 %s, dc3 %s", r.dist.Version, r.kind, f, w.dc1.Addr, w.dc2.Addr, w.dc3.Addr)
 
 	fl1 := w.flinkOn(t, w.dc1)
@@ -444,6 +461,7 @@ func runPartition(t *testing.T, r *run, f fault, dc2Only bool) netOutcome {
 	}
 
 	// 2. DC1 cut off from DC2 and DC3, alive.
+	time.Sleep(pr.moment)
 	w.say(t, "2. DC1 cut off from DC2 and DC3 (%s), alive", f)
 	cutAt := time.Now()
 	out.Lost = true
@@ -462,12 +480,23 @@ func runPartition(t *testing.T, r *run, f fault, dc2Only bool) netOutcome {
 	}, w.mounts["dc1"])
 	out.CutToFence = fenceAt.Sub(cutAt)
 	w.say(t, "   DC1's mount fenced itself %v after the cut: %s", out.CutToFence.Round(time.Millisecond), reason)
-	if f != faultLoss && out.CutToFence >= flinkSession {
+	if (f == faultBoth || f == faultOneWay) && out.CutToFence >= flinkSession {
 		t.Errorf("DC1's mount fenced itself %v after the cut, not before Flink's session timeout %v", out.CutToFence, flinkSession)
 	}
 	zc2 := zktest.Connect(t, w.zk.Servers(0, 1, 2))
 	takeoverStart := time.Now()
-	code, said := w.takeoverOn(t, w.dc2, 60*time.Second)
+	wait := 60 * time.Second
+	if f == faultFlap {
+		wait = 3 * flinkSession
+	}
+	code, said := w.takeoverOn(t, w.dc2, wait)
+	if code == 5 && f == faultFlap {
+		// The runbook: DC1's JobManager came back each time the link
+		// did; once the link stays down, run the takeover again.
+		w.say(t, "   takeover on DC2 while the link flaps: exit 5 (a JobManager is alive); the link stays down now")
+		stopFault()
+		code, said = w.takeoverOn(t, w.dc2, 60*time.Second)
+	}
 	out.Takeover = time.Since(takeoverStart)
 	stopFault()
 	w.say(t, "   takeover on DC2: exit %d in %v\n%s", code, out.Takeover.Round(time.Millisecond), said)
@@ -477,7 +506,7 @@ func runPartition(t *testing.T, r *run, f fault, dc2Only bool) netOutcome {
 		if code != 4 {
 			t.Fatalf("no pointer is complete on DC2, yet takeover exited %d", code)
 		}
-		return *out
+		return out
 	}
 	if code != 0 {
 		t.Fatalf("takeover exited %d", code)
@@ -487,10 +516,23 @@ func runPartition(t *testing.T, r *run, f fault, dc2Only bool) netOutcome {
 		t.Fatal(err)
 	}
 	activated := time.UnixMilli(stat.Mtime)
+	// DC1's mount must be fenced when DC2 becomes active: its last fence
+	// before then was not followed by a promotion (a flapping link
+	// fences and promotes it again and again while no site is active).
+	for _, e := range events(w.mounts["dc1"], logFenced, cutAt) {
+		if e.Time.Before(activated) {
+			fenceAt = e.Time
+		}
+	}
 	out.FenceBeforeTakeover = fenceAt.Before(activated)
+	for _, e := range events(w.mounts["dc1"], logPromoted, fenceAt) {
+		if e.Time.Before(activated) {
+			out.FenceBeforeTakeover = false
+		}
+	}
 	w.say(t, "   DC2 active at %s, DC1 fenced at %s", activated.Format("15:04:05.000"), fenceAt.Format("15:04:05.000"))
 	if !out.FenceBeforeTakeover {
-		t.Errorf("DC2 became active (%v) before DC1's mount fenced itself (%v)", activated, fenceAt)
+		t.Errorf("DC2 became active (%v) while DC1's mount was not fenced (fenced %v, then %+v)", activated, fenceAt, events(w.mounts["dc1"], logPromoted, fenceAt))
 	}
 	// What DC1 wrote after its fence: nothing reached its NAS, so nothing
 	// can reach DC2's; no pointer was created since.
@@ -593,7 +635,18 @@ func runPartition(t *testing.T, r *run, f fault, dc2Only bool) netOutcome {
 	replStop()
 	out.OldDirectionAlarm = firstLine(alarm)
 	w.say(t, "   DC2's health: %s", alarm)
-	return *out
+	// Even the old direction carried nothing DC1 wrote after its fence.
+	after = changedSince(w.backing["dc1"], fenceAt)
+	out.WritesAfterFence, out.WritesAfterFenceDC2 = len(after), 0
+	for rel, fi := range after {
+		if got, err := os.Stat(filepath.Join(w.backing["dc2"], rel)); err == nil && got.Size() == fi.Size() {
+			out.WritesAfterFenceDC2++
+		}
+	}
+	if len(after) > 0 {
+		t.Errorf("at the end: %d files written on DC1's NAS after its fence (%v), %d of them on DC2's", len(after), slices.Sorted(mapKeys(after)), out.WritesAfterFenceDC2)
+	}
+	return out
 }
 
 func processState(p *Process) string {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -551,7 +552,7 @@ func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *n
 	}
 	out.PointersAfterFence = pointers
 	if len(after) > 0 || pointers > 0 {
-		t.Errorf("after DC1's fence: %d files written on DC1's NAS (%v), %d of them on DC2's; %d pointers created", len(after), slices.Sorted(mapKeys(after)), out.WritesAfterFenceDC2, pointers)
+		t.Errorf("after DC1's fence: %d files written on DC1's NAS (%v), %d of them on DC2's; %d pointers created", len(after), slices.Sorted(maps.Keys(after)), out.WritesAfterFenceDC2, pointers)
 	}
 
 	// DC2's Flink restores the newest checkpoint DC2 holds.
@@ -644,7 +645,7 @@ func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *n
 		}
 	}
 	if len(after) > 0 {
-		t.Errorf("at the end: %d files written on DC1's NAS after its fence (%v), %d of them on DC2's", len(after), slices.Sorted(mapKeys(after)), out.WritesAfterFenceDC2)
+		t.Errorf("at the end: %d files written on DC1's NAS after its fence (%v), %d of them on DC2's", len(after), slices.Sorted(maps.Keys(after)), out.WritesAfterFenceDC2)
 	}
 	return out
 }
@@ -655,15 +656,5 @@ func processState(p *Process) string {
 		return "exited"
 	default:
 		return "still running"
-	}
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }

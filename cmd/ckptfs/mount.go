@@ -31,9 +31,12 @@ type mountConfig struct {
 	MountPoint string
 	Mode       string
 	Poll       time.Duration
-	Hidden     []string
-	Maps       []string
-	Roots      []string
+	// BackingTimeout bounds how long a verification pass waits for one
+	// directory of the backing file system.
+	BackingTimeout time.Duration
+	Hidden         []string
+	Maps           []string
+	Roots          []string
 	// ReadUnwritten hashes, when sealing, files this mount did not see
 	// written.
 	ReadUnwritten bool
@@ -50,6 +53,11 @@ type mountConfig struct {
 	zkSettings
 	// Lease turns a primary read-only when its ZooKeeper session is lost.
 	Lease bool
+	// DeleteGrace is how long after a promotion the newest complete
+	// checkpoint of each job is kept from deletion (0: not);
+	// DeleteGuard is "refuse" or "hold".
+	DeleteGrace time.Duration
+	DeleteGuard string
 	// MetricsAddr is where /metrics and /healthz are served (HOST:PORT;
 	// empty: not served). LagInterval is how often the lag behind
 	// Flink's pointers is computed for them (with ZK).
@@ -62,8 +70,9 @@ type mountConfig struct {
 
 func defaultMountConfig() mountConfig {
 	return mountConfig{
-		Mode: "replica", Poll: 2 * time.Second, AllowOther: true, Passthrough: true,
+		Mode: "replica", Poll: 2 * time.Second, BackingTimeout: 30 * time.Second, AllowOther: true, Passthrough: true,
 		LogFormat: "text", LogLevel: "info", zkSettings: defaultZKSettings(), LagInterval: 10 * time.Second,
+		DeleteGrace: 30 * time.Minute, DeleteGuard: "refuse",
 	}
 }
 
@@ -86,6 +95,9 @@ func (c *mountConfig) validate() error {
 	}
 	if c.Poll < 10*time.Millisecond {
 		errs = append(errs, badSetting("poll", "poll %v is too short", c.Poll))
+	}
+	if c.BackingTimeout < 100*time.Millisecond {
+		errs = append(errs, badSetting("backing-timeout", "backing-timeout %v is too short", c.BackingTimeout))
 	}
 	for _, p := range c.Hidden {
 		if err := manifest.CheckHiddenPattern(p); err != nil {
@@ -112,6 +124,7 @@ func (c *mountConfig) validate() error {
 var daemonFieldSettings = map[string]string{
 	"Backing": "backing", "MountPoint": "mountpoint", "Resolver": "map", "Mount.Mode": "mode", "ZooKeeper": "zk",
 	"Site": "site", "Lease": "lease", "MetricsAddr": "metrics-addr", "LagInterval": "lag-interval",
+	"Mount.DeleteGrace": "delete-guard-grace",
 }
 
 // daemonSettingErrors names the setting behind each of the daemon's
@@ -158,11 +171,18 @@ func (c *mountConfig) daemonConfig(log *slog.Logger, sink *logsink.Sink) (daemon
 	// is noticed within two poll intervals, and a pass costs about half
 	// of the files.
 	d.Verifier.MaxAge = 2 * c.Poll
-	d.Catalog.Poll = c.Poll
+	d.Catalog.Poll, d.Catalog.BackingTimeout = c.Poll, c.BackingTimeout
 	d.Catalog.HiddenPatterns = append(append([]string(nil), manifest.DefaultHiddenPatterns...), c.Hidden...)
 	d.Recorder.ReadUnwritten = c.ReadUnwritten
 	d.Mount.Mode, _ = fusefs.ParseMode(c.Mode)
 	d.Mount.AllowOther, d.Mount.Passthrough, d.Mount.Debug = c.AllowOther, c.Passthrough, c.Debug
+	d.Mount.DeleteGrace = c.DeleteGrace
+	switch c.DeleteGuard {
+	case "refuse", "hold":
+		d.Mount.DeleteHold = c.DeleteGuard == "hold"
+	default:
+		errs = append(errs, badSetting("delete-guard", "delete-guard %q: want refuse or hold", c.DeleteGuard))
+	}
 	d.Lease, d.MetricsAddr, d.LagInterval, d.Version = c.Lease, c.MetricsAddr, c.LagInterval, version
 	if c.MetricsTLSCert != "" || c.MetricsTLSKey != "" || c.MetricsTLSClientCA != "" {
 		tc, err := tlsconf.Server(c.MetricsTLSCert, c.MetricsTLSKey, c.MetricsTLSClientCA)
@@ -308,6 +328,7 @@ Exit status:
 		f.StringVar(&cfg.Mode, "mode", cfg.Mode, "replica or primary")
 		f.StringVar(&cfg.Site, "site", "", "this site's `NAME` (for logs and ZooKeeper)")
 		f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "interval of full verification passes")
+		f.DurationVar(&cfg.BackingTimeout, "backing-timeout", cfg.BackingTimeout, "how long a verification pass waits for one directory of the backing file system before its checkpoints count as unknown (a hung NAS)")
 		f.StringArrayVar(&cfg.Hidden, "hidden", nil, "extra `PATTERN` of names never shown (repeatable)")
 		f.StringArrayVar(&cfg.Maps, "map", nil, "`URI_PREFIX=LOCAL_DIR` for the absolute paths Flink stored (repeatable)")
 		f.StringArrayVar(&cfg.Roots, "root", nil, "extra local `DIR` referenced files may lie in (repeatable)")
@@ -323,6 +344,8 @@ Exit status:
 		f.StringVar(&cfg.PathRoot, "path-root", cfg.PathRoot, "Flink's high-availability.zookeeper.path.root")
 		f.BoolVar(&cfg.Lease, "lease", false, "turn read-only when the ZooKeeper session is lost")
 		f.DurationVar(&cfg.FlinkSessionTimeout, "flink-session-timeout", cfg.FlinkSessionTimeout, "Flink's high-availability.zookeeper.client.session-timeout: a lease must fence the mount before it ends")
+		f.DurationVar(&cfg.DeleteGrace, "delete-guard-grace", cfg.DeleteGrace, "after a promotion, keep the newest complete checkpoint of each job from deletion this long (0: not): Flink deletes it when a job reaches FAILED")
+		f.StringVar(&cfg.DeleteGuard, "delete-guard", cfg.DeleteGuard, "what the guard does with such a deletion: refuse (EPERM) or hold (until the grace period ends)")
 		addConnectionSettings(f, &cfg.zkSettings)
 		f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz at `HOST:PORT` (:9477 listens on loopback only; 0.0.0.0:9477 on every interface; default: not served)")
 		f.StringVar(&cfg.MetricsTLSCert, "metrics-tls-cert", "", "serve metrics-addr over TLS with the certificate in `FILE` (PEM)")

@@ -28,8 +28,11 @@ func TestDecide(t *testing.T) {
 		{"primary", "lost", "*", "no", "no", "primary"},
 		{"replica", "lost", "*", "*", "no", "replica"},
 		{"fenced", "lost", "*", "*", "no", "fenced"},
-		// No site ever took over: the configured mode holds.
-		{"*", "up", "none", "*", "no", "="},
+		// No site ever took over: the configured mode holds, and a
+		// primary fenced by its lease is primary again.
+		{"primary", "up", "none", "*", "no", "="},
+		{"replica", "up", "none", "*", "no", "="},
+		{"fenced", "up", "none", "*", "no", "primary session"},
 		// This site is active: promote whatever is not primary.
 		{"primary", "up", "this", "*", "no", "primary"},
 		{"replica", "up", "this", "*", "no", "primary active"},

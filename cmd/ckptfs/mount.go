@@ -343,6 +343,7 @@ Exit status:
 		f.StringVar(&cfg.ClusterID, "cluster-id", "", "Flink's high-availability.cluster-id")
 		f.StringVar(&cfg.PathRoot, "path-root", cfg.PathRoot, "Flink's high-availability.zookeeper.path.root")
 		f.BoolVar(&cfg.Lease, "lease", false, "turn read-only when the ZooKeeper session is lost")
+		f.DurationVar(&cfg.FlinkSessionTimeout, "flink-session-timeout", cfg.FlinkSessionTimeout, "Flink's high-availability.zookeeper.client.session-timeout: a lease must fence the mount before it ends")
 		f.DurationVar(&cfg.DeleteGrace, "delete-guard-grace", cfg.DeleteGrace, "after a promotion, keep the newest complete checkpoint of each job from deletion this long (0: not): Flink deletes it when a job reaches FAILED")
 		f.StringVar(&cfg.DeleteGuard, "delete-guard", cfg.DeleteGuard, "what the guard does with such a deletion: refuse (EPERM) or hold (until the grace period ends)")
 		addConnectionSettings(f, &cfg.zkSettings)

@@ -182,14 +182,18 @@ func (b *Bridge) walkEphemeral(ctx context.Context, ns, root string, depth int, 
 // waitDead waits until no JobManager is alive, at most wait. It re-reads
 // liveness whenever a watched ephemeral node changes and every
 // LivenessPoll (a new JobManager creates nodes nobody watches yet). It
-// returns the last liveness read.
-func (b *Bridge) waitDead(ctx context.Context, l *Layout, wait time.Duration) (*Liveness, error) {
+// returns the last liveness read. counts, when set, keeps what must
+// vanish (TakeoverOptions.Counts).
+func (b *Bridge) waitDead(ctx context.Context, l *Layout, wait time.Duration, counts func(*Liveness) *Liveness) (*Liveness, error) {
 	deadline := time.Now().Add(wait)
 	// armed holds one watch per ephemeral node until it fires.
 	armed := map[string]<-chan zk.Event{}
 	var lastSessions string
 	for {
 		live, err := b.liveness(ctx, l)
+		if err == nil && counts != nil {
+			live = counts(live)
+		}
 		if err != nil || !live.Alive {
 			return live, err
 		}

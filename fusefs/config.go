@@ -80,6 +80,9 @@ type Config struct {
 	// Sealer receives what a primary mount saw written. May be nil: then
 	// no checksums are computed.
 	Sealer manifest.Sealer
+	// Gate, when set, admits every open and opendir before it is served
+	// (nil admits everything).
+	Gate Gate
 	// Logger receives the mount's own log lines and go-fuse's.
 	Logger *slog.Logger
 	// Now is the clock used for Sealer timestamps.

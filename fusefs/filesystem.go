@@ -16,6 +16,7 @@ import (
 type fileSystem struct {
 	// Dependencies.
 	vis     manifest.Visibility
+	gate    Gate      // Config.Gate; nil admits everything
 	reports *reporter // feeds the Sealer; nil: no sealing
 	log     *slog.Logger
 	now     func() time.Time
@@ -77,6 +78,7 @@ type counters struct {
 	revokedWriters    atomic.Uint64
 	writesAfterFence  atomic.Uint64
 	openFiles         atomic.Int64
+	gateRefusals      atomic.Uint64
 }
 
 func (c *counters) opened(passthrough, write bool) {
@@ -135,6 +137,8 @@ type Stats struct {
 	// OpenFiles is the number of files open through the mount now (the
 	// kernel releases a file shortly after its last close(2) returned).
 	OpenFiles int64
+	// GateRefusals counts opens and opendirs the Gate refused.
+	GateRefusals uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -155,6 +159,7 @@ func (c *counters) snapshot() Stats {
 		RevokedWriters:    c.revokedWriters.Load(),
 		WritesAfterFence:  c.writesAfterFence.Load(),
 		OpenFiles:         c.openFiles.Load(),
+		GateRefusals:      c.gateRefusals.Load(),
 	}
 }
 

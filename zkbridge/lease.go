@@ -81,6 +81,13 @@ type leaseRecord struct {
 	RevokedEpoch int64  `json:"revoked_epoch,omitempty"`
 }
 
+// UnmarshalText reads what MarshalText wrote.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	*d = Duration(v)
+	return err
+}
+
 func decodeLease(data []byte) (leaseRecord, error) {
 	var r leaseRecord
 	if len(data) == 0 {

@@ -77,6 +77,11 @@ func (f *follower) pass(ctx context.Context) {
 				o.Session, o.ActiveSite, o.Epoch = SessionUp, active, epoch
 				f.zkm.SetActiveSite(active, epoch)
 				f.lastActive = active
+				if active == f.cfg.Site && f.fo.leaseLapsed(active) {
+					// Renew before judging: a site just made active
+					// has not renewed yet.
+					f.fo.renew(ctx, epoch)
+				}
 			}
 		}
 		o.LeaseLapsed = f.fo.leaseLapsed(f.lastActive)

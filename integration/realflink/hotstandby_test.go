@@ -1,0 +1,233 @@
+//go:build linux
+
+package realflink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ckptfs/ckptfs/integration/mounttest"
+	"github.com/ckptfs/ckptfs/integration/zktest"
+)
+
+// standbyLease is the liveness lease of the hot-standby runs: Flink's
+// session timeout, so that DC2 concludes DC1 dead about when Flink's own
+// leader election does.
+const standbyLease = flinkSession
+
+// TestIntegration_HotStandby is zero-touch failover with real Flink
+// (issue 17): JobManagers and TaskManagers run on both sites, both mount
+// daemons run with takeover auto, and DC1 is lost at the run's seeded
+// moment. With no command run after the loss, the job must end up
+// RUNNING on DC2 from the newest checkpoint DC2 held completely at the
+// loss, exactly that checkpoint's state, with no DC2 JobManager exiting
+// and no incomplete checkpoint asked for: DC2's standby JobManager takes
+// leadership when DC1's session expires, its first read of the HA
+// directory is held by DC2's mount, DC2's daemon takes over once DC1's
+// lease expired and no DC1 JobManager leads, and the mount, promoted,
+// lets the read go on.
+func TestIntegration_HotStandby(t *testing.T) {
+	releases := TestReleases(t)
+	seedRun := newRun(t, FindDist(t, releases[0]), true)
+	d := FindDist(t, releases[seedRun.seed%uint64(len(releases))])
+	mounttest.RequireFUSE(t)
+	c := zktest.StartCluster(t, 5, func(cfg *zktest.Config) { cfg.MaxSessionTimeout = 5 * time.Second })
+	r := newRun(t, d, true)
+	out := runHotStandby(t, c, r)
+	t.Logf("hot standby, Flink %s: DC1 lost -> job RUNNING on DC2 in %v (DC2's automatic takeover %v after the loss); checkpoint %d restored",
+		d.Version, out.LossToRunning.Round(time.Millisecond), out.Takeover.Round(time.Millisecond), out.Restored)
+}
+
+// runHotStandby runs one hot-standby failover (TestIntegration_HotStandby).
+func runHotStandby(t *testing.T, c *zktest.Cluster, r *run) outcome {
+	out := &r.out
+	t.Logf("seed %d (replay: %s=%d go test -run '%s' ./integration/realflink/)", r.seed, seedEnvVar, r.seed, t.Name())
+	t.Logf("hot standby run: %s", r)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*stepTimeout)
+	defer cancel()
+	root := t.TempDir()
+	w := &world{
+		r: r, root: root, flink: filepath.Join(root, "storage", "flink"),
+		clusterID: fmt.Sprintf("/hotstandby-%s-%d", strings.ReplaceAll(r.dist.Version, ".", "_"), r.seed),
+		backing:   map[string]string{}, local: map[string]string{}, mounts: map[string]*Process{},
+	}
+	t.Cleanup(func() { restartDC1(t, c) })
+	w.dc1 = NewSite(t, "dc1", filepath.Join(root, "dc1", "log"))
+	w.dc2 = NewSite(t, "dc2", filepath.Join(root, "dc2", "log"))
+	for _, s := range []*Site{w.dc1, w.dc2} {
+		w.backing[s.Name] = filepath.Join(root, s.Name, "nas")
+		w.local[s.Name] = filepath.Join(root, s.Name, "local")
+		if err := os.MkdirAll(w.backing[s.Name], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Bind(w.local[s.Name], filepath.Join(root, "local")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fl1, fl2 := w.cluster(t, c, w.dc1), w.cluster(t, c, w.dc2)
+	// Both sites' daemons run the same settings but their own
+	// JobManagers' addresses (all sites share 127.0.0.1 here, so the
+	// ports tell them apart).
+	mountArgs := func(site string, fl *Cluster) []string {
+		return []string{"--zk", c.ConnectString(), "--cluster-id", w.clusterID, "--path-root", pathRoot,
+			"--map", w.uri() + "=" + w.backing[site], "--poll", "100ms",
+			"--takeover", "auto", "--lease-duration", standbyLease.String(), "--hold-timeout", "90s",
+			"--site-jobmanagers", fmt.Sprintf("%s:%d", siteAddr, fl.Config.RPCPort),
+			"--site-jobmanagers", fmt.Sprintf("%s:%d", siteAddr, fl.Config.RESTPort)}
+	}
+	var err error
+	if w.mounts["dc1"], err = w.dc1.StartMount("ckptfs", binary, "primary", w.backing["dc1"], w.flink, mountArgs("dc1", fl1)...); err != nil {
+		t.Fatal(err)
+	}
+	if w.mounts["dc2"], err = w.dc2.StartMount("ckptfs", binary, "replica", w.backing["dc2"], w.flink, mountArgs("dc2", fl2)...); err != nil {
+		t.Fatal(err)
+	}
+	// The first start goes through ckptfs takeover (the systemd gate):
+	// DC1 is the active site.
+	if code, said := w.siteTakeover(t, c, "dc1", c.ConnectString()); code != 0 {
+		t.Fatalf("DC1's first takeover exited %d:\n%s", code, said)
+	}
+
+	// 1. DC1's Flink runs the job.
+	jm1, tm1 := w.startFlink(t, fl1, "dc1")
+	jar := JobJar(t, r.dist)
+	w.job, err = fl1.REST.Submit(ctx, jar, []string{"--report", w.reportPath(), "--rate", strconv.Itoa(rate),
+		"--keys", strconv.Itoa(keys), "--payload", strconv.Itoa(payload), "--parallelism", strconv.Itoa(parallelism)})
+	if err != nil {
+		t.Fatalf("submit the job to DC1: %v", err)
+	}
+	w.say(t, "DC1: job %s submitted to a real Flink %s session cluster", w.job, r.dist.Version)
+	waitJob(ctx, t, fl1, w.job, "RUNNING")
+
+	// 2. The replication, then DC2's standby JobManager and TaskManager.
+	repl, every := w.replicator(t, jm1, tm1)
+	replDone := make(chan error, 1)
+	go func() { replDone <- repl.Run(ctx, every) }()
+	var stopOnce sync.Once
+	stopReplication := func() {
+		stopOnce.Do(func() {
+			repl.Stop()
+			if err := <-replDone; err != nil {
+				t.Errorf("replication: %v", err)
+			}
+		})
+	}
+	defer stopReplication()
+	zc := zktest.Connect(t, c.Servers())
+	v2 := newVerifier(t, w.uri(), w.backing["dc2"])
+	first := w.waitComplete(ctx, t, zc.Conn, v2)
+	w.say(t, "DC2 holds checkpoint %d L2-complete", first)
+	jm2, err := fl2.StartJobManager("jobmanager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm2, err := fl2.StartTaskManager("taskmanager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A standby site stays out of the way: DC2's JobManager is no
+	// leader, DC1 keeps checkpointing through its primary mount.
+	waitUntil(t, stepTimeout, "DC2's standby JobManager to answer REST", func() bool {
+		_, err := fl2.REST.Overview(ctx)
+		return err == nil
+	}, jm2)
+	cp, err := fl1.REST.Checkpoints(ctx, w.job)
+	if err != nil || cp.Latest.Completed == nil {
+		t.Fatalf("DC1's checkpoints: %+v %v", cp, err)
+	}
+	before := cp.Latest.Completed.ID
+	waitUntil(t, stepTimeout, "DC1 to complete two more checkpoints with DC2's Flink standing by", func() bool {
+		cp, err := fl1.REST.Checkpoints(ctx, w.job)
+		return err == nil && cp.Latest.Completed != nil && cp.Latest.Completed.ID >= before+2
+	})
+	if n := w.mounts["dc2"].Count("automatic takeover"); n > 0 {
+		t.Fatalf("DC2's daemon took steps of an automatic takeover while DC1 was healthy (%d)", n)
+	}
+	w.say(t, "DC2: standby JobManager and TaskManager running; DC1 healthy, nothing changed")
+	w.awaitMoment(ctx, t, zc.Conn)
+
+	// 3. DC1 is lost. From here the test only watches.
+	lostAt := time.Now()
+	out.Lost = true
+	stopReplication()
+	for _, p := range []*Process{jm1, tm1, w.mounts["dc1"]} {
+		p.Kill()
+	}
+	for _, i := range []int{0, 1} {
+		if err := c.Kill(i); err != nil {
+			t.Fatalf("kill zk%d: %v", i, err)
+		}
+	}
+	if _, err := c.WaitLeader(stepTimeout); err != nil {
+		t.Fatalf("no ZooKeeper leader among the survivors: %v", err)
+	}
+	w.say(t, "DC1 LOST (%v): replication stopped (%+v)", time.Since(lostAt).Round(time.Millisecond), repl.Stats())
+	zc2 := zktest.Connect(t, c.Servers(2, 3, 4))
+	out.Hit = w.hit(zc2.Conn)
+	loss := w.observe(ctx, t, zc2.Conn, v2)
+	for _, id := range loss.ids {
+		w.say(t, "  ZooKeeper points at checkpoint %d; on DC2 it is %v", id, loss.verdicts[id].Verdict)
+	}
+	out.Ahead = loss.newest() > loss.optimal
+	out.Refused = loss.optimal < 0
+	out.Optimal, out.Restored, out.Newest = loss.optimal, -1, loss.newest()
+	rep1 := w.report("dc1")
+	if loss.optimal < 0 {
+		t.Skipf("no pointer L2-complete on DC2 at the loss (seed %d): the takeover refuses", r.seed)
+	}
+
+	// 4. DC2 recovers by itself.
+	waitUntil(t, stepTimeout, "DC2's automatic takeover", func() bool {
+		return w.mounts["dc2"].Count("automatic takeover: site dc2 is active") > 0
+	}, w.mounts["dc2"], jm2)
+	out.Takeover = time.Since(lostAt)
+	restored := waitRestored(ctx, t, fl2, w.job)
+	out.Restored, out.LossToRunning = restored.ID, time.Since(lostAt)
+	w.say(t, "DC2: the job RUNNING from checkpoint %d %v after the loss (automatic takeover by %v)", restored.ID,
+		out.LossToRunning.Round(time.Millisecond), out.Takeover.Round(time.Millisecond))
+	if restored.ID != loss.optimal {
+		t.Errorf("DC2's Flink restored checkpoint %d; the newest L2-complete on DC2 at the loss was %d", restored.ID, loss.optimal)
+	}
+	w.checkRestore(ctx, t, fl2, rep1, loss.optimal)
+	if n := w.mounts["dc2"].Count("Flink asked for incomplete"); n > 0 {
+		t.Errorf("DC2's daemon logged %d times that Flink asked for an incomplete checkpoint", n)
+	}
+	if n := w.mounts["dc2"].Count("held for hold-timeout"); n > 0 {
+		t.Errorf("DC2's mount failed %d held opens", n)
+	}
+	for _, p := range []*Process{jm2, tm2} {
+		select {
+		case <-p.Exited():
+			t.Errorf("DC2's %s exited: %v", p.Name, p.Err())
+		default:
+		}
+	}
+	w.say(t, "DC2's mount held %d open(s) until the takeover decided", w.mounts["dc2"].Count("holding an open"))
+	return *out
+}
+
+// siteTakeover runs `ckptfs takeover` for site with ZooKeeper at zk.
+func (w *world) siteTakeover(t *testing.T, c *zktest.Cluster, site, zk string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(binary, "takeover", "--zk", zk, "--site", site,
+		"--cluster-id", w.clusterID, "--path-root", pathRoot, "--map", w.uri()+"="+w.backing[site],
+		"--checkpoints-dir", w.uri()+"/checkpoints", "--flink-session-timeout", flinkSession.String(),
+		"--wait", "60s")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(out)
+	} else if err != nil {
+		t.Fatalf("takeover: %v", err)
+	}
+	return 0, string(out)
+}

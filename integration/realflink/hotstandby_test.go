@@ -19,10 +19,14 @@ import (
 	"github.com/ckptfs/ckptfs/integration/zktest"
 )
 
-// standbyLease is the liveness lease of the hot-standby runs: Flink's
-// session timeout, so that DC2 concludes DC1 dead about when Flink's own
-// leader election does.
-const standbyLease = flinkSession
+// standbyLease is the liveness lease of the hot-standby runs: longer
+// than Flink's session timeout, so that DC2's standby JobManager always
+// leads (and reads) before DC2's daemon concludes that DC1 is dead: the
+// order in which only the mount's hold keeps Flink from reading
+// pointers the takeover has not judged yet. (With a lease equal to the
+// session timeout the takeover often wins that race, and a run proves
+// less.)
+const standbyLease = flinkSession * 3 / 2
 
 // TestIntegration_HotStandby is zero-touch failover with real Flink
 // (issue 17): JobManagers and TaskManagers run on both sites, both mount
@@ -211,7 +215,11 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run) outcome {
 		default:
 		}
 	}
-	w.say(t, "DC2's mount held %d open(s) until the takeover decided", w.mounts["dc2"].Count("holding an open"))
+	held := w.mounts["dc2"].Count("holding an open")
+	w.say(t, "DC2's mount held %d open(s) until the takeover decided", held)
+	if held == 0 {
+		t.Errorf("DC2's JobManager opened nothing before the takeover decided: the run did not exercise the hold")
+	}
 	return *out
 }
 

@@ -217,6 +217,11 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run) outcome {
 	}
 	held := w.mounts["dc2"].Count("holding an open")
 	w.say(t, "DC2's mount held %d open(s) until the takeover decided", held)
+	for _, l := range w.mounts["dc2"].Lines() {
+		if strings.Contains(l, "holding an open") {
+			w.say(t, "  %s", l)
+		}
+	}
 	if held == 0 {
 		t.Errorf("DC2's JobManager opened nothing before the takeover decided: the run did not exercise the hold")
 	}

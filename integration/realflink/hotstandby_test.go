@@ -4,8 +4,11 @@ package realflink
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,13 +49,31 @@ func TestIntegration_HotStandby(t *testing.T) {
 	mounttest.RequireFUSE(t)
 	c := zktest.StartCluster(t, 5, func(cfg *zktest.Config) { cfg.MaxSessionTimeout = 5 * time.Second })
 	r := newRun(t, d, true)
-	out := runHotStandby(t, c, r)
+	out := runHotStandby(t, c, r, false)
 	t.Logf("hot standby, Flink %s: DC1 lost -> job RUNNING on DC2 in %v (DC2's automatic takeover %v after the loss); checkpoint %d restored",
 		d.Version, out.LossToRunning.Round(time.Millisecond), out.Takeover.Round(time.Millisecond), out.Restored)
 }
 
-// runHotStandby runs one hot-standby failover (TestIntegration_HotStandby).
-func runHotStandby(t *testing.T, c *zktest.Cluster, r *run) outcome {
+// TestIntegration_StandbyJobManagerManual (issue 16, item 4): with
+// takeover manual a JobManager running on the standby site reads the
+// pointers as soon as DC1's session expires, before any takeover. DC2's
+// daemon, told its site's JobManager addresses, must say so: an error
+// line, the metric ckptfs_standby_jobmanager_sessions and a health
+// failure.
+func TestIntegration_StandbyJobManagerManual(t *testing.T) {
+	releases := TestReleases(t)
+	seedRun := newRun(t, FindDist(t, releases[0]), true)
+	d := FindDist(t, releases[seedRun.seed%uint64(len(releases))])
+	mounttest.RequireFUSE(t)
+	c := zktest.StartCluster(t, 5, func(cfg *zktest.Config) { cfg.MaxSessionTimeout = 5 * time.Second })
+	runHotStandby(t, c, newRun(t, d, true), true)
+}
+
+// runHotStandby runs one hot-standby failover (TestIntegration_HotStandby);
+// manual runs DC2's daemon with takeover manual and checks that it
+// reports DC2's JobManager once it leads (the loss of DC1 is then only
+// its JobManager's, and the run ends there).
+func runHotStandby(t *testing.T, c *zktest.Cluster, r *run, manual bool) outcome {
 	out := &r.out
 	t.Logf("seed %d (replay: %s=%d go test -run '%s' ./integration/realflink/)", r.seed, seedEnvVar, r.seed, t.Name())
 	t.Logf("hot standby run: %s", r)
@@ -81,12 +102,19 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run) outcome {
 	// Both sites' daemons run the same settings but their own
 	// JobManagers' addresses (all sites share 127.0.0.1 here, so the
 	// ports tell them apart).
+	metricsPort := freePorts(t, siteAddr, 1)[0]
 	mountArgs := func(site string, fl *Cluster) []string {
-		return []string{"--zk", c.ConnectString(), "--cluster-id", w.clusterID, "--path-root", pathRoot,
+		args := []string{"--zk", c.ConnectString(), "--cluster-id", w.clusterID, "--path-root", pathRoot,
 			"--map", w.uri() + "=" + w.backing[site], "--poll", "100ms",
-			"--takeover", "auto", "--lease-duration", standbyLease.String(), "--hold-timeout", "90s",
 			"--site-jobmanagers", fmt.Sprintf("%s:%d", siteAddr, fl.Config.RPCPort),
 			"--site-jobmanagers", fmt.Sprintf("%s:%d", siteAddr, fl.Config.RESTPort)}
+		if !manual {
+			args = append(args, "--takeover", "auto", "--lease-duration", standbyLease.String(), "--hold-timeout", "90s")
+		}
+		if site == "dc2" {
+			args = append(args, "--metrics-addr", fmt.Sprintf("%s:%d", siteAddr, metricsPort))
+		}
+		return args
 	}
 	var err error
 	if w.mounts["dc1"], err = w.dc1.StartMount("ckptfs", binary, "primary", w.backing["dc1"], w.flink, mountArgs("dc1", fl1)...); err != nil {
@@ -157,6 +185,26 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run) outcome {
 		t.Fatalf("DC2's daemon took steps of an automatic takeover while DC1 was healthy (%d)", n)
 	}
 	w.say(t, "DC2: standby JobManager and TaskManager running; DC1 healthy, nothing changed")
+	if h := healthz(t, siteAddr, metricsPort); !h.OK {
+		t.Fatalf("DC2's health with DC1 healthy and DC2's JobManager on standby: %v", h.Problems)
+	}
+	if manual {
+		// DC1's JobManager dies: DC2's leads, and reads the pointers.
+		jm1.Kill()
+		waitUntil(t, stepTimeout, "DC2's daemon to report DC2's leading JobManager", func() bool {
+			return w.mounts["dc2"].Count("with takeover manual no JobManager may run on a standby site") > 0
+		}, w.mounts["dc2"])
+		var h health
+		waitUntil(t, stepTimeout, "DC2's health to fail for it", func() bool {
+			h = healthz(t, siteAddr, metricsPort)
+			return !h.OK && strings.Contains(strings.Join(h.Problems, "\n"), "no JobManager may run on a standby site")
+		})
+		w.say(t, "DC2's health fails: %s", strings.Join(h.Problems, "; "))
+		if got := metricValue(t, siteAddr, metricsPort, "ckptfs_standby_jobmanager_sessions"); got < 1 {
+			t.Errorf("ckptfs_standby_jobmanager_sessions %v, want >= 1", got)
+		}
+		return *out
+	}
 	w.awaitMoment(ctx, t, zc.Conn)
 
 	// 3. DC1 is lost. From here the test only watches.
@@ -226,6 +274,48 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run) outcome {
 		t.Errorf("DC2's JobManager opened nothing before the takeover decided: the run did not exercise the hold")
 	}
 	return *out
+}
+
+// health is what a daemon's /healthz says, as far as the tests read it.
+type health struct {
+	OK       bool     `json:"ok"`
+	Problems []string `json:"problems"`
+}
+
+func healthz(t *testing.T, addr string, port int) health {
+	t.Helper()
+	var h health
+	resp, err := http.Get(fmt.Sprintf("http://%s:%d/healthz", addr, port))
+	if err != nil {
+		t.Fatalf("healthz: %v", err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatalf("healthz: %v", err)
+	}
+	return h
+}
+
+// metricValue is the value of an unlabelled series of a daemon (-1:
+// absent).
+func metricValue(t *testing.T, addr string, port int, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://%s:%d/metrics", addr, port))
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(body), "\n") {
+		if rest, ok := strings.CutPrefix(l, name); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, "{")) {
+			f := strings.Fields(rest)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err == nil {
+				return v
+			}
+		}
+	}
+	return -1
 }
 
 // siteTakeover runs `ckptfs takeover` for site with ZooKeeper at zk.

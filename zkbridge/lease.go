@@ -345,3 +345,58 @@ func (g *LeaseGuard) revoke(site string, epoch int64) txOp {
 	data, _ := json.Marshal(rec)
 	return txOp{name: "lease of " + g.Site, op: &zk.SetDataRequest{Path: g.node, Data: data, Version: g.version}, fence: ErrLeaseRenewed}
 }
+
+// LeaseInfo is one site's lease as `ckptfs status` shows it. Its times
+// are for people: the rule compares no clocks of two machines.
+type LeaseInfo struct {
+	Site string `json:"site"`
+	// Renewed is the holder's own time of its last renewal, by Host and
+	// PID; Modified is ZooKeeper's time of the node's last change.
+	Renewed  time.Time `json:"renewed"`
+	Modified time.Time `json:"modified"`
+	Host     string    `json:"host,omitempty"`
+	PID      int       `json:"pid,omitempty"`
+	Duration Duration  `json:"duration"`
+	Epoch    int64     `json:"epoch"`
+	// RevokedBy and RevokedEpoch name the takeover that revoked it.
+	RevokedBy    string `json:"revoked_by,omitempty"`
+	RevokedEpoch int64  `json:"revoked_epoch,omitempty"`
+}
+
+// String says it in one line.
+func (l LeaseInfo) String() string {
+	s := fmt.Sprintf("site %s: lease of %v, renewed %s (holder's clock) by %s pid %d at epoch %d; ZooKeeper changed it %s",
+		l.Site, time.Duration(l.Duration), l.Renewed.Format(time.RFC3339Nano), l.Host, l.PID, l.Epoch, l.Modified.Format(time.RFC3339Nano))
+	if l.RevokedBy != "" {
+		s += fmt.Sprintf("; revoked by site %s's takeover (epoch %d)", l.RevokedBy, l.RevokedEpoch)
+	}
+	return s
+}
+
+// readLeases reads every site's lease.
+func (b *Bridge) readLeases(ctx context.Context, paths ckptfsPaths) ([]LeaseInfo, error) {
+	sites, _, err := b.zk.children(ctx, paths.leases())
+	if errors.Is(err, zk.ErrNoNode) {
+		return []LeaseInfo{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := []LeaseInfo{}
+	for _, site := range sites {
+		data, stat, err := b.zk.get(ctx, paths.lease(site))
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		rec, derr := decodeLease(data)
+		if derr != nil {
+			b.log.Warn("undecodable lease node", "znode", paths.lease(site), "err", derr)
+		}
+		out = append(out, LeaseInfo{Site: site, Renewed: rec.Renewed, Modified: time.UnixMilli(stat.Mtime).UTC(), Host: rec.Host, PID: rec.PID,
+			Duration: rec.Duration, Epoch: rec.Epoch, RevokedBy: rec.RevokedBy, RevokedEpoch: rec.RevokedEpoch})
+	}
+	return out, nil
+}

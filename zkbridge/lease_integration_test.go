@@ -117,6 +117,15 @@ func TestIntegration_Lease(t *testing.T) {
 		t.Fatalf("takeover: %+v %v", rep, err)
 	}
 	observe(LeaseRevoked)
+	paths, err := dc2.clusterPaths(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos, err := dc2.readLeases(ctx, paths)
+	if err != nil || len(infos) != 1 || infos[0].Site != "dc1" || infos[0].RevokedBy != "dc2" || infos[0].RevokedEpoch != rep.Epoch {
+		t.Fatalf("leases for status: %+v %v; want dc1's, revoked by dc2 at epoch %d", infos, err, rep.Epoch)
+	}
+	t.Logf("status: liveness lease: %s", infos[0])
 	if err := h.Renew(ctx, 0); !errors.Is(err, ErrLeaseRevoked) {
 		t.Fatalf("renewal of a revoked lease: %v", err)
 	}

@@ -103,7 +103,7 @@ func TestChaosFlink(t *testing.T) {
 			t.Setenv(seedEnvVar, strconv.FormatUint(seed, 10))
 			r = newRun(t, d, withCkptfs)
 			if hot {
-				runHotStandby(t, c, r, false)
+				runHotStandby(t, c, r, standbyAuto)
 			} else {
 				runFailover(t, c, r)
 			}

@@ -49,7 +49,7 @@ func TestIntegration_HotStandby(t *testing.T) {
 	mounttest.RequireFUSE(t)
 	c := zktest.StartCluster(t, 5, func(cfg *zktest.Config) { cfg.MaxSessionTimeout = 5 * time.Second })
 	r := newRun(t, d, true)
-	out := runHotStandby(t, c, r, false)
+	out := runHotStandby(t, c, r, standbyAuto)
 	t.Logf("hot standby, Flink %s: DC1 lost -> job RUNNING on DC2 in %v (DC2's automatic takeover %v after the loss); checkpoint %d restored",
 		d.Version, out.LossToRunning.Round(time.Millisecond), out.Takeover.Round(time.Millisecond), out.Restored)
 }
@@ -66,14 +66,27 @@ func TestIntegration_StandbyJobManagerManual(t *testing.T) {
 	d := FindDist(t, releases[seedRun.seed%uint64(len(releases))])
 	mounttest.RequireFUSE(t)
 	c := zktest.StartCluster(t, 5, func(cfg *zktest.Config) { cfg.MaxSessionTimeout = 5 * time.Second })
-	runHotStandby(t, c, newRun(t, d, true), true)
+	runHotStandby(t, c, newRun(t, d, true), standbyManual)
 }
 
-// runHotStandby runs one hot-standby failover (TestIntegration_HotStandby);
-// manual runs DC2's daemon with takeover manual and checks that it
-// reports DC2's JobManager once it leads (the loss of DC1 is then only
-// its JobManager's, and the run ends there).
-func runHotStandby(t *testing.T, c *zktest.Cluster, r *run, manual bool) outcome {
+// standbyMode is what runs on DC2 in a hot-standby run.
+type standbyMode string
+
+const (
+	// standbyAuto: ckptfs with takeover auto (TestIntegration_HotStandby).
+	standbyAuto standbyMode = "auto"
+	// standbyManual: ckptfs with takeover manual; the run ends once DC2's
+	// daemon reported DC2's JobManager leading (the loss of DC1 is then
+	// only its JobManager's).
+	standbyManual standbyMode = "manual"
+	// standbyFlinkHA: no ckptfs and no replica: DC2's Flink uses DC1's
+	// own NAS, Flink's own HA within one site (the RTO baseline).
+	standbyFlinkHA standbyMode = "flink-ha"
+)
+
+// runHotStandby runs one hot-standby failover with DC2 as mode says.
+func runHotStandby(t *testing.T, c *zktest.Cluster, r *run, mode standbyMode) outcome {
+	manual, ckptfs := mode == standbyManual, mode != standbyFlinkHA
 	out := &r.out
 	t.Logf("seed %d (replay: %s=%d go test -run '%s' ./integration/realflink/)", r.seed, seedEnvVar, r.seed, t.Name())
 	t.Logf("hot standby run: %s", r)
@@ -84,6 +97,9 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run, manual bool) outcome
 		r: r, root: root, flink: filepath.Join(root, "storage", "flink"),
 		clusterID: fmt.Sprintf("/hotstandby-%s-%d", strings.ReplaceAll(r.dist.Version, ".", "_"), r.seed),
 		backing:   map[string]string{}, local: map[string]string{}, mounts: map[string]*Process{},
+		// The first takeover refuses a path root that holds other
+		// clusters (design §5.5): one root per run.
+		zkRoot: fmt.Sprintf("/flink-hs-%d", r.seed),
 	}
 	t.Cleanup(func() { restartDC1(t, c) })
 	w.dc1 = NewSite(t, "dc1", filepath.Join(root, "dc1", "log"))
@@ -104,7 +120,7 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run, manual bool) outcome
 	// ports tell them apart).
 	metricsPort := freePorts(t, siteAddr, 1)[0]
 	mountArgs := func(site string, fl *Cluster) []string {
-		args := []string{"--zk", c.ConnectString(), "--cluster-id", w.clusterID, "--path-root", pathRoot,
+		args := []string{"--zk", c.ConnectString(), "--cluster-id", w.clusterID, "--path-root", w.flinkRoot(),
 			"--map", w.uri() + "=" + w.backing[site], "--poll", "100ms",
 			"--site-jobmanagers", fmt.Sprintf("%s:%d", siteAddr, fl.Config.RPCPort),
 			"--site-jobmanagers", fmt.Sprintf("%s:%d", siteAddr, fl.Config.RESTPort)}
@@ -117,16 +133,26 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run, manual bool) outcome
 		return args
 	}
 	var err error
-	if w.mounts["dc1"], err = w.dc1.StartMount("ckptfs", binary, "primary", w.backing["dc1"], w.flink, mountArgs("dc1", fl1)...); err != nil {
-		t.Fatal(err)
-	}
-	if w.mounts["dc2"], err = w.dc2.StartMount("ckptfs", binary, "replica", w.backing["dc2"], w.flink, mountArgs("dc2", fl2)...); err != nil {
-		t.Fatal(err)
-	}
-	// The first start goes through ckptfs takeover (the systemd gate):
-	// DC1 is the active site.
-	if code, said := w.siteTakeover(t, c, "dc1", c.ConnectString()); code != 0 {
-		t.Fatalf("DC1's first takeover exited %d:\n%s", code, said)
+	if !ckptfs {
+		// One NAS, DC1's, seen by both sites' Flink at the same path.
+		w.backing["dc2"] = w.backing["dc1"]
+		for _, s := range []*Site{w.dc1, w.dc2} {
+			if err := s.Bind(w.backing["dc1"], w.flink); err != nil {
+				t.Fatal(err)
+			}
+		}
+	} else {
+		if w.mounts["dc1"], err = w.dc1.StartMount("ckptfs", binary, "primary", w.backing["dc1"], w.flink, mountArgs("dc1", fl1)...); err != nil {
+			t.Fatal(err)
+		}
+		if w.mounts["dc2"], err = w.dc2.StartMount("ckptfs", binary, "replica", w.backing["dc2"], w.flink, mountArgs("dc2", fl2)...); err != nil {
+			t.Fatal(err)
+		}
+		// The first start goes through ckptfs takeover (the systemd gate):
+		// DC1 is the active site.
+		if code, said := w.siteTakeover(t, c, "dc1", c.ConnectString()); code != 0 {
+			t.Fatalf("DC1's first takeover exited %d:\n%s", code, said)
+		}
 	}
 
 	// 1. DC1's Flink runs the job.
@@ -141,17 +167,21 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run, manual bool) outcome
 	waitJob(ctx, t, fl1, w.job, "RUNNING")
 
 	// 2. The replication, then DC2's standby JobManager and TaskManager.
-	repl, every := w.replicator(t, jm1, tm1)
-	replDone := make(chan error, 1)
-	go func() { replDone <- repl.Run(ctx, every) }()
 	var stopOnce sync.Once
-	stopReplication := func() {
-		stopOnce.Do(func() {
-			repl.Stop()
-			if err := <-replDone; err != nil {
-				t.Errorf("replication: %v", err)
-			}
-		})
+	stopReplication := func() {}
+	if ckptfs {
+		repl, every := w.replicator(t, jm1, tm1)
+		replDone := make(chan error, 1)
+		go func() { replDone <- repl.Run(ctx, every) }()
+		stopReplication = func() {
+			stopOnce.Do(func() {
+				repl.Stop()
+				if err := <-replDone; err != nil {
+					t.Errorf("replication: %v", err)
+				}
+				w.say(t, "replication stopped (%+v)", repl.Stats())
+			})
+		}
 	}
 	defer stopReplication()
 	zc := zktest.Connect(t, c.Servers())
@@ -181,13 +211,15 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run, manual bool) outcome
 		cp, err := fl1.REST.Checkpoints(ctx, w.job)
 		return err == nil && cp.Latest.Completed != nil && cp.Latest.Completed.ID >= before+2
 	})
-	if n := w.mounts["dc2"].Count("automatic takeover"); n > 0 {
-		t.Fatalf("DC2's daemon took steps of an automatic takeover while DC1 was healthy (%d)", n)
+	if ckptfs {
+		if n := w.mounts["dc2"].Count("automatic takeover"); n > 0 {
+			t.Fatalf("DC2's daemon took steps of an automatic takeover while DC1 was healthy (%d)", n)
+		}
+		if h := healthz(t, siteAddr, metricsPort); !h.OK {
+			t.Fatalf("DC2's health with DC1 healthy and DC2's JobManager on standby: %v", h.Problems)
+		}
 	}
 	w.say(t, "DC2: standby JobManager and TaskManager running; DC1 healthy, nothing changed")
-	if h := healthz(t, siteAddr, metricsPort); !h.OK {
-		t.Fatalf("DC2's health with DC1 healthy and DC2's JobManager on standby: %v", h.Problems)
-	}
 	if manual {
 		// DC1's JobManager dies: DC2's leads, and reads the pointers.
 		jm1.Kill()
@@ -212,7 +244,9 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run, manual bool) outcome
 	out.Lost = true
 	stopReplication()
 	for _, p := range []*Process{jm1, tm1, w.mounts["dc1"]} {
-		p.Kill()
+		if p != nil {
+			p.Kill()
+		}
 	}
 	for _, i := range []int{0, 1} {
 		if err := c.Kill(i); err != nil {
@@ -222,7 +256,7 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run, manual bool) outcome
 	if _, err := c.WaitLeader(stepTimeout); err != nil {
 		t.Fatalf("no ZooKeeper leader among the survivors: %v", err)
 	}
-	w.say(t, "DC1 LOST (%v): replication stopped (%+v)", time.Since(lostAt).Round(time.Millisecond), repl.Stats())
+	w.say(t, "DC1 LOST (%v)", time.Since(lostAt).Round(time.Millisecond))
 	zc2 := zktest.Connect(t, c.Servers(2, 3, 4))
 	out.Hit = w.hit(zc2.Conn)
 	loss := w.observe(ctx, t, zc2.Conn, v2)
@@ -234,14 +268,25 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run, manual bool) outcome
 	out.Optimal, out.Restored, out.Newest = loss.optimal, -1, loss.newest()
 	rep1 := w.report("dc1")
 	if loss.optimal < 0 {
-		t.Skipf("no pointer L2-complete on DC2 at the loss (seed %d): the takeover refuses", r.seed)
+		// Nothing to recover from: DC2's automatic takeover must refuse,
+		// say why, and leave DC2 inactive.
+		waitUntil(t, stepTimeout, "DC2's automatic takeover to refuse", func() bool {
+			return w.mounts["dc2"].Count("automatic takeover refused") > 0
+		}, w.mounts["dc2"])
+		if n := w.mounts["dc2"].Count("automatic takeover: site dc2 is active"); n > 0 {
+			t.Errorf("DC2 activated although no pointer was complete there")
+		}
+		w.say(t, "no pointer L2-complete on DC2 at the loss: DC2's automatic takeover refused, DC2 stays inactive")
+		return *out
 	}
 
 	// 4. DC2 recovers by itself.
-	waitUntil(t, stepTimeout, "DC2's automatic takeover", func() bool {
-		return w.mounts["dc2"].Count("automatic takeover: site dc2 is active") > 0
-	}, w.mounts["dc2"], jm2)
-	out.Takeover = time.Since(lostAt)
+	if ckptfs {
+		waitUntil(t, stepTimeout, "DC2's automatic takeover", func() bool {
+			return w.mounts["dc2"].Count("automatic takeover: site dc2 is active") > 0
+		}, w.mounts["dc2"], jm2)
+		out.Takeover = time.Since(lostAt)
+	}
 	restored := waitRestored(ctx, t, fl2, w.job)
 	out.Restored, out.LossToRunning = restored.ID, time.Since(lostAt)
 	w.say(t, "DC2: the job RUNNING from checkpoint %d %v after the loss (automatic takeover by %v)", restored.ID,
@@ -250,6 +295,9 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run, manual bool) outcome
 		t.Errorf("DC2's Flink restored checkpoint %d; the newest L2-complete on DC2 at the loss was %d", restored.ID, loss.optimal)
 	}
 	w.checkRestore(ctx, t, fl2, rep1, loss.optimal)
+	if !ckptfs {
+		return *out
+	}
 	if n := w.mounts["dc2"].Count("Flink asked for incomplete"); n > 0 {
 		t.Errorf("DC2's daemon logged %d times that Flink asked for an incomplete checkpoint", n)
 	}
@@ -322,7 +370,7 @@ func metricValue(t *testing.T, addr string, port int, name string) float64 {
 func (w *world) siteTakeover(t *testing.T, c *zktest.Cluster, site, zk string) (int, string) {
 	t.Helper()
 	cmd := exec.Command(binary, "takeover", "--zk", zk, "--site", site,
-		"--cluster-id", w.clusterID, "--path-root", pathRoot, "--map", w.uri()+"="+w.backing[site],
+		"--cluster-id", w.clusterID, "--path-root", w.flinkRoot(), "--map", w.uri()+"="+w.backing[site],
 		"--checkpoints-dir", w.uri()+"/checkpoints", "--flink-session-timeout", flinkSession.String(),
 		"--wait", "60s")
 	out, err := cmd.CombinedOutput()

@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 type fileSystem struct {
 	// Dependencies.
 	vis     manifest.Visibility
+	gate    Gate      // Config.Gate; nil admits everything
 	reports *reporter // feeds the Sealer; nil: no sealing
 	log     *slog.Logger
 	now     func() time.Time
@@ -24,6 +26,13 @@ type fileSystem struct {
 	// Constant data.
 	passthroughWrites bool // Config.PassthroughWrites
 	fenceTimeout      time.Duration
+	guard             manifest.DeletionGuard // Config.DeleteGuard; nil: none
+	guardGrace        time.Duration
+	guardHold         bool
+
+	// guardUntil is when the deletion guard armed by the last promotion
+	// ends (Unix nanoseconds; 0: not armed).
+	guardUntil atomic.Int64
 
 	// passthrough is set once the kernel agreed to FUSE passthrough, and
 	// cleared for good if a handle that offered a backing file is read
@@ -90,7 +99,10 @@ type counters struct {
 	metadataCommits   atomic.Uint64
 	revokedWriters    atomic.Uint64
 	writesAfterFence  atomic.Uint64
+	deletionsRefused  atomic.Uint64
+	deletionsHeld     atomic.Uint64
 	openFiles         atomic.Int64
+	gateRefusals      atomic.Uint64
 }
 
 func (c *counters) opened(passthrough, write bool) {
@@ -146,9 +158,16 @@ type Stats struct {
 	// was closed (a write the kernel let through, see revoke.go).
 	RevokedWriters   uint64
 	WritesAfterFence uint64
+	// DeletionsRefused and DeletionsHeld count deletions of what the
+	// newest complete checkpoint of a job holds that the deletion guard
+	// refused or held after a promotion (Config.DeleteGuard).
+	DeletionsRefused uint64
+	DeletionsHeld    uint64
 	// OpenFiles is the number of files open through the mount now (the
 	// kernel releases a file shortly after its last close(2) returned).
 	OpenFiles int64
+	// GateRefusals counts opens and opendirs the Gate refused.
+	GateRefusals uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -168,7 +187,10 @@ func (c *counters) snapshot() Stats {
 		MetadataCommits:   c.metadataCommits.Load(),
 		RevokedWriters:    c.revokedWriters.Load(),
 		WritesAfterFence:  c.writesAfterFence.Load(),
+		DeletionsRefused:  c.deletionsRefused.Load(),
+		DeletionsHeld:     c.deletionsHeld.Load(),
 		OpenFiles:         c.openFiles.Load(),
+		GateRefusals:      c.gateRefusals.Load(),
 	}
 }
 
@@ -185,6 +207,15 @@ func (fsys *fileSystem) setMode(m Mode) (old Mode, epoch uint64) {
 	if !m.writable() && old.writable() {
 		fsys.epoch++
 		fsys.epochNow.Store(fsys.epoch)
+	}
+	if m.writable() && !old.writable() && fsys.guard != nil && fsys.guardGrace > 0 {
+		until := fsys.now().Add(fsys.guardGrace)
+		fsys.guardUntil.Store(until.UnixNano())
+		what := "refused"
+		if fsys.guardHold {
+			what = "held"
+		}
+		fsys.log.Info("deletion guard armed: a deletion of the newest complete checkpoint of a job is "+what+" until the grace period ends", "remaining", fsys.guardGrace.String())
 	}
 	return old, fsys.epoch
 }
@@ -229,6 +260,40 @@ func (a *admission) done() {
 // fenced reports whether a fence began since the mutation was admitted:
 // a write open that finishes then must not hand out a writer.
 func (a *admission) fenced() bool { return a.fsys.epochNow.Load() != a.epoch }
+
+// guardDelete applies the deletion guard to removing rel: 0 when it may
+// go ahead (at once, or, holding, once the grace period is over), EPERM
+// when it is refused. It must be called before beginMutation: a held
+// deletion must not hold up SetMode.
+func (fsys *fileSystem) guardDelete(ctx context.Context, rel, op string) syscall.Errno {
+	until := fsys.guardUntil.Load()
+	if fsys.guard == nil || until == 0 || !fsys.currentMode().writable() {
+		return 0
+	}
+	left := time.Duration(until - fsys.now().UnixNano())
+	if left <= 0 {
+		return 0
+	}
+	err := fsys.guard.ProtectsDeletion(rel)
+	if err == nil {
+		return 0
+	}
+	if !fsys.guardHold {
+		fsys.stats.deletionsRefused.Add(1)
+		fsys.log.Warn("deletion refused: it would remove the newest complete checkpoint of a job after a takeover", "op", op, "dir", rel, "reason", err.Error(), "remaining", left.Round(time.Second).String())
+		return fsys.errnoFor(err)
+	}
+	fsys.stats.deletionsHeld.Add(1)
+	fsys.log.Warn("deletion held until the grace period ends: it would remove the newest complete checkpoint of a job after a takeover", "op", op, "dir", rel, "reason", err.Error(), "remaining", left.Round(time.Second).String())
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return 0
+	case <-ctx.Done():
+		return syscall.EINTR
+	}
+}
 
 // beginMutation admits one mutation. On success the caller must call
 // done once the backing file system has answered.

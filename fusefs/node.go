@@ -106,6 +106,9 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if !ok {
 		return nil, 0, syscall.ENOENT
 	}
+	if errno := n.fsys.passGate(ctx, dir); errno != 0 {
+		return nil, 0, errno
+	}
 	if dir != "" && !n.fsys.currentMode().filtered() {
 		return n.LoopbackNode.OpendirHandle(ctx, flags)
 	}
@@ -140,6 +143,18 @@ func (n *node) childDir() (string, syscall.Errno) {
 	return dir, 0
 }
 
+// guardDelete applies the deletion guard to removing name from n.
+func (n *node) guardDelete(ctx context.Context, name, op string) syscall.Errno {
+	if n.fsys.guardUntil.Load() == 0 {
+		return 0
+	}
+	dir, errno := n.childDir()
+	if errno != 0 {
+		return 0 // mutateChild answers it
+	}
+	return n.fsys.guardDelete(ctx, joinRel(dir, name), op)
+}
+
 // mutateChild admits a mutation of name in n.
 func (n *node) mutateChild(name string) (done func(), dir string, errno syscall.Errno) {
 	done, errno = n.fsys.beginMutation()
@@ -160,6 +175,15 @@ func (n *node) mutateChild(name string) (done func(), dir string, errno syscall.
 var _ = (fs.NodeOpener)((*node)(nil))
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if n.fsys.gate != nil {
+		rel, ok := n.rel()
+		if !ok {
+			return nil, 0, syscall.ENOENT
+		}
+		if errno := n.fsys.passGate(ctx, rel); errno != 0 {
+			return nil, 0, errno
+		}
+	}
 	write := opensForWrite(flags)
 	// Refuse a write before waiting on anything, and wait without
 	// holding up SetMode.
@@ -444,6 +468,9 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 var _ = (fs.NodeUnlinker)((*node)(nil))
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	if errno := n.guardDelete(ctx, name, "unlink"); errno != 0 {
+		return errno
+	}
 	done, dir, errno := n.mutateChild(name)
 	if errno != 0 {
 		return errno
@@ -459,6 +486,9 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 var _ = (fs.NodeRmdirer)((*node)(nil))
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	if errno := n.guardDelete(ctx, name, "rmdir"); errno != 0 {
+		return errno
+	}
 	done, _, errno := n.mutateChild(name)
 	if errno != 0 {
 		return errno
@@ -470,6 +500,9 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 var _ = (fs.NodeRenamer)((*node)(nil))
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	if errno := n.guardDelete(ctx, name, "rename"); errno != 0 {
+		return errno
+	}
 	done, dir, errno := n.mutateChild(name)
 	if errno != 0 {
 		return errno

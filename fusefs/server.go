@@ -52,10 +52,14 @@ func Mount(cfg Config) (*Server, error) {
 
 	fsys := &fileSystem{
 		vis:               cfg.Visibility,
+		gate:              cfg.Gate,
 		log:               log,
 		now:               cfg.Now,
 		passthroughWrites: cfg.PassthroughWrites,
 		fenceTimeout:      cfg.FenceTimeout,
+		guard:             cfg.DeleteGuard,
+		guardGrace:        cfg.DeleteGrace,
+		guardHold:         cfg.DeleteHold,
 		mode:              cfg.Mode,
 	}
 	fsys.modeNow.Store(int32(cfg.Mode))

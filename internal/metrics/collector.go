@@ -147,6 +147,8 @@ func collectMount(ch chan<- prometheus.Metric, srv *fusefs.Server, gauge gaugeFu
 	counter(FUSEReadOnlyRefusals, st.ReadOnlyRefusals)
 	counter(FencedWriters, st.RevokedWriters)
 	counter(WritesAfterFence, st.WritesAfterFence)
+	counter(GuardedDeletions, st.DeletionsRefused, "refused")
+	counter(GuardedDeletions, st.DeletionsHeld, "held")
 	counter(FUSEOpens, st.PassthroughOpens, "passthrough")
 	counter(FUSEOpens, st.DaemonOpens, "daemon")
 	counter(ChecksummedBytes, st.ReadBackBytes, "seal")
@@ -184,6 +186,22 @@ func collectZooKeeper(z *ZooKeeper, site string, gauge gaugeFunc, counter counte
 		gauge(ActiveSiteEpoch, float64(a.Epoch))
 		gauge(SiteActive, boolValue(site != "" && a.Site == site))
 		gauge(ActiveSiteLastRead, unixSeconds(a.Read))
+	}
+	if z.Failover != nil {
+		f := z.Failover()
+		if f.LeaseDuration > 0 {
+			gauge(LeaseClaiming, boolValue(f.Claiming))
+			counter(LeaseRenewals, f.Renewals, "ok")
+			counter(LeaseRenewals, f.RenewalFailures, "failed")
+		}
+		if f.Observed != nil {
+			gauge(LeaseObservedUnchanged, time.Duration(f.Observed.Unchanged).Seconds(), f.Observed.Site)
+		}
+		gauge(MountHolding, boolValue(f.Holding))
+		for _, r := range AutoTakeoverResults {
+			counter(AutoTakeovers, f.Runs[r], r)
+		}
+		gauge(StandbyJobManagers, float64(len(f.StandbyJobManagers)))
 	}
 	if p := z.publisher.Load(); p != nil {
 		st := p.Stats()

@@ -75,25 +75,36 @@ func serve(specJSON string) int {
 	unix.Stat(spec.MountPoint, &st)
 	<-stop
 	f.clear()
-	done := make(chan struct{})
+	unmounted := make(chan error, 1)
 	go func() {
-		for i := 0; i < 100 && srv.Unmount() != nil; i++ {
+		var err error
+		for i := 0; i < 20; i++ {
+			if err = srv.Unmount(); err == nil {
+				break
+			}
 			f.clear()
 			time.Sleep(50 * time.Millisecond)
 		}
-		close(done)
+		unmounted <- err
 	}()
 	select {
-	case <-done:
-	case <-time.After(2 * time.Second):
+	case err := <-unmounted:
+		if err == nil {
+			return 0
+		}
+		// Still busy: a mount above it that was detached lazily (a
+		// ckptfs daemon that stopped with requests stuck on this NAS)
+		// holds files of it until its own connection ends.
+	case <-time.After(3 * time.Second):
 		// Unmounted here, but a copy of the mount in another mount
 		// namespace (made by any process on the machine meanwhile) keeps
 		// the connection alive, so the serving loops never end.
-		if err := abort(unix.Minor(st.Dev)); err != nil {
-			fmt.Fprintln(os.Stderr, "faultfs:", err)
-		}
-		<-done
 	}
+	unix.Unmount(spec.MountPoint, unix.MNT_DETACH)
+	if err := abort(unix.Minor(st.Dev)); err != nil {
+		fmt.Fprintln(os.Stderr, "faultfs:", err)
+	}
+	// Exiting closes /dev/fuse, which ends the connection for good.
 	return 0
 }
 

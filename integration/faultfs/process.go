@@ -70,6 +70,16 @@ func serve(specJSON string) int {
 	go rs.Accept(ln)
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	// Not Pdeathsig: it fires when the thread that started the child
+	// ends, and Go ends threads (one a goroutine locked and left).
+	go func(parent int) {
+		for range time.Tick(500 * time.Millisecond) {
+			if os.Getppid() != parent {
+				stop <- syscall.SIGTERM
+				return
+			}
+		}
+	}(os.Getppid())
 	fmt.Println(readyLine)
 	var st unix.Stat_t
 	unix.Stat(spec.MountPoint, &st)
@@ -159,7 +169,6 @@ func Mount(t testing.TB, lower, mountPoint string) *FS {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), serveEnv+"="+string(spec))
 	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 // checkpoints keep being verified and shown, and health says so. When
 // the NAS answers again, everything comes back without a restart.
 func TestReplicaHungListing(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, fusefs.ModeReplica, nil)
 	defer s.dumpOnFailure()
 	s.waitFor(10*time.Second, "both checkpoints visible", func() bool { return s.visible(jobA) && s.visible(jobB) })
@@ -39,6 +40,7 @@ func TestReplicaHungListing(t *testing.T) {
 // only its own checkpoint: a new checkpoint of another job is verified
 // and shown meanwhile.
 func TestReplicaHungMetadataRead(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, fusefs.ModeReplica, nil)
 	defer s.dumpOnFailure()
 	s.fault.Add(faultfs.Rule{Ops: faultfs.OpRead, Path: jobC, Name: "_metadata", Hang: true})
@@ -56,6 +58,7 @@ func TestReplicaHungMetadataRead(t *testing.T) {
 // TestStopWithAHungNAS: a daemon whose NAS hangs every call, with a
 // Flink request stuck on it, still stops when asked, within a bound.
 func TestStopWithAHungNAS(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, fusefs.ModeReplica, nil)
 	defer s.dumpOnFailure()
 	s.waitFor(10*time.Second, "both checkpoints visible", func() bool { return s.visible(jobA) && s.visible(jobB) })
@@ -80,6 +83,7 @@ func TestStopWithAHungNAS(t *testing.T) {
 // catalog goes on (another job's new checkpoint is shown) while that
 // invalidation waits.
 func TestReplicaHungLookupDoesNotStallInvalidation(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, fusefs.ModeReplica, nil)
 	defer s.dumpOnFailure()
 	s.waitFor(10*time.Second, "both checkpoints visible", func() bool { return s.visible(jobA) && s.visible(jobB) })

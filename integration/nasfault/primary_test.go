@@ -19,6 +19,7 @@ import (
 // success), and once the fault ends the same calls work, without a
 // restart.
 func TestPrimaryPassesErrorsOn(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, fusefs.ModePrimary, nil)
 	defer s.dumpOnFailure()
 	dir := filepath.Join(s.mnt, jobA, s.chk)
@@ -116,6 +117,7 @@ func (s *site) sealed(job string) bool {
 // not sealed then, and is sealed once the NAS works again, without a
 // restart.
 func TestPrimarySealsAfterTheNASHeals(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, fusefs.ModePrimary, nil)
 	defer s.dumpOnFailure()
 	removeRead := s.fault.Add(faultfs.Rule{Ops: faultfs.OpRead, Path: jobC, Name: "_metadata", Err: syscall.EIO})
@@ -136,6 +138,7 @@ func TestPrimarySealsAfterTheNASHeals(t *testing.T) {
 // _metadata names a file the NAS does not hold (a write it lost) is not
 // sealed: a sealed manifest vouches for what the primary holds.
 func TestPrimaryDoesNotSealAnIncompleteCheckpoint(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, fusefs.ModePrimary, nil)
 	defer s.dumpOnFailure()
 	entries, err := os.ReadDir(s.src)
@@ -166,6 +169,7 @@ func TestPrimaryDoesNotSealAnIncompleteCheckpoint(t *testing.T) {
 // answer the daemon's probe, even when no verification waits on it, and
 // passes again once it answers.
 func TestHealthProbesTheNAS(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, fusefs.ModePrimary, nil)
 	defer s.dumpOnFailure()
 	s.waitFor(10*time.Second, "healthy", func() bool { return s.health().OK })

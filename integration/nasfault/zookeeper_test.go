@@ -3,6 +3,7 @@ package nasfault
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +24,13 @@ import (
 // reports both the NAS and the session. When the NAS answers, the
 // fenced mount refuses writes, with no restart.
 func TestZooKeeperWorkOnAHungNAS(t *testing.T) {
+	t.Parallel()
+	// zktest starts ZooKeeper with Pdeathsig, which fires when the OS
+	// thread that started it ends, and a daemon in this process ends
+	// threads (its sealing goroutine locks one and ends with it). Started
+	// from this goroutine's own locked thread, the server lives until the
+	// cleanups that stop it have run.
+	runtime.LockOSThread()
 	cluster := zktest.StartCluster(t, 1)
 	client := zktest.Connect(t, cluster.Servers())
 	for _, p := range []string{"/ckptfs", "/ckptfs/c1"} {

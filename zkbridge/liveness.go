@@ -203,7 +203,7 @@ func (b *Bridge) waitDead(ctx context.Context, l *Layout, wait, quiet time.Durat
 			if clear.IsZero() {
 				clear = time.Now()
 				if quiet > 0 {
-					b.log.Info("no Flink JobManager in ZooKeeper: making sure none comes back", "for", quiet.String())
+					b.log.Info("no Flink JobManager in ZooKeeper: making sure none comes back", "remaining", quiet.String())
 				}
 			}
 			left := quiet - time.Since(clear)
@@ -218,7 +218,7 @@ func (b *Bridge) waitDead(ctx context.Context, l *Layout, wait, quiet time.Durat
 			continue
 		}
 		if !clear.IsZero() {
-			b.log.Warn("a Flink JobManager is in ZooKeeper again", "after", time.Since(clear).Round(time.Millisecond).String())
+			b.log.Warn("a Flink JobManager is in ZooKeeper again", "waited", time.Since(clear).Round(time.Millisecond).String())
 			clear = time.Time{}
 		}
 		remaining := time.Until(deadline)

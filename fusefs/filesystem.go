@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path"
 	"sync"
@@ -39,19 +40,32 @@ type fileSystem struct {
 	passthrough atomic.Bool
 
 	// Lock order: modeMu, then node.mu. handle.mu is never held together
-	// with node.mu.
+	// with node.mu. modeMu is never held across a backing call: a hung
+	// NAS must not hold up SetMode, or every mutation behind it.
 	//
-	// modeMu orders mutations against SetMode. A mutation holds it shared
-	// from checking the mode until its backing syscall has returned;
-	// SetMode holds it exclusively. So once SetMode(read-only) returns, no
-	// mutation is running and none will start.
-	modeMu sync.RWMutex
+	// modeMu orders mutations against SetMode. A mutation is admitted
+	// under it (the mode allows writes) and counted in inflight by the
+	// fence epoch it was admitted in, until its backing syscall has
+	// returned. SetMode to a mode that does not write starts a new epoch
+	// under it and waits, at most fenceTimeout, until no mutation of an
+	// older epoch is in flight. So once SetMode(read-only) returns, no
+	// mutation starts; when it returns nil, none is running either.
+	modeMu sync.Mutex
 	// mode is the current mode. GUARDED_BY(modeMu)
 	mode Mode
+	// epoch counts the switches to a mode that does not write.
+	// GUARDED_BY(modeMu)
+	epoch uint64
+	// inflight counts the admitted mutations by epoch. GUARDED_BY(modeMu)
+	inflight map[uint64]int
+	// abandoned is the newest epoch whose fence stopped waiting for
+	// older mutations: one that ends later landed after the fence.
+	abandoned atomic.Uint64
 	// modeNow mirrors mode for readers that must not wait (visibility
-	// checks). INVARIANT: modeNow == mode whenever modeMu is not held
-	// exclusively.
-	modeNow atomic.Int32
+	// checks), epochNow mirrors epoch. INVARIANT: both equal their
+	// fields whenever modeMu is not held.
+	modeNow  atomic.Int32
+	epochNow atomic.Uint64
 
 	// pwMu guards pwriters, the open write handles that use
 	// passthrough: fencing has to revoke them (revoke.go). Lock order:
@@ -177,20 +191,66 @@ func (c *counters) snapshot() Stats {
 
 func (fsys *fileSystem) currentMode() Mode { return Mode(fsys.modeNow.Load()) }
 
-// setMode switches modes; see modeMu.
-func (fsys *fileSystem) setMode(m Mode) (old Mode) {
+// setMode switches modes and returns the epoch whose older mutations
+// must end before the switch is complete; see modeMu.
+func (fsys *fileSystem) setMode(m Mode) (old Mode, epoch uint64) {
 	fsys.modeMu.Lock()
 	defer fsys.modeMu.Unlock()
 	old = fsys.mode
 	fsys.mode = m
 	fsys.modeNow.Store(int32(m))
+	if !m.writable() && old.writable() {
+		fsys.epoch++
+		fsys.epochNow.Store(fsys.epoch)
+	}
 	if m.writable() && !old.writable() && fsys.guard != nil && fsys.guardGrace > 0 {
 		until := fsys.now().Add(fsys.guardGrace)
 		fsys.guardUntil.Store(until.UnixNano())
 		fsys.log.Info("deletion guard armed: the newest complete checkpoint of each job is kept", "until", until.UTC().Format(time.RFC3339), "hold", fsys.guardHold)
 	}
-	return old
+	return old, fsys.epoch
 }
+
+// admission is one admitted mutation; done must be called once the
+// backing file system has answered.
+type admission struct {
+	fsys  *fileSystem
+	epoch uint64
+}
+
+// admit admits one mutation, or refuses it (EROFS) if the mode does not
+// write.
+func (fsys *fileSystem) admit() (*admission, syscall.Errno) {
+	fsys.modeMu.Lock()
+	defer fsys.modeMu.Unlock()
+	if !fsys.mode.writable() {
+		return nil, fsys.refuseReadOnly()
+	}
+	if fsys.inflight == nil {
+		fsys.inflight = make(map[uint64]int)
+	}
+	fsys.inflight[fsys.epoch]++
+	return &admission{fsys: fsys, epoch: fsys.epoch}, 0
+}
+
+// done ends the mutation. One whose fence stopped waiting for it landed
+// after the fence: it is counted and logged (Stats.WritesAfterFence).
+func (a *admission) done() {
+	fsys := a.fsys
+	fsys.modeMu.Lock()
+	if fsys.inflight[a.epoch]--; fsys.inflight[a.epoch] == 0 {
+		delete(fsys.inflight, a.epoch)
+	}
+	fsys.modeMu.Unlock()
+	if fsys.abandoned.Load() > a.epoch {
+		fsys.stats.writesAfterFence.Add(1)
+		fsys.log.Error("a change admitted before fencing reached the backing file system after fencing gave up waiting for it (a hung NAS answered late)")
+	}
+}
+
+// fenced reports whether a fence began since the mutation was admitted:
+// a write open that finishes then must not hand out a writer.
+func (a *admission) fenced() bool { return a.fsys.epochNow.Load() != a.epoch }
 
 // guardDelete applies the deletion guard to removing rel: 0 when it may
 // go ahead (at once, or, holding, once the grace period is over), EPERM
@@ -229,12 +289,42 @@ func (fsys *fileSystem) guardDelete(ctx context.Context, rel, op string) syscall
 // beginMutation admits one mutation. On success the caller must call
 // done once the backing file system has answered.
 func (fsys *fileSystem) beginMutation() (done func(), errno syscall.Errno) {
-	fsys.modeMu.RLock()
-	if !fsys.mode.writable() {
-		fsys.modeMu.RUnlock()
-		return nil, fsys.refuseReadOnly()
+	a, errno := fsys.admit()
+	if errno != 0 {
+		return nil, errno
 	}
-	return fsys.modeMu.RUnlock, 0
+	return a.done, 0
+}
+
+// waitMutations waits, at most fenceTimeout, until no mutation admitted
+// before epoch is in flight. If some still are, it gives up on them
+// (they are counted when they end, see admission.done) and says how many.
+func (fsys *fileSystem) waitMutations(epoch uint64) error {
+	deadline := time.Now().Add(fsys.fenceTimeout)
+	for {
+		fsys.modeMu.Lock()
+		n := 0
+		for e, c := range fsys.inflight {
+			if e < epoch {
+				n += c
+			}
+		}
+		fsys.modeMu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			for {
+				old := fsys.abandoned.Load()
+				if old >= epoch || fsys.abandoned.CompareAndSwap(old, epoch) {
+					break
+				}
+			}
+			fsys.log.Error("fenced, but changes admitted before still wait on the backing file system", "changes", n, "waited", fsys.fenceTimeout)
+			return fmt.Errorf("%w: %d changes admitted before fencing still wait on the backing file system after %v", ErrFenceIncomplete, n, fsys.fenceTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // refuseReadOnly is the one answer to a change the mode does not allow

@@ -182,18 +182,25 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	done := func() {}
+	var adm *admission
 	if write {
-		if done, errno = n.fsys.beginMutation(); errno != 0 {
+		if adm, errno = n.fsys.admit(); errno != 0 {
 			n.unreserve(passthrough)
 			return nil, 0, errno
 		}
+		defer adm.done()
 	}
-	defer done()
 	fh, fuseFlags, errno := n.LoopbackNode.Open(ctx, flags)
 	if errno != 0 {
 		n.unreserve(passthrough)
 		return nil, 0, errno
+	}
+	if adm != nil && adm.fenced() {
+		// The backing open outlasted a fence (a slow NAS): no writer
+		// may appear after it.
+		fh.(*fs.LoopbackFile).Release(ctx)
+		n.unreserve(passthrough)
+		return nil, 0, n.fsys.refuseReadOnly()
 	}
 	h := newHandle(n, fh.(*fs.LoopbackFile), write, passthrough)
 	n.fsys.stats.opened(passthrough, write)
@@ -340,14 +347,27 @@ func (n *node) otherWriters(h *handle) []*handle {
 var _ = (fs.NodeCreater)((*node)(nil))
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	done, _, errno := n.mutateChild(name)
+	adm, errno := n.fsys.admit()
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	defer done()
+	defer adm.done()
+	dir, errno := n.childDir()
+	if errno == 0 && manifest.IsStateDir(dir, name) {
+		errno = syscall.EPERM
+	}
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
 	ch, fh, fuseFlags, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
 	if errno != 0 {
 		return nil, nil, 0, errno
+	}
+	if adm.fenced() {
+		// The backing create outlasted a fence: the file exists, but no
+		// writer may appear after the fence.
+		fh.(*fs.LoopbackFile).Release(ctx)
+		return nil, nil, 0, n.fsys.refuseReadOnly()
 	}
 	child := ch.Operations().(*node)
 	// A new inode: nothing else has it open, so this does not wait.

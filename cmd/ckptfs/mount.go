@@ -31,9 +31,12 @@ type mountConfig struct {
 	MountPoint string
 	Mode       string
 	Poll       time.Duration
-	Hidden     []string
-	Maps       []string
-	Roots      []string
+	// BackingTimeout bounds how long a verification pass waits for one
+	// directory of the backing file system.
+	BackingTimeout time.Duration
+	Hidden         []string
+	Maps           []string
+	Roots          []string
 	// ReadUnwritten hashes, when sealing, files this mount did not see
 	// written.
 	ReadUnwritten bool
@@ -67,7 +70,7 @@ type mountConfig struct {
 
 func defaultMountConfig() mountConfig {
 	return mountConfig{
-		Mode: "replica", Poll: 2 * time.Second, AllowOther: true, Passthrough: true,
+		Mode: "replica", Poll: 2 * time.Second, BackingTimeout: 30 * time.Second, AllowOther: true, Passthrough: true,
 		LogFormat: "text", LogLevel: "info", zkSettings: defaultZKSettings(), LagInterval: 10 * time.Second,
 		DeleteGrace: 30 * time.Minute, DeleteGuard: "refuse",
 	}
@@ -92,6 +95,9 @@ func (c *mountConfig) validate() error {
 	}
 	if c.Poll < 10*time.Millisecond {
 		errs = append(errs, badSetting("poll", "poll %v is too short", c.Poll))
+	}
+	if c.BackingTimeout < 100*time.Millisecond {
+		errs = append(errs, badSetting("backing-timeout", "backing-timeout %v is too short", c.BackingTimeout))
 	}
 	for _, p := range c.Hidden {
 		if err := manifest.CheckHiddenPattern(p); err != nil {
@@ -165,7 +171,7 @@ func (c *mountConfig) daemonConfig(log *slog.Logger, sink *logsink.Sink) (daemon
 	// is noticed within two poll intervals, and a pass costs about half
 	// of the files.
 	d.Verifier.MaxAge = 2 * c.Poll
-	d.Catalog.Poll = c.Poll
+	d.Catalog.Poll, d.Catalog.BackingTimeout = c.Poll, c.BackingTimeout
 	d.Catalog.HiddenPatterns = append(append([]string(nil), manifest.DefaultHiddenPatterns...), c.Hidden...)
 	d.Recorder.ReadUnwritten = c.ReadUnwritten
 	d.Mount.Mode, _ = fusefs.ParseMode(c.Mode)
@@ -322,6 +328,7 @@ Exit status:
 		f.StringVar(&cfg.Mode, "mode", cfg.Mode, "replica or primary")
 		f.StringVar(&cfg.Site, "site", "", "this site's `NAME` (for logs and ZooKeeper)")
 		f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "interval of full verification passes")
+		f.DurationVar(&cfg.BackingTimeout, "backing-timeout", cfg.BackingTimeout, "how long a verification pass waits for one directory of the backing file system before its checkpoints count as unknown (a hung NAS)")
 		f.StringArrayVar(&cfg.Hidden, "hidden", nil, "extra `PATTERN` of names never shown (repeatable)")
 		f.StringArrayVar(&cfg.Maps, "map", nil, "`URI_PREFIX=LOCAL_DIR` for the absolute paths Flink stored (repeatable)")
 		f.StringArrayVar(&cfg.Roots, "root", nil, "extra local `DIR` referenced files may lie in (repeatable)")

@@ -92,6 +92,12 @@ func collectCatalog(cat *manifest.Catalog, gauge gaugeFunc, counter counterFunc)
 	counter(Verifications, st.Incomplete, "incomplete")
 	counter(Verifications, st.Unknown, "unknown")
 	counter(CatalogPasses, st.Passes)
+	counter(BackingTimeouts, st.BackingTimeouts)
+	hung := 0.0
+	if len(st.Hung) > 0 {
+		hung = time.Since(st.Hung[0].Since).Seconds()
+	}
+	gauge(BackingHung, hung)
 	counter(ChecksummedBytes, st.ChecksummedBytes, "verify")
 	if st.Passes > 0 {
 		gauge(CatalogLastPass, unixSeconds(st.LastPass))

@@ -26,6 +26,8 @@ const (
 	CatalogLastPass          = "ckptfs_catalog_last_pass_timestamp_seconds"
 	CatalogLastPassDuration  = "ckptfs_catalog_last_pass_duration_seconds"
 	ChecksummedBytes         = "ckptfs_checksummed_bytes_total"
+	BackingTimeouts          = "ckptfs_backing_timeouts_total"
+	BackingHung              = "ckptfs_backing_hung_seconds"
 	HiddenCheckpointAccesses = "ckptfs_hidden_checkpoint_accesses_total"
 	FUSERequestDuration      = "ckptfs_fuse_request_duration_seconds"
 	FUSEReadOnlyRefusals     = "ckptfs_fuse_readonly_refusals_total"
@@ -86,6 +88,10 @@ var Families = []Family{
 		Help: "chk-N directories of the job that are not complete on this site (being written, being copied, or torn)."},
 	{Name: Verifications, Type: "counter", Labels: []string{labelResult},
 		Help: "Checkpoint verifications by result: complete, incomplete, or unknown (an I/O error). Every pass verifies every checkpoint, incrementally."},
+	{Name: BackingTimeouts, Type: "counter",
+		Help: "Times a verification pass gave up waiting for the backing file system (a job directory or the search for them did not answer within the catalog's backing timeout); that job's checkpoints became unknown."},
+	{Name: BackingHung, Type: "gauge",
+		Help: "How long the oldest work on the backing file system that a verification pass gave up on has been waiting; 0 when none waits (the NAS answers)."},
 	{Name: CatalogPasses, Type: "counter",
 		Help: "Completed verification passes over the backing directory."},
 	{Name: CatalogLastPass, Type: "gauge",

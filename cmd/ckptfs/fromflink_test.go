@@ -171,9 +171,11 @@ func TestConfigFromFlinkDirectoryAndTodo(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, "flink-conf.yaml:2: not a key-value pair") || strings.Contains(out, "not a key-value") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
-	// The directory now holds both files: flink-conf.yaml wins, as in Flink.
-	if out, _, _ := ckptfs(t, "config", "from-flink", dir); !strings.Contains(out, "read as flink-conf.yaml") {
-		t.Errorf("directory lookup:\n%s", out)
+	// The directory now holds both files and no Flink distribution beside
+	// it says which one Flink reads (1.x flink-conf.yaml, 2.x config.yaml):
+	// refused, naming both.
+	if _, stderr, code := ckptfs(t, "config", "from-flink", dir); code != exitUsage || !strings.Contains(stderr, "holds both flink-conf.yaml and config.yaml") {
+		t.Errorf("directory lookup: exit %d, stderr %q", code, stderr)
 	}
 }
 

@@ -489,6 +489,8 @@ func (w *world) cluster(t *testing.T, c *zktest.Cluster, s *Site) *Cluster {
 		cfg.Extra = map[string]string{
 			"execution.checkpointing.externalized-checkpoint-retention": "NO_EXTERNALIZED_CHECKPOINTS",
 			"restart-strategy.fixed-delay.attempts":                     "1",
+			// The clean job result entry stays, for the decoder's check.
+			"job-result-store.delete-on-commit": "false",
 		}
 	}
 	fl, err := NewCluster(s, cfg)
@@ -1050,6 +1052,16 @@ func (w *world) failedJob(ctx context.Context, t *testing.T, fl *Cluster, conn *
 		return err == nil && !ok
 	})
 	time.Sleep(2 * time.Second) // the checkpoints' discard runs beside it
+	// The job result store entry real Flink wrote decodes as this job's.
+	entry := filepath.Join(w.backing["dc2"], "ha", "job-result-store", strings.Trim(w.clusterID, "/"), w.job+flinkha.JobResultCleanSuffix)
+	waitUntil(t, stepTimeout, "the job's clean job result entry", func() bool { _, err := os.Stat(entry); return err == nil })
+	if data, err := os.ReadFile(entry); err != nil {
+		t.Fatal(err)
+	} else if jr, err := flinkha.DecodeJobResult(data); err != nil || jr.JobID != w.job || jr.ApplicationStatus != "FAILED" {
+		t.Fatalf("job result entry %s: %+v, %v\n%s", entry, jr, err, data)
+	} else {
+		t.Logf("DC2's job result entry (%d bytes): %s", len(data), data)
+	}
 	var gone []string
 	for _, f := range files {
 		if _, err := os.Stat(f); err != nil {

@@ -65,4 +65,5 @@ var Keys = map[string]string{
 	"log":                "where the daemon's log goes (a file, the journal, syslog)",
 	"staging":            "the staging directory of a DR rehearsal (make dr-rehearsal)",
 	"missing":            "a file a DR rehearsal leaves out of the replica",
+	"changes":            "how many changes (mutations admitted by a mount)",
 }

@@ -15,12 +15,12 @@ LDFLAGS := -X main.version=$(VERSION)
 FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDecode:600000 \
 	./manifest/flinkha:FuzzDecodeCompletedCheckpoint:400000 ./manifest/flinkha:FuzzDecodeStateHandle:600000 \
 	./manifest/flinkha:FuzzDecodeLeaderInfo:500000 ./manifest/flinkha:FuzzPathToURI:500000 \
-	./manifest/flinkha:FuzzDecodeJobGraph:40000 ./manifest/flinkha:FuzzDecodeJobResult:100000 \
+	./manifest/flinkha:FuzzDecodeJobGraph:40000 ./manifest/flinkha:FuzzDecodeJobResult:60000 \
 	./flinkconf:FuzzParse:150000 ./flinkconf:FuzzParseMap:300000 \
 	./internal/zksasl:FuzzExchange:150000 ./internal/zksasl:FuzzDigestResponse:250000
 FUZZTIME ?= 10m
 
-.PHONY: all build deps flink chaos-flink chaos-net bench-wan harvest corpus test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
+.PHONY: all build deps flink chaos-flink chaos-net guard-flink bench-wan harvest corpus test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
 
 all: build
 
@@ -157,6 +157,17 @@ chaos-net: deps build
 	@bash -o pipefail -c "CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FLINK=1 CKPTFS_CHAOS_NET_RUNS=$(RUNS) CKPTFS_CHAOS_NET_SEED=$(SEED) \
 		nice -n 19 $(GO) test -count=1 -run '^TestChaosNet$$' -v -timeout 600m ./integration/realflink/ \
 		| grep -v -e '^ *logging.go' -e '^=== '"
+
+# Real Flink destroying what a failover restored, and the promoted mount's
+# deletion guard stopping it (issue 16): after a takeover, a restore that
+# fails for a reason ckptfs cannot see and a bounded restart strategy end
+# the job in FAILED; with the guard the checkpoint stays, without it
+# Flink deletes it. About 2 to 4 minutes; not in make test. Also the
+# real Flink 1.15.4 test of use-old-ha-services (fetched first).
+guard-flink: deps flink build
+	@bash flink/fetch.sh 1.15.4 >/dev/null
+	CKPTFS_FAILED_JOB=1 $(REQUIRE) $(GO) test -count=1 -run '^(TestIntegration_RealFlinkFailedJob|TestIntegration_RealFlink115OldHAServices)$$' -v -timeout 30m ./integration/realflink/ \
+		| grep -v -e '^ *logging.go' -e '^=== '
 
 # Regenerates the fixtures harvested from real Flink (the ZooKeeper tree,
 # HA files and _metadata of a running job, per release marked test) in

@@ -20,7 +20,7 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDec
 	./internal/zksasl:FuzzExchange:150000 ./internal/zksasl:FuzzDigestResponse:250000
 FUZZTIME ?= 10m
 
-.PHONY: all build deps flink chaos-flink chaos-net guard-flink bench-wan harvest corpus test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
+.PHONY: all build deps flink chaos-flink chaos-net guard-flink bench-wan harvest corpus corpus-restore test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
 
 all: build
 
@@ -185,6 +185,13 @@ harvest: deps flink build
 corpus: deps flink build
 	CKPTFS_CORPUS=integration/flinkdata/corpus CKPTFS_CORPUS_VERSIONS="$(CORPUS_VERSIONS)" CKPTFS_CORPUS_KINDS="$(CORPUS_KINDS)" \
 		$(REQUIRE) nice -n 19 $(GO) test -count=1 -run '^TestCorpus$$' -v -timeout 120m ./integration/realflink/
+
+# Real Flink restores every committed corpus entry through a ckptfs replica
+# mount; with one referenced file removed, the mount hides it and Flink
+# fails without ckptfs too (CORPUS_KINDS limits it). About 40 s per entry.
+corpus-restore: deps flink build
+	CKPTFS_CORPUS_RESTORE=1 CKPTFS_CORPUS_KINDS="$(CORPUS_KINDS)" \
+		$(REQUIRE) nice -n 19 $(GO) test -count=1 -run '^TestCorpusRestore$$' -v -timeout 120m ./integration/realflink/
 
 # One narrated run of the two-site failover with real Flink (a JobManager
 # and a TaskManager per site, five ZooKeeper servers, two ckptfs mounts),

@@ -20,7 +20,7 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDec
 	./internal/zksasl:FuzzExchange:150000 ./internal/zksasl:FuzzDigestResponse:250000
 FUZZTIME ?= 10m
 
-.PHONY: all build deps flink chaos-flink chaos-net bench-wan harvest test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
+.PHONY: all build deps flink chaos-flink chaos-net bench-wan harvest corpus test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
 
 all: build
 
@@ -135,9 +135,12 @@ chaos: deps build
 # Randomized runs of the failover with real Flink: release (every one of
 # flink/versions.tsv that runs here), replication kind and moment of loss
 # drawn from SEED; prints a table like make chaos. About 100 s a run.
+# MODE=hotstandby: Flink on both sites, takeover auto, no command after
+# the loss (TestIntegration_HotStandby's run), no baseline runs.
 chaos-flink: deps build
 	@bash flink/fetch.sh $$(awk -F'\t' '!/^#/ && ($$5 == "test" || $$5 == "runs") { print $$1 }' flink/versions.tsv) >/dev/null
 	@bash -o pipefail -c "CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FLINK=1 CKPTFS_CHAOS_FLINK_RUNS=$(RUNS) CKPTFS_CHAOS_FLINK_SEED=$(SEED) \
+		CKPTFS_CHAOS_FLINK_MODE=$(MODE) \
 		$(GO) test -count=1 -run '^TestChaosFlink$$' -v -timeout 600m ./integration/realflink/ \
 		| grep -v -e '^ *logging.go' -e '^=== '"
 
@@ -160,6 +163,17 @@ chaos-net: deps build
 # integration/realflink/testdata; make test reads them without Flink.
 harvest: deps flink build
 	CKPTFS_HARVEST=integration/realflink/testdata $(REQUIRE) $(GO) test -count=1 -run '^TestHarvest$$' -v -timeout 20m ./integration/realflink/
+
+# Regenerates the real-checkpoint corpus (integration/flinkdata/corpus):
+# real Flink per release (CORPUS_VERSIONS, default the releases marked
+# test) and kind (CORPUS_KINDS, default all: hashmap, rocksdb-full,
+# rocksdb-incremental, changelog, file-merging, file-merging-across,
+# unaligned, finished-broadcast, forst), each with its settings, job
+# options and savepoints; make test walks the corpus without Flink.
+# About 40 s per entry.
+corpus: deps flink build
+	CKPTFS_CORPUS=integration/flinkdata/corpus CKPTFS_CORPUS_VERSIONS="$(CORPUS_VERSIONS)" CKPTFS_CORPUS_KINDS="$(CORPUS_KINDS)" \
+		$(REQUIRE) nice -n 19 $(GO) test -count=1 -run '^TestCorpus$$' -v -timeout 120m ./integration/realflink/
 
 # One narrated run of the two-site failover with real Flink (a JobManager
 # and a TaskManager per site, five ZooKeeper servers, two ckptfs mounts),

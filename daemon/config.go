@@ -41,6 +41,24 @@ type Config struct {
 	ZooKeeper *zkbridge.Config
 	// Lease fences a primary that has no ZooKeeper session.
 	Lease bool
+	// LeaseDuration, when positive, makes the daemons of the active site
+	// renew its liveness lease (every D/8) and a primary fence itself
+	// D/2 after its last successful renewal (design §5.10).
+	LeaseDuration time.Duration
+	// Takeover is manual (only `ckptfs takeover`) or auto: a replica of a
+	// standby site takes over by itself once the active site's lease
+	// expired and none of its JobManagers leads (DecideTakeover), and
+	// holds Flink's opens until then (HoldTimeout bounds each).
+	Takeover TakeoverMode
+	// TakeoverActivateAnyway lets an automatic takeover activate this
+	// site although a job has no complete recovery point here.
+	TakeoverActivateAnyway bool
+	// SiteJobManagers are this site's JobManager addresses as Flink
+	// publishes them (HOST or HOST:PORT): their sessions are this site's
+	// (zkbridge.MatchesJobManager).
+	SiteJobManagers []string
+	// HoldTimeout bounds how long one open is held (takeover auto).
+	HoldTimeout time.Duration
 
 	// MetricsAddr is where /metrics and /healthz are served (HOST:PORT;
 	// empty: not served; no host, :PORT, means loopback only). MetricsTLS,
@@ -93,6 +111,7 @@ func DefaultConfig() Config {
 	return Config{
 		Verifier: manifest.DefaultVerifierConfig(), Catalog: manifest.DefaultCatalogConfig(), Mount: m,
 		LagInterval: 10 * time.Second, FollowInterval: time.Second,
+		Takeover: TakeoverManual, HoldTimeout: 2 * time.Minute,
 	}
 }
 
@@ -161,6 +180,34 @@ func (c *Config) Validate() error {
 		}
 	} else if c.Lease {
 		bad("ZooKeeper", fmt.Errorf("%w for a lease: without a session a primary cannot tell whether another site took over", ErrRequired))
+	}
+	if c.LeaseDuration != 0 {
+		if err := (zkbridge.LeaseRule{Duration: c.LeaseDuration}).Validate(); err != nil {
+			bad("LeaseDuration", err)
+		}
+		if c.ZooKeeper == nil {
+			bad("ZooKeeper", fmt.Errorf("%w for a liveness lease", ErrRequired))
+		}
+	}
+	switch c.Takeover {
+	case TakeoverManual, "":
+	case TakeoverAuto:
+		if c.ZooKeeper == nil {
+			bad("ZooKeeper", fmt.Errorf("%w for takeover auto", ErrRequired))
+		}
+		if c.LeaseDuration <= 0 {
+			bad("LeaseDuration", fmt.Errorf("%w for takeover auto: without a lease a site cut off from ZooKeeper looks dead", ErrRequired))
+		}
+		if c.HoldTimeout <= 0 {
+			bad("HoldTimeout", fmt.Errorf("%v must be positive", c.HoldTimeout))
+		}
+	default:
+		bad("Takeover", fmt.Errorf("%q: want auto or manual", c.Takeover))
+	}
+	for _, a := range c.SiteJobManagers {
+		if _, _, ok := zkbridge.AddressHostPort(a); !ok || strings.ContainsAny(a, " ,") {
+			bad("SiteJobManagers", fmt.Errorf("%q: want HOST or HOST:PORT", a))
+		}
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {

@@ -68,6 +68,26 @@ func TestValidateNamesFields(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("a good configuration: %v", err)
 	}
+	// The automatic takeover's settings.
+	bad := c
+	bad.Takeover, bad.LeaseDuration, bad.HoldTimeout, bad.SiteJobManagers = TakeoverAuto, 0, 0, []string{"jm 1"}
+	fields = map[string]bool{}
+	for _, e := range unjoin(bad.Validate()) {
+		var fe *FieldError
+		if errors.As(e, &fe) {
+			fields[fe.Field] = true
+		}
+	}
+	for _, f := range []string{"ZooKeeper", "LeaseDuration", "HoldTimeout", "SiteJobManagers"} {
+		if !fields[f] {
+			t.Errorf("takeover auto: no error for %s (got %v)", f, fields)
+		}
+	}
+	bad = c
+	bad.Takeover = "sometimes"
+	if err := bad.Validate(); err == nil {
+		t.Error("takeover \"sometimes\" validates")
+	}
 }
 
 func unjoin(err error) []error {

@@ -71,10 +71,15 @@ func Run(ctx context.Context, cfg Config) error {
 	// Verify once before mounting, so the mount starts with what is
 	// complete rather than with nothing.
 	p.catalog.Refresh(ctx)
+	fo := newFailover(&cfg, cfg.Logger.With("site", cfg.Site))
+	if cfg.Takeover == TakeoverAuto {
+		p.mount.Gate = fo
+	}
 	srv, err := fusefs.Mount(p.mount)
 	if err != nil {
 		return err
 	}
+	fo.srv.Store(srv)
 	log.Info("mounted", "backing", cfg.Backing, "mountpoint", cfg.MountPoint, "mode", srv.Mode().String(), "passthrough", srv.Passthrough())
 	p.catalog.OnChange(func(ch manifest.Change) {
 		attrs := checkpointAttrs(filepath.Join(ch.Dir, ch.Name))
@@ -107,12 +112,13 @@ func Run(ctx context.Context, cfg Config) error {
 	g, gctx := errgroup.WithContext(ctx)
 	var zkm *metrics.ZooKeeper
 	if cfg.ZooKeeper != nil {
-		zkm = &metrics.ZooKeeper{}
+		zkm = &metrics.ZooKeeper{Failover: fo.snapshot}
 		if metricsLn != nil {
 			zkm.Lag = metrics.NewLagTracker(zkm.Status, cfg.LagInterval)
 		}
 	}
-	f := &follower{cfg: &cfg, verifier: p.verifier, catalog: p.catalog, srv: srv, zkm: zkm, pin: pin, log: log, group: g}
+	f := &follower{cfg: &cfg, verifier: p.verifier, catalog: p.catalog, srv: srv, zkm: zkm, pin: pin, log: log, group: g, fo: fo, kicks: make(chan struct{}, 1)}
+	fo.kick = f.kick
 	g.Go(func() error { p.catalog.Run(gctx); return nil })
 	// These two call the backing file system directly: on a hung NAS
 	// they are left behind when the daemon stops.

@@ -28,8 +28,20 @@ type follower struct {
 	pin      *backingPin
 	log      *slog.Logger
 	group    *errgroup.Group
+	fo       *failover
+	kicks    chan struct{}
 
 	bridge atomic.Pointer[zkbridge.Bridge]
+	// lastActive is active-site as last read ("" before).
+	lastActive string
+}
+
+// kick asks for a pass now; it never blocks.
+func (f *follower) kick() {
+	select {
+	case f.kicks <- struct{}{}:
+	default:
+	}
 }
 
 func (f *follower) run(ctx context.Context) error {
@@ -44,6 +56,7 @@ func (f *follower) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+		case <-f.kicks:
 		}
 	}
 }
@@ -80,8 +93,15 @@ func (f *follower) pass(ctx context.Context) {
 			default:
 				o.Session, o.ActiveSite, o.Epoch = SessionUp, active, epoch
 				f.zkm.SetActiveSite(active, epoch)
+				f.lastActive = active
+				if active == f.cfg.Site && f.fo.leaseLapsed(active) {
+					// Renew before judging: a site just made active
+					// has not renewed yet.
+					f.fo.renew(ctx, epoch)
+				}
 			}
 		}
+		o.LeaseLapsed = f.fo.leaseLapsed(f.lastActive)
 	}
 	d := Decide(o)
 	if d.Mode == o.Mode {
@@ -114,6 +134,7 @@ func (f *follower) connect(ctx context.Context) {
 		}
 	}
 	f.zkm.SetBridge(b)
+	f.fo.start(ctx, b)
 	f.bridge.Store(b)
 	defer func() {
 		f.bridge.Store(nil)
@@ -128,6 +149,9 @@ func (f *follower) connect(ctx context.Context) {
 			f.catalog.OnChange(func(manifest.Change) { pub.Trigger() })
 			g.Go(func() error { pub.Run(gctx); return nil })
 		}
+	}
+	if f.cfg.LeaseDuration > 0 || f.cfg.Takeover == TakeoverAuto || len(f.cfg.SiteJobManagers) > 0 {
+		g.Go(func() error { f.fo.run(gctx, b); return nil })
 	}
 	if f.zkm.Lag != nil {
 		f.catalog.OnChange(func(manifest.Change) { f.zkm.Lag.Trigger() })

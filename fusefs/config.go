@@ -94,6 +94,9 @@ type Config struct {
 	DeleteGuard manifest.DeletionGuard
 	DeleteGrace time.Duration
 	DeleteHold  bool
+	// Gate, when set, admits every open and opendir before it is served
+	// (nil admits everything).
+	Gate Gate
 	// Logger receives the mount's own log lines and go-fuse's.
 	Logger *slog.Logger
 	// Now is the clock used for Sealer timestamps.

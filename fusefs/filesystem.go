@@ -18,6 +18,7 @@ import (
 type fileSystem struct {
 	// Dependencies.
 	vis     manifest.Visibility
+	gate    Gate      // Config.Gate; nil admits everything
 	reports *reporter // feeds the Sealer; nil: no sealing
 	log     *slog.Logger
 	now     func() time.Time
@@ -101,6 +102,7 @@ type counters struct {
 	deletionsRefused  atomic.Uint64
 	deletionsHeld     atomic.Uint64
 	openFiles         atomic.Int64
+	gateRefusals      atomic.Uint64
 }
 
 func (c *counters) opened(passthrough, write bool) {
@@ -164,6 +166,8 @@ type Stats struct {
 	// OpenFiles is the number of files open through the mount now (the
 	// kernel releases a file shortly after its last close(2) returned).
 	OpenFiles int64
+	// GateRefusals counts opens and opendirs the Gate refused.
+	GateRefusals uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -186,6 +190,7 @@ func (c *counters) snapshot() Stats {
 		DeletionsRefused:  c.deletionsRefused.Load(),
 		DeletionsHeld:     c.deletionsHeld.Load(),
 		OpenFiles:         c.openFiles.Load(),
+		GateRefusals:      c.gateRefusals.Load(),
 	}
 }
 
@@ -206,7 +211,11 @@ func (fsys *fileSystem) setMode(m Mode) (old Mode, epoch uint64) {
 	if m.writable() && !old.writable() && fsys.guard != nil && fsys.guardGrace > 0 {
 		until := fsys.now().Add(fsys.guardGrace)
 		fsys.guardUntil.Store(until.UnixNano())
-		fsys.log.Info("deletion guard armed: the newest complete checkpoint of each job is kept", "until", until.UTC().Format(time.RFC3339), "hold", fsys.guardHold)
+		what := "refused"
+		if fsys.guardHold {
+			what = "held"
+		}
+		fsys.log.Info("deletion guard armed: a deletion of the newest complete checkpoint of a job is "+what+" until the grace period ends", "remaining", fsys.guardGrace.String())
 	}
 	return old, fsys.epoch
 }
@@ -271,11 +280,11 @@ func (fsys *fileSystem) guardDelete(ctx context.Context, rel, op string) syscall
 	}
 	if !fsys.guardHold {
 		fsys.stats.deletionsRefused.Add(1)
-		fsys.log.Warn("deletion refused: it would remove the newest complete checkpoint of a job after a takeover", "op", op, "path", rel, "why", err.Error(), "guard_left", left.Round(time.Second).String())
+		fsys.log.Warn("deletion refused: it would remove the newest complete checkpoint of a job after a takeover", "op", op, "dir", rel, "reason", err.Error(), "remaining", left.Round(time.Second).String())
 		return fsys.errnoFor(err)
 	}
 	fsys.stats.deletionsHeld.Add(1)
-	fsys.log.Warn("deletion held until the grace period ends: it would remove the newest complete checkpoint of a job after a takeover", "op", op, "path", rel, "why", err.Error(), "held", left.Round(time.Second).String())
+	fsys.log.Warn("deletion held until the grace period ends: it would remove the newest complete checkpoint of a job after a takeover", "op", op, "dir", rel, "reason", err.Error(), "remaining", left.Round(time.Second).String())
 	t := time.NewTimer(left)
 	defer t.Stop()
 	select {

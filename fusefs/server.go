@@ -52,6 +52,7 @@ func Mount(cfg Config) (*Server, error) {
 
 	fsys := &fileSystem{
 		vis:               cfg.Visibility,
+		gate:              cfg.Gate,
 		log:               log,
 		now:               cfg.Now,
 		passthroughWrites: cfg.PassthroughWrites,

@@ -183,8 +183,9 @@ func (b *Bridge) walkEphemeral(ctx context.Context, ns, root string, depth int, 
 // until none was seen for quiet (TakeoverOptions.Quiet). It re-reads
 // liveness whenever a watched ephemeral node changes and every
 // LivenessPoll (a new JobManager creates nodes nobody watches yet). It
-// returns the last liveness read.
-func (b *Bridge) waitDead(ctx context.Context, l *Layout, wait, quiet time.Duration) (*Liveness, error) {
+// returns the last liveness read. counts, when set, keeps what must
+// vanish (TakeoverOptions.Counts).
+func (b *Bridge) waitDead(ctx context.Context, l *Layout, wait, quiet time.Duration, counts func(*Liveness) *Liveness) (*Liveness, error) {
 	deadline := time.Now().Add(wait)
 	// armed holds one watch per ephemeral node until it fires.
 	armed := map[string]<-chan zk.Event{}
@@ -192,6 +193,9 @@ func (b *Bridge) waitDead(ctx context.Context, l *Layout, wait, quiet time.Durat
 	var clear time.Time // since when no JobManager was seen
 	for {
 		live, err := b.liveness(ctx, l)
+		if err == nil && counts != nil {
+			live = counts(live)
+		}
 		if err != nil {
 			return live, err
 		}
@@ -199,7 +203,7 @@ func (b *Bridge) waitDead(ctx context.Context, l *Layout, wait, quiet time.Durat
 			if clear.IsZero() {
 				clear = time.Now()
 				if quiet > 0 {
-					b.log.Info("no Flink JobManager in ZooKeeper: making sure none comes back", "for", quiet.String())
+					b.log.Info("no Flink JobManager in ZooKeeper: making sure none comes back", "remaining", quiet.String())
 				}
 			}
 			left := quiet - time.Since(clear)
@@ -214,7 +218,7 @@ func (b *Bridge) waitDead(ctx context.Context, l *Layout, wait, quiet time.Durat
 			continue
 		}
 		if !clear.IsZero() {
-			b.log.Warn("a Flink JobManager is in ZooKeeper again", "after", time.Since(clear).Round(time.Millisecond).String())
+			b.log.Warn("a Flink JobManager is in ZooKeeper again", "waited", time.Since(clear).Round(time.Millisecond).String())
 			clear = time.Time{}
 		}
 		remaining := time.Until(deadline)

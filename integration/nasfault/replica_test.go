@@ -86,19 +86,27 @@ func TestReplicaSlowNAS(t *testing.T) {
 	})
 	defer s.dumpOnFailure()
 	s.waitFor(10*time.Second, "both checkpoints visible", func() bool { return s.visible(jobA) && s.visible(jobB) })
-	torn := s.put(jobC)
-	entries, err := os.ReadDir(torn)
+	// The torn checkpoint is made beside the NAS and moved in whole, so
+	// that it is never complete there.
+	staged := filepath.Join(t.TempDir(), "chk")
+	copyDir(t, s.src, staged)
+	entries, err := os.ReadDir(staged)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
 		if e.Name() != "_metadata" {
-			if err := os.Remove(filepath.Join(torn, e.Name())); err != nil {
+			if err := os.Remove(filepath.Join(staged, e.Name())); err != nil {
 				t.Fatal(err)
 			}
 			break
 		}
 	}
+	torn := filepath.Join(s.lower, jobC, s.chk)
+	if err := os.MkdirAll(filepath.Dir(torn), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyDir(t, staged, torn)
 	// Every state file (named by a UUID) answers its stat late.
 	s.fault.Add(faultfs.Rule{Ops: faultfs.OpStat, Path: "jobs", Name: "*-*-*-*-*", Delay: 50 * time.Millisecond})
 	s.put(jobD)

@@ -179,6 +179,22 @@ func collectZooKeeper(z *ZooKeeper, site string, gauge gaugeFunc, counter counte
 		gauge(SiteActive, boolValue(site != "" && a.Site == site))
 		gauge(ActiveSiteLastRead, unixSeconds(a.Read))
 	}
+	if z.Failover != nil {
+		f := z.Failover()
+		if f.LeaseDuration > 0 {
+			gauge(LeaseClaiming, boolValue(f.Claiming))
+			counter(LeaseRenewals, f.Renewals, "ok")
+			counter(LeaseRenewals, f.RenewalFailures, "failed")
+		}
+		if f.Observed != nil {
+			gauge(LeaseObservedUnchanged, time.Duration(f.Observed.Unchanged).Seconds(), f.Observed.Site)
+		}
+		gauge(MountHolding, boolValue(f.Holding))
+		for _, r := range AutoTakeoverResults {
+			counter(AutoTakeovers, f.Runs[r], r)
+		}
+		gauge(StandbyJobManagers, float64(len(f.StandbyJobManagers)))
+	}
 	if p := z.publisher.Load(); p != nil {
 		st := p.Stats()
 		counter(ReconcilePasses, st.FullPasses, "full")

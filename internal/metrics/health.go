@@ -47,6 +47,7 @@ type ZooKeeperHealth struct {
 	// ActiveSite is what active-site said when last read, and when.
 	ActiveSite *ActiveSite  `json:"active_site,omitempty"`
 	Lag        *LagSnapshot `json:"lag,omitempty"`
+	Failover   *Failover    `json:"failover,omitempty"`
 }
 
 // Outage is a time without a ZooKeeper session.
@@ -127,6 +128,11 @@ func CheckHealth(src Sources, th Thresholds, now time.Time) Health {
 			h.ZooKeeper.LastOutage = o
 			h.Notes = append(h.Notes, fmt.Sprintf("ZooKeeper: the last outage lasted %s and ended %s ago (%d session loss(es), %d expired, since the daemon started)",
 				o.End.Sub(o.Start).Round(time.Second), now.Sub(o.End).Round(time.Second), s.Losses, s.Expirations))
+		}
+		if z.Failover != nil {
+			f := z.Failover()
+			h.ZooKeeper.Failover = &f
+			h.Problems = append(h.Problems, failoverProblems(f)...)
 		}
 		if z.Lag != nil {
 			lag := z.Lag.Snapshot()

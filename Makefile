@@ -15,6 +15,7 @@ LDFLAGS := -X main.version=$(VERSION)
 FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDecode:600000 \
 	./manifest/flinkha:FuzzDecodeCompletedCheckpoint:400000 ./manifest/flinkha:FuzzDecodeStateHandle:600000 \
 	./manifest/flinkha:FuzzDecodeLeaderInfo:500000 ./manifest/flinkha:FuzzPathToURI:500000 \
+	./manifest/flinkha:FuzzDecodeJobGraph:40000 ./manifest/flinkha:FuzzDecodeJobResult:100000 \
 	./flinkconf:FuzzParse:150000 ./flinkconf:FuzzParseMap:300000 \
 	./internal/zksasl:FuzzExchange:150000 ./internal/zksasl:FuzzDigestResponse:250000
 FUZZTIME ?= 10m

@@ -262,6 +262,9 @@ func (c *Config) build() (*parts, error) {
 	p.mount = c.Mount
 	p.mount.Backing, p.mount.MountPoint = c.Backing, c.MountPoint
 	p.mount.Visibility, p.mount.Sealer = p.catalog, p.recorder
+	if p.mount.DeleteGrace > 0 {
+		p.mount.DeleteGuard = p.catalog
+	}
 	if c.Logger != nil {
 		p.mount.Logger = c.Logger.With("site", c.Site)
 	}

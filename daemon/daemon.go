@@ -120,8 +120,10 @@ func Run(ctx context.Context, cfg Config) error {
 	f := &follower{cfg: &cfg, verifier: p.verifier, catalog: p.catalog, srv: srv, zkm: zkm, pin: pin, log: log, group: g, fo: fo, kicks: make(chan struct{}, 1)}
 	fo.kick = f.kick
 	g.Go(func() error { p.catalog.Run(gctx); return nil })
-	g.Go(func() error { watchBacking(gctx, cfg.Backing, p.catalog, log); return nil })
-	g.Go(func() error { pin.run(gctx, cfg.FollowInterval, srv, log); return nil })
+	// These two call the backing file system directly: on a hung NAS
+	// they are left behind when the daemon stops.
+	g.Go(func() error { detached(gctx, func() { watchBacking(gctx, cfg.Backing, p.catalog, log) }); return nil })
+	g.Go(func() error { detached(gctx, func() { pin.run(gctx, cfg.FollowInterval, srv, log) }); return nil })
 	g.Go(func() error { return f.run(gctx) })
 	if metricsLn != nil {
 		src := metrics.Sources{Site: cfg.Site, Version: cfg.Version, Catalog: p.catalog, Poll: cfg.Catalog.Poll, Mount: srv, ZooKeeper: zkm, Backing: pin.problem}
@@ -165,12 +167,46 @@ func Run(ctx context.Context, cfg Config) error {
 			err = uerr
 		}
 	}
-	<-unmounted
+	if !waitAtMost(unmounted, stopGrace) {
+		log.Error("requests still wait on the backing file system; stopping without them", "waited", stopGrace)
+	}
 	// What is left to seal now has a caller waiting for it.
 	(<-sealing).Restore()
 	stopSealing()
-	<-sealed
+	if !waitAtMost(sealed, stopGrace) {
+		log.Error("sealing waits on the backing file system; stopping without it: the checkpoints it had left stay unsealed", "waited", stopGrace)
+	}
 	return err
+}
+
+// stopGrace bounds each wait of a stopping daemon for work that waits on
+// the backing file system (a hung NAS): the rest ends without it.
+const stopGrace = 5 * time.Second
+
+// waitAtMost waits until done is closed or d has passed, and says which.
+func waitAtMost(done <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// detached runs fn, which ends when ctx does unless it waits on the
+// backing file system, and returns when fn does or when ctx ends.
+func detached(ctx context.Context, fn func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // checkpointAttrs are the log attributes of a checkpoint directory
@@ -191,6 +227,9 @@ func unmount(srv *fusefs.Server, mountPoint string, log *slog.Logger) error {
 	for i := 0; i < 10; i++ {
 		if err = srv.Unmount(); err == nil {
 			return nil
+		}
+		if errors.Is(err, fusefs.ErrRequestsStuck) {
+			return err // unmounted; Run says what waits
 		}
 		time.Sleep(300 * time.Millisecond)
 	}

@@ -138,7 +138,9 @@ func (f *follower) connect(ctx context.Context) {
 	}
 	if f.zkm.Lag != nil {
 		f.catalog.OnChange(func(manifest.Change) { f.zkm.Lag.Trigger() })
-		g.Go(func() error { f.zkm.Lag.Run(gctx); return nil })
+		// The lag verifies ZooKeeper's pointers on the NAS: on a hung
+		// one it is left behind when the daemon stops.
+		g.Go(func() error { detached(gctx, func() { f.zkm.Lag.Run(gctx) }); return nil })
 	}
 	<-ctx.Done()
 	g.Wait()

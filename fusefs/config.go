@@ -83,6 +83,17 @@ type Config struct {
 	// Gate, when set, admits every open and opendir before it is served
 	// (nil admits everything).
 	Gate Gate
+	// DeleteGuard, when set, protects what the newest complete
+	// checkpoint of each job holds for DeleteGrace after the mount is
+	// promoted (SetMode from a mode that does not write to ModePrimary):
+	// an unlink, rmdir or rename of it is refused with EPERM, or, with
+	// DeleteHold, held until the grace period ends. Each is logged and
+	// counted (Stats.DeletionsRefused, DeletionsHeld). After a takeover,
+	// a job that reaches FAILED would otherwise have Flink delete the
+	// checkpoint the failover restored.
+	DeleteGuard manifest.DeletionGuard
+	DeleteGrace time.Duration
+	DeleteHold  bool
 	// Logger receives the mount's own log lines and go-fuse's.
 	Logger *slog.Logger
 	// Now is the clock used for Sealer timestamps.
@@ -183,7 +194,7 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"entry", c.EntryTimeout}, {"attribute", c.AttrTimeout}, {"negative", c.NegativeTimeout}, {"fence", c.FenceTimeout}} {
+	}{{"entry", c.EntryTimeout}, {"attribute", c.AttrTimeout}, {"negative", c.NegativeTimeout}, {"fence", c.FenceTimeout}, {"delete grace", c.DeleteGrace}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("negative %s timeout %v", d.name, d.v))
 		}

@@ -16,8 +16,8 @@ type Gate interface {
 	Admit(ctx context.Context, rel string) error
 }
 
-// admit asks the gate, if any, about rel (relative to the mount).
-func (fsys *fileSystem) admit(ctx context.Context, rel string) syscall.Errno {
+// gateAdmit asks the gate, if any, about rel (relative to the mount).
+func (fsys *fileSystem) gateAdmit(ctx context.Context, rel string) syscall.Errno {
 	if fsys.gate == nil {
 		return 0
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -40,12 +41,20 @@ type CatalogConfig struct {
 	HiddenPatterns []string
 	// MaxDepth bounds how deep below Backing job directories are looked for.
 	MaxDepth int
+	// BackingTimeout bounds how long a pass waits for the backing file
+	// system: for the search of job directories, and for each job
+	// directory (its listing and the verification of its checkpoints).
+	// A job directory that does not answer in time (a hung or very slow
+	// NAS) has its checkpoints made unknown, and the pass goes on with
+	// the others; the work still waiting is not started again until it
+	// ends (Stats.Hung says since when).
+	BackingTimeout time.Duration
 }
 
 // DefaultCatalogConfig returns defaults; the caller sets Backing and
 // Verifier.
 func DefaultCatalogConfig() CatalogConfig {
-	return CatalogConfig{Poll: 2 * time.Second, MaxDepth: 4}
+	return CatalogConfig{Poll: 2 * time.Second, MaxDepth: 4, BackingTimeout: 30 * time.Second}
 }
 
 // Validate reports a configuration that cannot work.
@@ -59,6 +68,9 @@ func (c *CatalogConfig) Validate() error {
 	}
 	if c.Poll <= 0 {
 		errs = append(errs, fmt.Errorf("catalog: Poll %v must be positive", c.Poll))
+	}
+	if c.BackingTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("catalog: BackingTimeout %v must be positive", c.BackingTimeout))
 	}
 	if c.MaxDepth < 1 {
 		errs = append(errs, fmt.Errorf("catalog: MaxDepth %d must be at least 1", c.MaxDepth))
@@ -115,6 +127,39 @@ type Catalog struct {
 	listeners []func(Change)
 	// stats: GUARDED_BY(mu). Counters of completed full passes.
 	stats CatalogStats
+	// protected: GUARDED_BY(mu). What the newest complete checkpoint of
+	// each job holds (DeletionGuard).
+	protected protection
+
+	workMu sync.Mutex
+	// work: GUARDED_BY(workMu). The backing work started and not ended,
+	// by job directory (walkKey: the search for job directories).
+	work map[string]*backingWork
+}
+
+// backingWork is work on the backing file system that a pass waits for
+// at most BackingTimeout.
+type backingWork struct {
+	start time.Time
+	done  chan struct{} // closed when it ends
+}
+
+// walkPrefix starts the work key of a listing by the search for job
+// directories (a relative directory name never starts with it).
+const walkPrefix = "\x00"
+
+// ErrBackingTimeout: the backing file system did not answer within
+// CatalogConfig.BackingTimeout.
+var ErrBackingTimeout = errors.New("the backing file system did not answer")
+
+// HungWork is backing work that has not ended within BackingTimeout.
+type HungWork struct {
+	// Dir is the directory (relative to Backing); Walk says the search
+	// for job directories waits for its listing, otherwise it is a job
+	// directory being verified.
+	Dir   string
+	Walk  bool
+	Since time.Time
 }
 
 // CatalogStats counts what a catalog's passes did.
@@ -132,6 +177,13 @@ type CatalogStats struct {
 	// ChecksummedBytes is what the Verifier read to check sealed
 	// checksums (Verifier.ChecksummedBytes).
 	ChecksummedBytes uint64
+	// BackingTimeouts counts the times a pass gave up waiting for the
+	// backing file system (BackingTimeout), or found it still busy with
+	// work it had given up on.
+	BackingTimeouts uint64
+	// Hung is the backing work waiting longer than BackingTimeout now,
+	// oldest first.
+	Hung []HungWork
 }
 
 var _ Visibility = (*Catalog)(nil)
@@ -146,7 +198,7 @@ func NewCatalog(cfg CatalogConfig) (*Catalog, error) {
 		return nil, err
 	}
 	cfg.Backing = filepath.Clean(cfg.Backing)
-	c := &Catalog{cfg: cfg, pokec: make(chan struct{}, 1), jobs: map[string]map[string]*Verdict{}}
+	c := &Catalog{cfg: cfg, pokec: make(chan struct{}, 1), jobs: map[string]map[string]*Verdict{}, work: map[string]*backingWork{}}
 	for _, p := range cfg.HiddenPatterns {
 		c.hidden = append(c.hidden, compileHidden(p))
 	}
@@ -235,6 +287,7 @@ func (c *Catalog) Stats() CatalogStats {
 	st := c.stats
 	c.mu.RUnlock()
 	st.ChecksummedBytes = c.cfg.Verifier.ChecksummedBytes()
+	st.Hung = c.hung(time.Now())
 	return st
 }
 
@@ -272,23 +325,37 @@ func (c *Catalog) Run(ctx context.Context) error {
 
 // Refresh makes one full pass: it finds every job directory and verifies
 // every checkpoint directory in it (incrementally), then publishes the new
-// state and the changes.
+// state and the changes. A job directory the backing file system fails
+// (an error other than "gone", or no answer within BackingTimeout) keeps
+// the checkpoints the last pass knew, all unknown: hidden, and still
+// listed as the job's.
 func (c *Catalog) Refresh(ctx context.Context) {
 	start := time.Now()
+	c.mu.RLock()
+	old := c.jobs
+	c.mu.RUnlock()
 	found := map[string]map[string]*Verdict{}
-	for _, job := range c.findJobDirs() {
-		chks, err := ListCheckpoints(filepath.Join(c.cfg.Backing, job))
-		if err != nil {
-			continue // vanished or unreadable: its checkpoints stay hidden
-		}
-		verdicts := make(map[string]*Verdict, len(chks))
-		for _, chk := range chks {
-			if ctx.Err() != nil {
-				return
+	jobs := c.findJobDirs(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	timeouts := jobs.timeouts
+	jobs.jobs = append(jobs.jobs, jobs.keep(old)...)
+	for _, job := range jobs.jobs {
+		verdicts, err := bounded(ctx, c, job, func(ctx context.Context) (map[string]*Verdict, error) { return c.verifyJob(ctx, job) })
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			found[job] = verdicts
+		case errors.Is(err, iofs.ErrNotExist):
+			// Gone: its checkpoints with it.
+		default:
+			if errors.Is(err, ErrBackingTimeout) {
+				timeouts++
 			}
-			verdicts[filepath.Base(chk.Dir)] = c.cfg.Verifier.VerifyDir(ctx, chk.Dir)
+			found[job] = unknownVerdicts(old[job], err)
 		}
-		found[job] = verdicts
 	}
 	c.cfg.Verifier.Sweep(func(dir string) bool {
 		rel, err := filepath.Rel(c.cfg.Backing, filepath.Dir(dir))
@@ -298,10 +365,13 @@ func (c *Catalog) Refresh(ctx context.Context) {
 		return err == nil && found[rel][filepath.Base(dir)] != nil
 	})
 
+	protected := c.protectionOf(found)
 	c.mu.Lock()
-	old := c.jobs
+	old = c.jobs
 	c.jobs = found
+	c.protected = protected
 	c.stats.Passes++
+	c.stats.BackingTimeouts += timeouts
 	c.stats.LastPass = time.Now()
 	c.stats.LastPassDuration = c.stats.LastPass.Sub(start)
 	for _, chks := range found {
@@ -324,6 +394,94 @@ func (c *Catalog) Refresh(ctx context.Context) {
 			fn(ch)
 		}
 	}
+}
+
+// verifyJob lists the checkpoint directories of job and verifies each.
+func (c *Catalog) verifyJob(ctx context.Context, job string) (map[string]*Verdict, error) {
+	chks, err := ListCheckpoints(filepath.Join(c.cfg.Backing, job))
+	if err != nil {
+		return nil, err
+	}
+	verdicts := make(map[string]*Verdict, len(chks))
+	for _, chk := range chks {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		verdicts[filepath.Base(chk.Dir)] = c.cfg.Verifier.VerifyDir(ctx, chk.Dir)
+	}
+	return verdicts, nil
+}
+
+// unknownVerdicts are the verdicts of checkpoints known before, made
+// unknown by err.
+func unknownVerdicts(old map[string]*Verdict, err error) map[string]*Verdict {
+	out := make(map[string]*Verdict, len(old))
+	for name, v := range old {
+		u := &Verdict{CheckpointID: v.CheckpointID, Dir: v.Dir}
+		u.addProblem(Problem{Path: ".", Kind: ProblemIOError, Detail: err.Error()})
+		out[name] = u
+	}
+	return out
+}
+
+// bounded runs fn as the work of key, and waits for it at most
+// BackingTimeout (ErrBackingTimeout). Work it gave up on goes on, with
+// its context ended, and its result is dropped: until it ends, bounded
+// does not start key's work again and fails at once. fn may not
+// touch the catalog's state.
+func bounded[T any](ctx context.Context, c *Catalog, key string, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	c.workMu.Lock()
+	if w := c.work[key]; w != nil {
+		c.workMu.Unlock()
+		return zero, fmt.Errorf("%w since %s (waiting for it)", ErrBackingTimeout, w.start.UTC().Format(time.RFC3339))
+	}
+	w := &backingWork{start: time.Now(), done: make(chan struct{})}
+	c.work[key] = w
+	c.workMu.Unlock()
+
+	wctx, cancel := context.WithCancel(ctx)
+	var res T
+	var err error
+	go func() {
+		defer cancel()
+		res, err = fn(wctx)
+		c.workMu.Lock()
+		delete(c.work, key)
+		c.workMu.Unlock()
+		close(w.done)
+	}()
+	t := time.NewTimer(c.cfg.BackingTimeout)
+	defer t.Stop()
+	select {
+	case <-w.done:
+		return res, err
+	case <-t.C:
+		cancel()
+		return zero, fmt.Errorf("%w within %v", ErrBackingTimeout, c.cfg.BackingTimeout)
+	case <-ctx.Done():
+		cancel()
+		return zero, ctx.Err()
+	}
+}
+
+// hung lists the work older than BackingTimeout, oldest first.
+func (c *Catalog) hung(now time.Time) []HungWork {
+	c.workMu.Lock()
+	defer c.workMu.Unlock()
+	var out []HungWork
+	for key, w := range c.work {
+		if now.Sub(w.start) < c.cfg.BackingTimeout {
+			continue
+		}
+		h := HungWork{Dir: key, Since: w.start}
+		if rel, ok := strings.CutPrefix(key, walkPrefix); ok {
+			h = HungWork{Dir: rel, Walk: true, Since: w.start}
+		}
+		out = append(out, h)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Since.Before(out[j].Since) })
+	return out
 }
 
 func diffVisibility(old, cur map[string]map[string]*Verdict) []Change {
@@ -349,15 +507,59 @@ func diffVisibility(old, cur map[string]map[string]*Verdict) []Change {
 	return out
 }
 
+// walkResult is what findJobDirs found: the job directories, and the
+// directories it could not list (other than gone ones).
+type walkResult struct {
+	jobs     []string
+	failed   []string
+	timeouts uint64
+}
+
+// keep returns the job directories of old that the walk could not reach
+// because a directory above them failed: their checkpoints are not gone,
+// only unknown.
+func (w walkResult) keep(old map[string]map[string]*Verdict) []string {
+	if len(w.failed) == 0 {
+		return nil
+	}
+	seen := make(map[string]bool, len(w.jobs))
+	for _, j := range w.jobs {
+		seen[j] = true
+	}
+	var out []string
+	for job := range old {
+		if seen[job] {
+			continue
+		}
+		for _, f := range w.failed {
+			if f == "" || job == f || strings.HasPrefix(job, f+"/") {
+				out = append(out, job)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // findJobDirs lists the directories (relative to Backing) that hold chk-N
 // directories, down to MaxDepth, without descending into checkpoint,
-// shared, task-owned or hidden directories.
-func (c *Catalog) findJobDirs() []string {
-	var jobs []string
+// shared, task-owned or hidden directories. Each listing is bounded by
+// BackingTimeout: one that hangs fails alone.
+func (c *Catalog) findJobDirs(ctx context.Context) walkResult {
+	var res walkResult
 	var walk func(rel string, depth int)
 	walk = func(rel string, depth int) {
-		entries, err := os.ReadDir(filepath.Join(c.cfg.Backing, rel))
+		entries, err := bounded(ctx, c, walkPrefix+rel, func(context.Context) ([]iofs.DirEntry, error) {
+			return os.ReadDir(filepath.Join(c.cfg.Backing, rel))
+		})
 		if err != nil {
+			if errors.Is(err, ErrBackingTimeout) {
+				res.timeouts++
+			}
+			if !errors.Is(err, iofs.ErrNotExist) {
+				res.failed = append(res.failed, rel)
+			}
 			return
 		}
 		isJob := false
@@ -377,15 +579,18 @@ func (c *Catalog) findJobDirs() []string {
 			subdirs = append(subdirs, name)
 		}
 		if isJob {
-			jobs = append(jobs, rel)
+			res.jobs = append(res.jobs, rel)
 		}
 		if depth >= c.cfg.MaxDepth {
 			return
 		}
 		for _, s := range subdirs {
+			if ctx.Err() != nil {
+				return
+			}
 			walk(strings.TrimPrefix(rel+"/"+s, "/"), depth+1)
 		}
 	}
 	walk("", 0)
-	return jobs
+	return res
 }

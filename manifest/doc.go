@@ -34,6 +34,14 @@
 // merges repeated paths, decides which files need a stat, and hands new
 // files to stat workers. Parses on one Verifier take turns.
 //
+// Besides checkpoints, a JobManager recovering a job on another site
+// reads the job graph (execution plan) HA file, the job's blobs and its
+// job result store entries; any of them missing or torn ends the
+// JobManager process. VerifyJobHA judges them per job (hastate.go): the
+// HA file at its recorded size deserializing completely, each blob with
+// the SHA-1 its key names (Flink records no size), each result entry
+// complete JSON.
+//
 // The names ckptfs gives a meaning to, .ckptfs (IsStateDir) and chk-N
 // (CheckpointIDFromDirName), and what L2-complete means
 // (PointerVerdict.L2Complete) are defined here once; fusefs, zkbridge and

@@ -31,9 +31,12 @@ type mountConfig struct {
 	MountPoint string
 	Mode       string
 	Poll       time.Duration
-	Hidden     []string
-	Maps       []string
-	Roots      []string
+	// BackingTimeout bounds how long a verification pass waits for one
+	// directory of the backing file system.
+	BackingTimeout time.Duration
+	Hidden         []string
+	Maps           []string
+	Roots          []string
 	// ReadUnwritten hashes, when sealing, files this mount did not see
 	// written.
 	ReadUnwritten bool
@@ -60,6 +63,11 @@ type mountConfig struct {
 	TakeoverActivateAnyway bool
 	SiteJobManagers        []string
 	HoldTimeout            time.Duration
+	// DeleteGrace is how long after a promotion the newest complete
+	// checkpoint of each job is kept from deletion (0: not);
+	// DeleteGuard is "refuse" or "hold".
+	DeleteGrace time.Duration
+	DeleteGuard string
 	// MetricsAddr is where /metrics and /healthz are served (HOST:PORT;
 	// empty: not served). LagInterval is how often the lag behind
 	// Flink's pointers is computed for them (with ZK).
@@ -72,9 +80,10 @@ type mountConfig struct {
 
 func defaultMountConfig() mountConfig {
 	return mountConfig{
-		Mode: "replica", Poll: 2 * time.Second, AllowOther: true, Passthrough: true,
+		Mode: "replica", Poll: 2 * time.Second, BackingTimeout: 30 * time.Second, AllowOther: true, Passthrough: true,
 		LogFormat: "text", LogLevel: "info", zkSettings: defaultZKSettings(), LagInterval: 10 * time.Second,
 		Takeover: "manual", HoldTimeout: 2 * time.Minute,
+		DeleteGrace: 30 * time.Minute, DeleteGuard: "refuse",
 	}
 }
 
@@ -97,6 +106,9 @@ func (c *mountConfig) validate() error {
 	}
 	if c.Poll < 10*time.Millisecond {
 		errs = append(errs, badSetting("poll", "poll %v is too short", c.Poll))
+	}
+	if c.BackingTimeout < 100*time.Millisecond {
+		errs = append(errs, badSetting("backing-timeout", "backing-timeout %v is too short", c.BackingTimeout))
 	}
 	for _, p := range c.Hidden {
 		if err := manifest.CheckHiddenPattern(p); err != nil {
@@ -124,6 +136,7 @@ var daemonFieldSettings = map[string]string{
 	"Backing": "backing", "MountPoint": "mountpoint", "Resolver": "map", "Mount.Mode": "mode", "ZooKeeper": "zk",
 	"Site": "site", "Lease": "lease", "MetricsAddr": "metrics-addr", "LagInterval": "lag-interval",
 	"LeaseDuration": "lease-duration", "Takeover": "takeover", "SiteJobManagers": "site-jobmanagers", "HoldTimeout": "hold-timeout",
+	"Mount.DeleteGrace": "delete-guard-grace",
 }
 
 // daemonSettingErrors names the setting behind each of the daemon's
@@ -170,11 +183,18 @@ func (c *mountConfig) daemonConfig(log *slog.Logger, sink *logsink.Sink) (daemon
 	// is noticed within two poll intervals, and a pass costs about half
 	// of the files.
 	d.Verifier.MaxAge = 2 * c.Poll
-	d.Catalog.Poll = c.Poll
+	d.Catalog.Poll, d.Catalog.BackingTimeout = c.Poll, c.BackingTimeout
 	d.Catalog.HiddenPatterns = append(append([]string(nil), manifest.DefaultHiddenPatterns...), c.Hidden...)
 	d.Recorder.ReadUnwritten = c.ReadUnwritten
 	d.Mount.Mode, _ = fusefs.ParseMode(c.Mode)
 	d.Mount.AllowOther, d.Mount.Passthrough, d.Mount.Debug = c.AllowOther, c.Passthrough, c.Debug
+	d.Mount.DeleteGrace = c.DeleteGrace
+	switch c.DeleteGuard {
+	case "refuse", "hold":
+		d.Mount.DeleteHold = c.DeleteGuard == "hold"
+	default:
+		errs = append(errs, badSetting("delete-guard", "delete-guard %q: want refuse or hold", c.DeleteGuard))
+	}
 	d.Lease, d.MetricsAddr, d.LagInterval, d.Version = c.Lease, c.MetricsAddr, c.LagInterval, version
 	d.LeaseDuration, d.TakeoverActivateAnyway, d.SiteJobManagers, d.HoldTimeout = c.LeaseDuration, c.TakeoverActivateAnyway, c.SiteJobManagers, c.HoldTimeout
 	d.Takeover = daemon.TakeoverMode(c.Takeover)
@@ -322,6 +342,7 @@ Exit status:
 		f.StringVar(&cfg.Mode, "mode", cfg.Mode, "replica or primary")
 		f.StringVar(&cfg.Site, "site", "", "this site's `NAME` (for logs and ZooKeeper)")
 		f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "interval of full verification passes")
+		f.DurationVar(&cfg.BackingTimeout, "backing-timeout", cfg.BackingTimeout, "how long a verification pass waits for one directory of the backing file system before its checkpoints count as unknown (a hung NAS)")
 		f.StringArrayVar(&cfg.Hidden, "hidden", nil, "extra `PATTERN` of names never shown (repeatable)")
 		f.StringArrayVar(&cfg.Maps, "map", nil, "`URI_PREFIX=LOCAL_DIR` for the absolute paths Flink stored (repeatable)")
 		f.StringArrayVar(&cfg.Roots, "root", nil, "extra local `DIR` referenced files may lie in (repeatable)")
@@ -341,6 +362,8 @@ Exit status:
 		f.BoolVar(&cfg.TakeoverActivateAnyway, "takeover-activate-anyway", false, "let an automatic takeover activate this site although a job has no complete recovery point here")
 		f.StringArrayVar(&cfg.SiteJobManagers, "site-jobmanagers", nil, "this site's JobManager `HOST[:PORT]` as Flink publishes it (repeatable): tells this site's ZooKeeper sessions from the others'")
 		f.DurationVar(&cfg.HoldTimeout, "hold-timeout", cfg.HoldTimeout, "with takeover auto, how long one of Flink's opens is held until this site's takeover decided")
+		f.DurationVar(&cfg.DeleteGrace, "delete-guard-grace", cfg.DeleteGrace, "after a promotion, keep the newest complete checkpoint of each job from deletion this long (0: not): Flink deletes it when a job reaches FAILED")
+		f.StringVar(&cfg.DeleteGuard, "delete-guard", cfg.DeleteGuard, "what the guard does with such a deletion: refuse (EPERM) or hold (until the grace period ends)")
 		addConnectionSettings(f, &cfg.zkSettings)
 		f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz at `HOST:PORT` (:9477 listens on loopback only; 0.0.0.0:9477 on every interface; default: not served)")
 		f.StringVar(&cfg.MetricsTLSCert, "metrics-tls-cert", "", "serve metrics-addr over TLS with the certificate in `FILE` (PEM)")

@@ -42,6 +42,7 @@ func (f *zkFlags) add(cmd *cobra.Command) {
 		fl.StringVar(&f.zk.PathRoot, "path-root", f.zk.PathRoot, "`PATH` of Flink's high-availability.zookeeper.path.root")
 		fl.StringVar(&f.zk.FlinkVersion, "flink-version", "", "Flink `VERSION` (for example 1.14 or 1.17) when ZooKeeper does not tell")
 		fl.StringArrayVar(&f.zk.CheckpointsDirs, "checkpoints-dir", nil, "Flink's state.checkpoints.dir as a `URI` Flink writes, to find checkpoints no pointer names (repeatable)")
+		fl.StringVar(&f.zk.JobResultStore, "job-result-store", "", "Flink's job-result-store.storage-path as a `URI` Flink writes (default: Flink's, <high-availability.storageDir>/job-result-store/<cluster-id>)")
 		fl.DurationVar(&f.zk.FlinkSessionTimeout, "flink-session-timeout", f.zk.FlinkSessionTimeout, "Flink's high-availability.zookeeper.client.session-timeout: how long a dead JobManager's nodes may stay")
 		addConnectionSettings(fl, &f.zk)
 		fl.StringVar(&f.logFormat, "log-format", "text", "format of the log on stderr: text or json")

@@ -23,7 +23,10 @@ import (
 // between checkpoints, while one is written, while its HA file is; one
 // run in four is the baseline (DC2 without ckptfs: Flink must loop on the
 // checkpoint whenever ZooKeeper pointed past DC2, and restore the newest
-// otherwise). It prints a table; a failed run is an invariant violation,
+// otherwise); one run with ckptfs in four loses DC1 before the job graph
+// or the job's blob directory reached DC2 (the takeover must refuse the
+// job with job_graph_incomplete or blobs_incomplete, then, once it
+// arrives, pass, and Flink restore). It prints a table; a failed run is an invariant violation,
 // replayed alone with its own seed (CKPTFS_CHAOS_FLINK_REPLAY).
 func TestChaosFlink(t *testing.T) {
 	runs, _ := strconv.Atoi(os.Getenv("CKPTFS_CHAOS_FLINK_RUNS"))
@@ -116,7 +119,7 @@ func TestChaosFlink(t *testing.T) {
 		mode = ", hot standby (takeover auto)"
 	}
 	fmt.Fprintf(&b, "\nchaos-flink: %d runs, series seed %d%s\n", len(rows), series, mode)
-	fmt.Fprintf(&b, "%-4s %-7s %-8s %-10s %-6s %-17s %-7s %-8s %-8s %-9s %-10s %-14s %s\n",
+	fmt.Fprintf(&b, "%-4s %-7s %-8s %-10s %-6s %-28s %-7s %-8s %-8s %-9s %-10s %-14s %s\n",
 		"run", "flink", "seed", "repl", "dc2", "loss", "ahead", "optimal", "restored", "takeover", "loss→run", "result", "caught on DC1")
 	violations, harness := 0, 0
 	var total time.Duration
@@ -145,14 +148,17 @@ func TestChaosFlink(t *testing.T) {
 			total += x.out.LossToRunning
 			restores++
 		}
-		fmt.Fprintf(&b, "%-4d %-7s %-8d %-10s %-6s %-17s %-7v %-8d %-8d %-9s %-10v %-14s %s\n", i, x.r.dist.Version, x.r.seed, x.r.kind, dc2,
-			fmt.Sprintf("%s+%v", x.r.moment, x.r.lossDelay.Round(time.Millisecond)), x.out.Ahead, x.out.Optimal, x.out.Restored,
+		fmt.Fprintf(&b, "%-4d %-7s %-8d %-10s %-6s %-28s %-7v %-8d %-8d %-9s %-10v %-14s %s\n", i, x.r.dist.Version, x.r.seed, x.r.kind, dc2,
+			lossColumn(x.r), x.out.Ahead, x.out.Optimal, x.out.Restored,
 			takeover, x.out.LossToRunning.Round(100*time.Millisecond), res, x.out.Hit)
 	}
 	ahead, inFlight, orphanHA := 0, 0, 0
-	byMoment := map[string]int{}
+	byMoment, held := map[string]int{}, map[string]int{}
 	for _, x := range rows {
 		byMoment[x.r.moment]++
+		if x.r.heldBack != "" {
+			held[x.r.heldBack]++
+		}
 		if x.out.Ahead {
 			ahead++
 		}
@@ -166,6 +172,9 @@ func TestChaosFlink(t *testing.T) {
 	fmt.Fprintf(&b, "moments of loss:")
 	for _, m := range moments {
 		fmt.Fprintf(&b, " %s %d", m.name, byMoment[m.name])
+	}
+	for _, h := range heldBackParts {
+		fmt.Fprintf(&b, "; job's %s not on DC2 %d", h, held[h])
 	}
 	fmt.Fprintf(&b, "; caught on DC1: a checkpoint being written in %d runs, an HA file without its pointer in %d\n", inFlight, orphanHA)
 	fmt.Fprintf(&b, "invariant violations: %d of %d runs (and %d runs failed before the loss); ZooKeeper ahead of DC2 at the loss: %d runs", violations, len(rows), harness, ahead)
@@ -183,4 +192,14 @@ func findDist(dists []Dist, version string) Dist {
 		}
 	}
 	return Dist{}
+}
+
+// lossColumn is the table's moment of loss, with what of the job's HA
+// state was held back from DC2.
+func lossColumn(r *run) string {
+	s := fmt.Sprintf("%s+%v", r.moment, r.lossDelay.Round(time.Millisecond))
+	if r.heldBack != "" {
+		s += "+no-" + r.heldBack
+	}
+	return s
 }

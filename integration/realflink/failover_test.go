@@ -103,9 +103,12 @@ func TestIntegration_RealFlinkFailover(t *testing.T) {
 	}
 	mounttest.RequireFUSE(t)
 	c := zktest.StartCluster(t, 5, func(cfg *zktest.Config) { cfg.MaxSessionTimeout = 5 * time.Second })
-	for _, d := range dists {
+	for i, d := range dists {
 		t.Run(d.Version, func(t *testing.T) {
 			r := newRun(t, d, true)
+			// Each release also shows a takeover refusing the job while
+			// part of its HA state has not reached DC2 (issue 16).
+			r.heldBack = heldBackParts[i%len(heldBackParts)]
 			runFailover(t, c, r)
 		})
 	}
@@ -133,6 +136,10 @@ type run struct {
 	// lossDelay how long after its event.
 	moment    string
 	lossDelay time.Duration
+	// heldBack, in a run with ckptfs, is what of the job's HA state has
+	// not reached DC2 at the loss (heldBackParts): the takeover must
+	// refuse the job with its reason, and once it arrives, pass.
+	heldBack string
 	// out is what the run measured, as far as it got.
 	out outcome
 	// story narrates the run (make demo); nil in tests.
@@ -150,8 +157,18 @@ func newRun(t *testing.T, d Dist, ckptfs bool) *run {
 	if m.maxDelay > 0 {
 		r.lossDelay = time.Duration(rng.Int64N(int64(m.maxDelay)))
 	}
+	// Drawn last, so the draws above stay what they were for a seed.
+	if ckptfs && rng.IntN(4) == 0 {
+		r.heldBack = heldBackParts[rng.IntN(len(heldBackParts))]
+	}
 	return r
 }
+
+// heldBackParts are the parts of a job's HA state a run can hold back
+// from DC2 at the loss, with the refusal a takeover must give then.
+var heldBackParts = []string{"job-graph", "blobs"}
+
+var heldBackReason = map[string]string{"job-graph": "job_graph_incomplete", "blobs": "blobs_incomplete"}
 
 func (r *run) String() string {
 	dc2 := "ckptfs replica mount"
@@ -161,6 +178,9 @@ func (r *run) String() string {
 	loss := fmt.Sprintf("once DC2 holds a complete checkpoint, DC1 lost at the moment %q (+%v)", r.moment, r.lossDelay.Round(time.Millisecond))
 	if r.ahead {
 		loss = "the replication stops once DC2 holds a complete checkpoint, DC1 lost two checkpoints later"
+	}
+	if r.heldBack != "" {
+		loss += fmt.Sprintf(", the job's %s not yet on DC2", r.heldBack)
 	}
 	return fmt.Sprintf("Flink %s, %s replication, %s, DC2: %s", r.dist.Version, r.kind, loss, dc2)
 }
@@ -384,6 +404,13 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 			w.say(t, "baseline: Flink restored checkpoint %d %v after its JobManager started", out.Restored, time.Since(started).Round(time.Millisecond))
 		}
 		return *out
+	}
+
+	// 4a. Part of the job's HA state has not reached DC2 yet: the
+	// takeover refuses the job with the reason and changes nothing; then
+	// the replication delivers it.
+	if r.heldBack != "" && loss.optimal >= 0 {
+		w.holdBack(t, c, zc2.Conn)
 	}
 
 	// 4. ckptfs takeover on DC2 changes no file of DC2's NAS.
@@ -825,6 +852,51 @@ func (w *world) takeover(t *testing.T, c *zktest.Cluster) (int, string) {
 		t.Fatalf("takeover: %v", err)
 	}
 	return 0, string(out)
+}
+
+// holdBack takes the run's held-back part of the job's HA state out of
+// DC2's NAS (the job graph HA file, or the job's blob directory), as a
+// replication that has not delivered it yet; runs the takeover, which
+// must refuse the job with the part's reason and change neither
+// ZooKeeper's pointers nor DC2's NAS; and delivers the part.
+func (w *world) holdBack(t *testing.T, c *zktest.Cluster, conn *zk.Conn) {
+	t.Helper()
+	ha := filepath.Join(w.backing["dc2"], "ha", w.clusterID)
+	var path string
+	switch w.r.heldBack {
+	case "job-graph":
+		graphs, _ := filepath.Glob(filepath.Join(ha, "submitted*"))
+		if len(graphs) != 1 {
+			t.Fatalf("job graph HA files on DC2: %v", graphs)
+		}
+		path = graphs[0]
+	case "blobs":
+		path = filepath.Join(ha, "blob", "job_"+w.job)
+	default:
+		t.Fatalf("unknown held-back part %q", w.r.heldBack)
+	}
+	away := filepath.Join(w.root, "held-back")
+	if err := os.Rename(path, away); err != nil {
+		t.Fatalf("hold back %s: %v", path, err)
+	}
+	pointers, _ := w.pointerIDs(conn)
+	nas := treeHashes(t, w.backing["dc2"])
+	code, said := w.takeover(t, c)
+	want := heldBackReason[w.r.heldBack]
+	w.say(t, "ckptfs takeover on DC2 with the job's %s held back: exit %d\n%s", w.r.heldBack, code, said)
+	if code != 4 || !strings.Contains(said, "REFUSED ("+want+")") || !strings.Contains(said, "not activated") {
+		t.Fatalf("takeover with the job's %s held back: exit %d, want 4 and the job refused (%s)", w.r.heldBack, code, want)
+	}
+	if after, _ := w.pointerIDs(conn); !slices.Equal(after, pointers) {
+		t.Fatalf("the refused takeover changed the pointers: %v, then %v", pointers, after)
+	}
+	if diff := diffTrees(nas, treeHashes(t, w.backing["dc2"])); diff != "" {
+		t.Fatalf("the refused takeover changed DC2's NAS: %s", diff)
+	}
+	if err := os.Rename(away, path); err != nil {
+		t.Fatal(err)
+	}
+	w.say(t, "the job's %s reached DC2", w.r.heldBack)
 }
 
 // marker returns the checkpoint a site's marker names, -1 without one.

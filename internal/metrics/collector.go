@@ -92,6 +92,12 @@ func collectCatalog(cat *manifest.Catalog, gauge gaugeFunc, counter counterFunc)
 	counter(Verifications, st.Incomplete, "incomplete")
 	counter(Verifications, st.Unknown, "unknown")
 	counter(CatalogPasses, st.Passes)
+	counter(BackingTimeouts, st.BackingTimeouts)
+	hung := 0.0
+	if len(st.Hung) > 0 {
+		hung = time.Since(st.Hung[0].Since).Seconds()
+	}
+	gauge(BackingHung, hung)
 	counter(ChecksummedBytes, st.ChecksummedBytes, "verify")
 	if st.Passes > 0 {
 		gauge(CatalogLastPass, unixSeconds(st.LastPass))
@@ -133,6 +139,8 @@ func collectMount(ch chan<- prometheus.Metric, srv *fusefs.Server, gauge gaugeFu
 	counter(FUSEReadOnlyRefusals, st.ReadOnlyRefusals)
 	counter(FencedWriters, st.RevokedWriters)
 	counter(WritesAfterFence, st.WritesAfterFence)
+	counter(GuardedDeletions, st.DeletionsRefused, "refused")
+	counter(GuardedDeletions, st.DeletionsHeld, "held")
 	counter(FUSEOpens, st.PassthroughOpens, "passthrough")
 	counter(FUSEOpens, st.DaemonOpens, "daemon")
 	counter(ChecksummedBytes, st.ReadBackBytes, "seal")

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -92,6 +93,14 @@ func CheckHealth(src Sources, th Thresholds, now time.Time) Health {
 		}
 		if limit := max(stallFactor*src.Poll, stallFactor*st.LastPassDuration, minStall); st.Passes > 0 && now.Sub(st.LastPass) > limit {
 			h.Problems = append(h.Problems, fmt.Sprintf("verification stalled: the last pass ended %s ago", now.Sub(st.LastPass).Round(time.Second)))
+		}
+		for _, w := range st.Hung {
+			what := "verifying job directory " + w.Dir
+			if w.Walk {
+				what = "listing " + cmp.Or(w.Dir, ".")
+			}
+			h.Problems = append(h.Problems, fmt.Sprintf("backing file system not answering: %s has waited %s (since %s); the checkpoints there are unknown, so hidden",
+				what, now.Sub(w.Since).Round(time.Second), w.Since.UTC().Format(time.RFC3339)))
 		}
 	}
 	if src.Backing != nil {

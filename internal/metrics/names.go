@@ -26,11 +26,14 @@ const (
 	CatalogLastPass          = "ckptfs_catalog_last_pass_timestamp_seconds"
 	CatalogLastPassDuration  = "ckptfs_catalog_last_pass_duration_seconds"
 	ChecksummedBytes         = "ckptfs_checksummed_bytes_total"
+	BackingTimeouts          = "ckptfs_backing_timeouts_total"
+	BackingHung              = "ckptfs_backing_hung_seconds"
 	HiddenCheckpointAccesses = "ckptfs_hidden_checkpoint_accesses_total"
 	FUSERequestDuration      = "ckptfs_fuse_request_duration_seconds"
 	FUSEReadOnlyRefusals     = "ckptfs_fuse_readonly_refusals_total"
 	FencedWriters            = "ckptfs_fenced_writers_total"
 	WritesAfterFence         = "ckptfs_writes_after_fence_total"
+	GuardedDeletions         = "ckptfs_guarded_deletions_total"
 	FUSEOpens                = "ckptfs_fuse_opens_total"
 	ZooKeeperSessionState    = "ckptfs_zookeeper_session_state"
 	ZooKeeperExpirations     = "ckptfs_zookeeper_session_expirations_total"
@@ -96,6 +99,10 @@ var Families = []Family{
 		Help: "chk-N directories of the job that are not complete on this site (being written, being copied, or torn)."},
 	{Name: Verifications, Type: "counter", Labels: []string{labelResult},
 		Help: "Checkpoint verifications by result: complete, incomplete, or unknown (an I/O error). Every pass verifies every checkpoint, incrementally."},
+	{Name: BackingTimeouts, Type: "counter",
+		Help: "Times a verification pass gave up waiting for the backing file system (a job directory or the search for them did not answer within the catalog's backing timeout); that job's checkpoints became unknown."},
+	{Name: BackingHung, Type: "gauge",
+		Help: "How long the oldest work on the backing file system that a verification pass gave up on has been waiting; 0 when none waits (the NAS answers)."},
 	{Name: CatalogPasses, Type: "counter",
 		Help: "Completed verification passes over the backing directory."},
 	{Name: CatalogLastPass, Type: "gauge",
@@ -114,6 +121,8 @@ var Families = []Family{
 		Help: "Files open for writing whose writes fencing cut off (passthrough handles revoked when the mount turned read-only)."},
 	{Name: WritesAfterFence, Type: "counter",
 		Help: "Files found changed when a handle fencing had cut off was closed: a write the kernel let through after the fence. Should stay 0."},
+	{Name: GuardedDeletions, Type: "counter", Labels: []string{labelAction},
+		Help: "Deletions of the newest complete checkpoint of a job after a promotion that the deletion guard refused or held (action): Flink deleting what the failover restored, a job that reached FAILED."},
 	{Name: FUSEOpens, Type: "counter", Labels: []string{labelPath},
 		Help: "File opens by data path: passthrough (the kernel reads the backing file) or daemon."},
 	{Name: ZooKeeperSessionState, Type: "gauge", Labels: []string{labelState},

@@ -168,6 +168,16 @@ func (c *Config) Validate() error {
 		if c.Site == "" {
 			bad("Site", fmt.Errorf("%w with ZooKeeper: markers and active-site name this site", ErrRequired))
 		}
+		if c.Lease {
+			// The client notices silent servers after 2/3 of its
+			// session timeout, and the follower on its next pass, whose
+			// read of active-site may take one more; a takeover
+			// elsewhere waits for Flink's sessions to expire.
+			z := c.ZooKeeper
+			if fence := z.SessionTimeout*2/3 + 2*c.FollowInterval; fence >= z.FlinkSessionTimeout {
+				bad("Lease", fmt.Errorf("would fence up to %v after the site is cut off, not before Flink's session timeout %v, after which another site may take over: shorten the ZooKeeper session timeout", fence, z.FlinkSessionTimeout))
+			}
+		}
 	} else if c.Lease {
 		bad("ZooKeeper", fmt.Errorf("%w for a lease: without a session a primary cannot tell whether another site took over", ErrRequired))
 	}

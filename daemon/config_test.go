@@ -4,8 +4,10 @@ import (
 	"errors"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/ckptfs/ckptfs/manifest"
+	"github.com/ckptfs/ckptfs/zkbridge"
 )
 
 func TestMountMappings(t *testing.T) {
@@ -100,4 +102,38 @@ func unjoin(err error) []error {
 		return nil
 	}
 	return []error{err}
+}
+
+// TestValidateLeaseFencesBeforeTakeover: a lease that would fence after
+// Flink's sessions expire, when another site's takeover may already be
+// past its wait, is refused.
+func TestValidateLeaseFencesBeforeTakeover(t *testing.T) {
+	res, err := manifest.NewResolver(nil, []string{"/nas"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		session, flink time.Duration
+		ok             bool
+	}{
+		{10 * time.Second, 60 * time.Second, true},
+		{3 * time.Second, 5 * time.Second, true},    // fences after 4s
+		{3 * time.Second, 4 * time.Second, false},   // after 4s: not before
+		{30 * time.Second, 20 * time.Second, false}, // after 22s
+	} {
+		z := zkbridge.DefaultConfig()
+		z.Servers, z.ClusterID, z.SessionTimeout, z.FlinkSessionTimeout = []string{"127.0.0.1:2181"}, "c", tc.session, tc.flink
+		z.RetryTimeout = max(z.RetryTimeout, tc.session)
+		c := DefaultConfig()
+		c.Backing, c.MountPoint, c.Resolver, c.Logger = "/nas", "/flink", res, slog.New(slog.DiscardHandler)
+		c.ZooKeeper, c.Site, c.Lease = &z, "dc1", true
+		err := c.Validate()
+		var fe *FieldError
+		if tc.ok && err != nil {
+			t.Errorf("session %v, Flink's %v: %v", tc.session, tc.flink, err)
+		}
+		if !tc.ok && (!errors.As(err, &fe) || fe.Field != "Lease") {
+			t.Errorf("session %v, Flink's %v: %v, want an error for Lease", tc.session, tc.flink, err)
+		}
+	}
 }

@@ -332,7 +332,7 @@ func (f *failover) Admit(ctx context.Context, rel string) error {
 			return err
 		}
 		if t == nil {
-			f.log.Info("holding an open until this site's takeover decided", "path", rel)
+			f.log.Info("holding an open until this site's takeover decided", "dir", rel)
 			t = time.NewTicker(20 * time.Millisecond)
 			defer t.Stop()
 			timer := time.NewTimer(f.cfg.HoldTimeout)
@@ -343,7 +343,7 @@ func (f *failover) Admit(ctx context.Context, rel string) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline:
-			f.log.Error("an open was held for hold-timeout and fails: this site's takeover has not decided", "path", rel, "hold_timeout", f.cfg.HoldTimeout.String())
+			f.log.Error("an open was held for hold-timeout and fails: this site's takeover has not decided", "dir", rel, "timeout", f.cfg.HoldTimeout.String())
 			return fmt.Errorf("held for %v: %w", f.cfg.HoldTimeout, syscall.EIO)
 		case <-t.C:
 		}

@@ -66,8 +66,25 @@ func (f *follower) pass(ctx context.Context) {
 	o := Observation{Site: f.cfg.Site, Mode: f.srv.Mode(), Lease: f.cfg.Lease, BackingReplaced: f.pin.replaced()}
 	if f.cfg.ZooKeeper != nil {
 		o.Session = SessionLost
-		if b := f.bridge.Load(); b != nil {
-			active, epoch, err := b.ActiveSite(ctx)
+		// A lease ends with the connection, or a read of active-site
+		// that takes longer than a pass, not after the calls' retries:
+		// the client notices silent servers within 2/3 of its session
+		// timeout, before they expire its session and a takeover
+		// elsewhere can get past its wait (Config.Validate).
+		b := f.bridge.Load()
+		if b != nil && f.cfg.Lease && b.Session().State != zkbridge.SessionConnected {
+			b = nil
+		}
+		if b != nil {
+			rctx := ctx
+			if f.cfg.Lease {
+				// A read that began just before the connection went
+				// would retry for the calls' whole RetryTimeout.
+				var cancel context.CancelFunc
+				rctx, cancel = context.WithTimeout(ctx, f.cfg.FollowInterval)
+				defer cancel()
+			}
+			active, epoch, err := b.ActiveSite(rctx)
 			switch {
 			case errors.Is(err, context.Canceled):
 				return

@@ -75,7 +75,9 @@ type Decision struct {
 //     no other site took over);
 //   - a replica or a fenced mount of the site active-site names becomes
 //     primary (promotion, also after a lease fence once the session is
-//     back), unless its liveness lease lapsed;
+//     back), unless its liveness lease lapsed, and so does a mount
+//     fenced while no site ever took over (only a lease fences then: it
+//     began as a primary);
 //   - otherwise the mode stays: without ZooKeeper, without a session
 //     (and no lease), or while no site ever took over, the configured
 //     mode holds.
@@ -98,6 +100,11 @@ func Decide(o Observation) Decision {
 	case SessionUp:
 		epoch := " (epoch " + strconv.FormatInt(o.Epoch, 10) + ")"
 		switch {
+		case o.ActiveSite == "" && o.Mode == fusefs.ModeFenced && !o.LeaseLapsed:
+			// Only a lease fences while no site is active (a replaced
+			// backing is handled above): the session is back, and
+			// nobody took over.
+			return Decision{Mode: fusefs.ModePrimary, Reason: "ZooKeeper session back, no site took over"}
 		case o.ActiveSite == "":
 		case o.ActiveSite == o.Site && o.Mode != fusefs.ModePrimary && !o.LeaseLapsed:
 			return Decision{Mode: fusefs.ModePrimary, Reason: "this site is active" + epoch}

@@ -32,10 +32,13 @@ func TestDecide(t *testing.T) {
 		{"primary", "lost", "*", "no", "no", "no", "primary"},
 		{"replica", "lost", "*", "*", "no", "*", "replica"},
 		{"fenced", "lost", "*", "*", "no", "*", "fenced"},
-		// No site ever took over: the configured mode holds.
+		// No site ever took over: the configured mode holds, and a
+		// primary fenced by its lease is primary again (unless its
+		// liveness lease lapsed).
 		{"primary", "up", "none", "*", "no", "no", "="},
 		{"replica", "up", "none", "*", "no", "*", "="},
-		{"fenced", "up", "none", "*", "no", "*", "="},
+		{"fenced", "up", "none", "*", "no", "no", "primary session"},
+		{"fenced", "up", "none", "*", "no", "yes", "fenced"},
 		// This site is active: promote whatever is not primary, unless
 		// its lease lapsed.
 		{"primary", "up", "this", "*", "no", "no", "primary"},

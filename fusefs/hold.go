@@ -16,8 +16,8 @@ type Gate interface {
 	Admit(ctx context.Context, rel string) error
 }
 
-// gateAdmit asks the gate, if any, about rel (relative to the mount).
-func (fsys *fileSystem) gateAdmit(ctx context.Context, rel string) syscall.Errno {
+// passGate asks the gate, if any, about rel (relative to the mount).
+func (fsys *fileSystem) passGate(ctx context.Context, rel string) syscall.Errno {
 	if fsys.gate == nil {
 		return 0
 	}

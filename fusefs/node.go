@@ -106,7 +106,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if !ok {
 		return nil, 0, syscall.ENOENT
 	}
-	if errno := n.fsys.gateAdmit(ctx, dir); errno != 0 {
+	if errno := n.fsys.passGate(ctx, dir); errno != 0 {
 		return nil, 0, errno
 	}
 	if dir != "" && !n.fsys.currentMode().filtered() {
@@ -180,7 +180,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if !ok {
 			return nil, 0, syscall.ENOENT
 		}
-		if errno := n.fsys.gateAdmit(ctx, rel); errno != 0 {
+		if errno := n.fsys.passGate(ctx, rel); errno != 0 {
 			return nil, 0, errno
 		}
 	}

@@ -42,8 +42,9 @@
 // the SHA-1 its key names (Flink records no size), each result entry
 // complete JSON.
 //
-// The names ckptfs gives a meaning to, .ckptfs (IsStateDir) and chk-N
-// (CheckpointIDFromDirName), and what L2-complete means
+// The names ckptfs gives a meaning to, .ckptfs (IsStateDir), chk-N
+// (CheckpointIDFromDirName) and savepoint-... (IsSavepointDirName), and
+// what L2-complete means
 // (PointerVerdict.L2Complete) are defined here once; fusefs, zkbridge and
 // the commands use these definitions rather than their own.
 //

@@ -38,12 +38,23 @@ type TakeoverOptions struct {
 	// wait). Config.DefaultTakeoverWait is Flink's session timeout plus a
 	// margin.
 	Wait time.Duration
+	// Quiet is how long no JobManager may be seen before the takeover
+	// believes none is alive (at most Wait). A JobManager that lost its
+	// connection but not its site (cut off from this site only) has no
+	// ephemeral nodes from when Flink revokes its leadership until it
+	// reconnects and is elected again, within Flink's session timeout:
+	// one read in that gap must not let the takeover through. Zero: the
+	// first read without one suffices.
+	Quiet time.Duration
 	// DryRun computes and reports the plan and writes nothing (not even
 	// the lock).
 	DryRun bool
 	// ActivateAnyway makes this site active although some job was
 	// refused.
 	ActivateAnyway bool
+	// AcceptStateLoss lets Flink start a job with no checkpoint pointer
+	// although it had a complete checkpoint (RefusedCheckpointsLost).
+	AcceptStateLoss bool
 	// Lease, when set, guards every write: the retractions check that the
 	// active site's lease is still at the version found expired, and the
 	// activation revokes it (design §5.10). An automatic takeover sets it.
@@ -53,17 +64,15 @@ type TakeoverOptions struct {
 	// site's own JobManagers and standby contenders, design §5.11); nil
 	// counts every ephemeral node.
 	Counts func(*Liveness) *Liveness
-	// AcceptStateLoss lets Flink start a job with no checkpoint pointer
-	// although it had a complete checkpoint (RefusedCheckpointsLost).
-	AcceptStateLoss bool
 
 	// beforeRetraction is a test seam, called before every retraction.
 	beforeRetraction func(job string, id int64)
 }
 
-// DefaultTakeoverOptions waits Config.DefaultTakeoverWait.
+// DefaultTakeoverOptions waits Config.DefaultTakeoverWait, and wants no
+// JobManager seen for Flink's session timeout.
 func (b *Bridge) DefaultTakeoverOptions() TakeoverOptions {
-	return TakeoverOptions{Wait: b.cfg.DefaultTakeoverWait()}
+	return TakeoverOptions{Wait: b.cfg.DefaultTakeoverWait(), Quiet: b.cfg.FlinkSessionTimeout}
 }
 
 // TakeoverReport is what a takeover decided and did.
@@ -208,7 +217,7 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 	}
 
 	start := time.Now()
-	live, err := b.waitDead(ctx, l, opts.Wait, opts.Counts)
+	live, err := b.waitDead(ctx, l, opts.Wait, min(opts.Quiet, opts.Wait), opts.Counts)
 	rep.Waited = Duration(time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		return nil, err

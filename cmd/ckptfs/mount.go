@@ -53,6 +53,11 @@ type mountConfig struct {
 	zkSettings
 	// Lease turns a primary read-only when its ZooKeeper session is lost.
 	Lease bool
+	// DeleteGrace is how long after a promotion the newest complete
+	// checkpoint of each job is kept from deletion (0: not);
+	// DeleteGuard is "refuse" or "hold".
+	DeleteGrace time.Duration
+	DeleteGuard string
 	// LeaseDuration is the liveness lease of this site's daemons (0:
 	// none); Takeover is auto or manual; TakeoverActivateAnyway lets an
 	// automatic takeover activate a site with a refused job;
@@ -63,11 +68,6 @@ type mountConfig struct {
 	TakeoverActivateAnyway bool
 	SiteJobManagers        []string
 	HoldTimeout            time.Duration
-	// DeleteGrace is how long after a promotion the newest complete
-	// checkpoint of each job is kept from deletion (0: not);
-	// DeleteGuard is "refuse" or "hold".
-	DeleteGrace time.Duration
-	DeleteGuard string
 	// MetricsAddr is where /metrics and /healthz are served (HOST:PORT;
 	// empty: not served). LagInterval is how often the lag behind
 	// Flink's pointers is computed for them (with ZK).
@@ -82,8 +82,8 @@ func defaultMountConfig() mountConfig {
 	return mountConfig{
 		Mode: "replica", Poll: 2 * time.Second, BackingTimeout: 30 * time.Second, AllowOther: true, Passthrough: true,
 		LogFormat: "text", LogLevel: "info", zkSettings: defaultZKSettings(), LagInterval: 10 * time.Second,
-		Takeover: "manual", HoldTimeout: 2 * time.Minute,
 		DeleteGrace: 30 * time.Minute, DeleteGuard: "refuse",
+		Takeover: "manual", HoldTimeout: 2 * time.Minute,
 	}
 }
 
@@ -135,8 +135,7 @@ func (c *mountConfig) validate() error {
 var daemonFieldSettings = map[string]string{
 	"Backing": "backing", "MountPoint": "mountpoint", "Resolver": "map", "Mount.Mode": "mode", "ZooKeeper": "zk",
 	"Site": "site", "Lease": "lease", "MetricsAddr": "metrics-addr", "LagInterval": "lag-interval",
-	"LeaseDuration": "lease-duration", "Takeover": "takeover", "SiteJobManagers": "site-jobmanagers", "HoldTimeout": "hold-timeout",
-	"Mount.DeleteGrace": "delete-guard-grace",
+	"Mount.DeleteGrace": "delete-guard-grace", "LeaseDuration": "lease-duration", "Takeover": "takeover", "SiteJobManagers": "site-jobmanagers", "HoldTimeout": "hold-timeout",
 }
 
 // daemonSettingErrors names the setting behind each of the daemon's
@@ -357,13 +356,14 @@ Exit status:
 		f.StringVar(&cfg.ClusterID, "cluster-id", "", "Flink's high-availability.cluster-id")
 		f.StringVar(&cfg.PathRoot, "path-root", cfg.PathRoot, "Flink's high-availability.zookeeper.path.root")
 		f.BoolVar(&cfg.Lease, "lease", false, "turn read-only when the ZooKeeper session is lost")
+		f.DurationVar(&cfg.FlinkSessionTimeout, "flink-session-timeout", cfg.FlinkSessionTimeout, "Flink's high-availability.zookeeper.client.session-timeout: a lease must fence the mount before it ends")
+		f.DurationVar(&cfg.DeleteGrace, "delete-guard-grace", cfg.DeleteGrace, "after a promotion, keep the newest complete checkpoint of each job from deletion this long (0: not): Flink deletes it when a job reaches FAILED")
+		f.StringVar(&cfg.DeleteGuard, "delete-guard", cfg.DeleteGuard, "what the guard does with such a deletion: refuse (EPERM) or hold (until the grace period ends)")
 		f.DurationVar(&cfg.LeaseDuration, "lease-duration", 0, "liveness lease of this site's daemons: renewed every 1/8 while the site is active, a primary fences itself 1/2 after its last renewal, another site may take over after seeing it unchanged this long (default: no lease)")
 		f.StringVar(&cfg.Takeover, "takeover", cfg.Takeover, "manual (ckptfs takeover only) or auto (take over when the active site's lease expired and none of its JobManagers leads; needs lease-duration)")
 		f.BoolVar(&cfg.TakeoverActivateAnyway, "takeover-activate-anyway", false, "let an automatic takeover activate this site although a job has no complete recovery point here")
 		f.StringArrayVar(&cfg.SiteJobManagers, "site-jobmanagers", nil, "this site's JobManager `HOST[:PORT]` as Flink publishes it (repeatable): tells this site's ZooKeeper sessions from the others'")
 		f.DurationVar(&cfg.HoldTimeout, "hold-timeout", cfg.HoldTimeout, "with takeover auto, how long one of Flink's opens is held until this site's takeover decided")
-		f.DurationVar(&cfg.DeleteGrace, "delete-guard-grace", cfg.DeleteGrace, "after a promotion, keep the newest complete checkpoint of each job from deletion this long (0: not): Flink deletes it when a job reaches FAILED")
-		f.StringVar(&cfg.DeleteGuard, "delete-guard", cfg.DeleteGuard, "what the guard does with such a deletion: refuse (EPERM) or hold (until the grace period ends)")
 		addConnectionSettings(f, &cfg.zkSettings)
 		f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz at `HOST:PORT` (:9477 listens on loopback only; 0.0.0.0:9477 on every interface; default: not served)")
 		f.StringVar(&cfg.MetricsTLSCert, "metrics-tls-cert", "", "serve metrics-addr over TLS with the certificate in `FILE` (PEM)")

@@ -187,9 +187,9 @@ func TestEncodeRejects(t *testing.T) {
 		{"bad pointer", func(s *CheckpointSpec) { s.ExternalPointer = "1x:/a" }, "scheme"},
 		{"unknown field set", func(s *CheckpointSpec) { s.FieldSet = "0.9" }, "unknown field set"},
 		{"unknown retention", func(s *CheckpointSpec) { s.Retention = 7 }, "unknown retention"},
-		{"changelog", func(s *CheckpointSpec) {
-			s.Metadata.Operators[2].Subtasks = []metadata.Subtask{{ManagedKeyed: &metadata.KeyedHandle{Tag: metadata.TagChangelogV2}}}
-		}, "tag 14 is not supported"},
+		{"changelog before 1.16", func(s *CheckpointSpec) {
+			s.Metadata.Operators[2].Subtasks = []metadata.Subtask{{ManagedKeyed: &metadata.KeyedHandle{Tag: metadata.TagChangelog}}}
+		}, "tag 8 is not supported"},
 		{"file merging operator", func(s *CheckpointSpec) {
 			s.Metadata.Operators[2].Subtasks = []metadata.Subtask{{ManagedOperator: &metadata.OperatorHandle{Tag: metadata.TagFileMergingOperator}}}
 		}, "tag 17 is not supported"},

@@ -59,10 +59,12 @@ type CheckpointSpec struct {
 // Flink's class names, field sets and serialVersionUIDs (doc.go says which
 // Flink version each part follows). Stream handles: file, relative,
 // inline, segment and nested key-groups; keyed handles: key groups (also
-// of savepoints) and incremental; operator handles: partitionable; channel
-// state of unaligned checkpoints; finished subtasks and operators. It
-// fails for the rest: changelog handles, file-merging operator handles,
-// empty segments, merged channel handles and Flink 1.1 legacy state.
+// of savepoints), incremental, and the changelog backend's (tags 14 and
+// 13, as 1.20.5 and 2.3.0 write them); operator handles: partitionable;
+// channel state of unaligned checkpoints; finished subtasks and operators.
+// It fails for the rest: older changelog handles (tags 8, 9, 10),
+// file-merging operator handles, empty segments, merged channel handles
+// and Flink 1.1 legacy state.
 func EncodeCompletedCheckpoint(spec CheckpointSpec) ([]byte, error) {
 	b, err := newBuilder(spec)
 	if err != nil {
@@ -91,6 +93,8 @@ type builder struct {
 
 func newBuilder(spec CheckpointSpec) (*builder, error) {
 	b := &builder{spec: spec, fs: spec.FieldSet}
+	// Metadata version 5 is Flink 2.0's: its HA files have 2.x's fields.
+	b.c.flink2 = spec.Metadata != nil && spec.Metadata.Version >= 5
 	if b.fs == "" {
 		b.fs = FieldSet115
 	}
@@ -303,6 +307,14 @@ func (b *builder) operatorState(op *metadata.Operator, id *javaser.Object) (*jav
 	}
 	o := javaser.NewObject(class).
 		With("operatorID", id).With("parallelism", op.Parallelism).With("maxParallelism", op.MaxParallelism)
+	if b.c.flink2 {
+		if op.Name != "" {
+			o.With("operatorName", op.Name)
+		}
+		if op.UID != "" {
+			o.With("operatorUid", op.UID)
+		}
+	}
 	if op.Coordinator != nil {
 		if op.Coordinator.Tag != metadata.TagByteStream {
 			return nil, fmt.Errorf("coordinator state with tag %d, want an inline byte stream", op.Coordinator.Tag)
@@ -369,8 +381,11 @@ func (b *builder) subtaskState(st *metadata.Subtask) (*javaser.Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("output channel state: %w", err)
 	}
-	return javaser.NewObject(b.c.subtaskState()).
-		With("managedOperatorState", mo).With("rawOperatorState", ro).
+	o := javaser.NewObject(b.c.subtaskState())
+	if b.c.flink2 {
+		o.With("upstreamOutputBufferState", b.emptyCollection())
+	}
+	return o.With("managedOperatorState", mo).With("rawOperatorState", ro).
 		With("managedKeyedState", mk).With("rawKeyedState", rk).
 		With("inputChannelState", in).With("resultSubpartitionState", out).
 		With("inputRescalingDescriptor", b.noRescaling()).With("outputRescalingDescriptor", b.noRescaling()).
@@ -445,6 +460,9 @@ func (b *builder) finishedSubtask() *javaser.Object {
 			With("managedKeyedState", b.emptyCollection()).With("rawKeyedState", b.emptyCollection()).
 			With("inputChannelState", b.emptyCollection()).With("resultSubpartitionState", b.emptyCollection()).
 			With("inputRescalingDescriptor", b.noRescaling()).With("outputRescalingDescriptor", b.noRescaling())
+		if b.c.flink2 {
+			b.finished.With("upstreamOutputBufferState", b.emptyCollection())
+		}
 	}
 	return b.finished
 }
@@ -573,8 +591,78 @@ func (b *builder) keyedHandle(k *metadata.KeyedHandle) (javaser.Value, sizes, er
 		return o, sizes{size, size}, err
 	case metadata.TagIncrementalKeyGroups, metadata.TagIncrementalKeyGroupsV2:
 		return b.incremental(k)
+	case metadata.TagChangelogV2:
+		return b.changelog(k)
+	case metadata.TagChangelogFileIncrementV2:
+		return b.changelogStream(k)
 	}
 	return nil, sizes{}, fmt.Errorf("keyed state handle tag %d is not supported", k.Tag)
+}
+
+// changelog returns a ChangelogStateBackendHandleImpl as the JobManager of
+// 1.20.5 and 2.3.0 writes it: both lists unmodifiable, the materialized
+// one a singleton list when it holds one handle.
+func (b *builder) changelog(k *metadata.KeyedHandle) (javaser.Value, sizes, error) {
+	r, err := b.keyGroupRange(k.KeyGroupStart, k.KeyGroupCount)
+	if err != nil {
+		return nil, sizes{}, err
+	}
+	var total int64
+	list := func(handles []*metadata.KeyedHandle, singleton bool, what string) (*javaser.Object, error) {
+		var items []javaser.Value
+		for i, h := range handles {
+			v, s, err := b.keyedHandle(h)
+			if err != nil {
+				return nil, fmt.Errorf("%s handle %d: %w", what, i, err)
+			}
+			total += s.state
+			items = append(items, v)
+		}
+		inner := b.c.jdk.ArrayList(items...)
+		if singleton && len(items) == 1 {
+			inner = javaser.NewObject(b.c.singletonList()).With("element", items[0])
+		}
+		return javaser.NewObject(b.c.unmodifiableList()).With("c", inner).With("list", inner), nil
+	}
+	materialized, err := list(k.Materialized, true, "materialized")
+	if err != nil {
+		return nil, sizes{}, err
+	}
+	nonMaterialized, err := list(k.NonMaterialized, false, "non-materialized")
+	if err != nil {
+		return nil, sizes{}, err
+	}
+	o := javaser.NewObject(b.c.changelogBackend()).
+		With("checkpointId", k.CheckpointID).With("materializationID", k.MaterializationID).
+		With("persistedSizeOfThisCheckpoint", k.CheckpointedSize).With("keyGroupRange", r).
+		With("materialized", materialized).With("nonMaterialized", nonMaterialized).
+		With("stateHandleID", b.stateHandleID(k.StateHandleID))
+	return o, sizes{total, k.CheckpointedSize}, nil
+}
+
+// changelogStream returns a ChangelogStateHandleStreamImpl: its parts are
+// (handle, offset) tuples into DSTL files.
+func (b *builder) changelogStream(k *metadata.KeyedHandle) (javaser.Value, sizes, error) {
+	r, err := b.keyGroupRange(k.KeyGroupStart, k.KeyGroupCount)
+	if err != nil {
+		return nil, sizes{}, err
+	}
+	var parts []javaser.Value
+	for i, p := range k.Parts {
+		h, _, err := b.streamHandle(p.Handle)
+		if err != nil {
+			return nil, sizes{}, fmt.Errorf("part %d: %w", i, err)
+		}
+		if h == nil {
+			return nil, sizes{}, fmt.Errorf("part %d has no handle", i)
+		}
+		parts = append(parts, javaser.NewObject(b.c.tuple2()).With("f0", h).With("f1", b.c.jdk.Long(p.Offset)))
+	}
+	o := javaser.NewObject(b.c.changelogStream()).
+		With("incrementalSize", k.CheckpointedSize).With("size", k.StateSize).
+		With("handlesAndOffsets", b.c.jdk.ArrayList(parts...)).With("keyGroupRange", r).
+		With("stateHandleID", b.stateHandleID(k.StateHandleID)).With("storageIdentifier", k.StorageIdentifier)
+	return o, sizes{k.StateSize, k.CheckpointedSize}, nil
 }
 
 // incremental returns an IncrementalRemoteKeyedStateHandle.

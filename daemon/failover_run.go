@@ -42,7 +42,15 @@ type failover struct {
 	lastStandby string
 	// active is the last active-site read ("" none yet).
 	active string
+
+	// lastCheck is when the runner last looked for this site's leading
+	// JobManagers (only the runner's goroutine uses it).
+	lastCheck time.Time
 }
+
+// standbyCheckEvery is how often a daemon of a site that is not active
+// looks for a leading JobManager of its own site.
+const standbyCheckEvery = 5 * time.Second
 
 const maxSteps = 32
 
@@ -157,7 +165,18 @@ func (f *failover) pass(ctx context.Context, b *zkbridge.Bridge) {
 		return
 	}
 	auto := f.cfg.Takeover == TakeoverAuto
-	if !auto && len(f.cfg.SiteJobManagers) == 0 {
+	var view zkbridge.LeaseView
+	if auto && active != "" {
+		var err error
+		if view, err = f.observe(ctx, b, active); err != nil {
+			f.log.Warn("reading site "+active+"'s liveness lease", "err", err)
+			return
+		}
+	}
+	// Flink's liveness is a walk of its znodes: read it when the lease
+	// expired, and for the standby check every standbyCheckEvery.
+	standbyDue := len(f.cfg.SiteJobManagers) > 0 && time.Since(f.lastCheck) >= standbyCheckEvery
+	if view.State != zkbridge.LeaseExpired && !standbyDue {
 		return
 	}
 	live, err := b.Liveness(ctx)
@@ -170,13 +189,11 @@ func (f *failover) pass(ctx context.Context, b *zkbridge.Bridge) {
 		}
 		live = &zkbridge.Liveness{}
 	}
-	f.checkStandby(live, active)
-	if !auto || active == "" {
-		return
+	if standbyDue {
+		f.lastCheck = time.Now()
+		f.checkStandby(live, active)
 	}
-	view, err := f.observe(ctx, b, active)
-	if err != nil {
-		f.log.Warn("reading site "+active+"'s liveness lease", "err", err)
+	if !auto || active == "" {
 		return
 	}
 	f.mu.Lock()

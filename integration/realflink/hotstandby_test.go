@@ -192,6 +192,7 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run, mode standbyMode) ou
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { flinkErrors(t, jm2) })
 	tm2, err := fl2.StartTaskManager("taskmanager")
 	if err != nil {
 		t.Fatal(err)
@@ -202,11 +203,15 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run, mode standbyMode) ou
 		_, err := fl2.REST.Overview(ctx)
 		return err == nil
 	}, jm2)
-	cp, err := fl1.REST.Checkpoints(ctx, w.job)
-	if err != nil || cp.Latest.Completed == nil {
-		t.Fatalf("DC1's checkpoints: %+v %v", cp, err)
-	}
-	before := cp.Latest.Completed.ID
+	var before int64
+	waitUntil(t, stepTimeout, "DC1's newest checkpoint", func() bool {
+		cp, err := fl1.REST.Checkpoints(ctx, w.job)
+		if err != nil || cp.Latest.Completed == nil {
+			return false // REST answers 500 while DC1's JobMaster is busy
+		}
+		before = cp.Latest.Completed.ID
+		return true
+	}, jm1)
 	waitUntil(t, stepTimeout, "DC1 to complete two more checkpoints with DC2's Flink standing by", func() bool {
 		cp, err := fl1.REST.Checkpoints(ctx, w.job)
 		return err == nil && cp.Latest.Completed != nil && cp.Latest.Completed.ID >= before+2
@@ -322,6 +327,33 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run, mode standbyMode) ou
 		t.Errorf("DC2's JobManager opened nothing before the takeover decided: the run did not exercise the hold")
 	}
 	return *out
+}
+
+// flinkErrors logs, when the test failed and p exited, the errors of its
+// Flink log: why a JobManager died.
+func flinkErrors(t *testing.T, p *Process) {
+	select {
+	case <-p.Exited():
+	default:
+		return
+	}
+	if !t.Failed() || p.FlinkLog == "" {
+		return
+	}
+	data, err := os.ReadFile(p.FlinkLog)
+	if err != nil {
+		return
+	}
+	var lines []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, " ERROR ") || strings.Contains(l, "Exception") || strings.Contains(l, "Caused by") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > 30 {
+		lines = lines[len(lines)-30:]
+	}
+	t.Logf("%s exited (%v); its log's errors:\n%s", p.Name, p.Err(), strings.Join(lines, "\n"))
 }
 
 // health is what a daemon's /healthz says, as far as the tests read it.

@@ -66,7 +66,7 @@ vet:
 REQUIRE := CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_JDK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_REQUIRE_SYSTEMD=1 CKPTFS_REQUIRE_FLINK=1
 test: deps flink vet build
 	$(REQUIRE) $(GO) test -race -count=1 -timeout 18m $$($(GO) list ./... | grep -v /integration/realflink)
-	$(REQUIRE) $(GO) test -race -count=1 -timeout 15m ./integration/realflink/
+	$(REQUIRE) $(GO) test -race -count=1 -timeout 20m ./integration/realflink/
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; fn=$${rest%%:*}; n=$${rest#*:}; \
 		echo "fuzz $$pkg $$fn ($${n} executions)"; \

@@ -380,7 +380,6 @@ func (c *Catalog) Refresh(ctx context.Context) {
 		return err == nil && found[rel][filepath.Base(dir)] != nil
 	})
 
-	protected := c.protectionOf(found)
 	c.mu.RLock()
 	prevHA := c.haJudged
 	c.mu.RUnlock()
@@ -398,6 +397,11 @@ func (c *Catalog) Refresh(ctx context.Context) {
 	if errors.Is(haErr, ErrBackingTimeout) {
 		timeouts++
 	}
+	judged := prevHA
+	if haErr == nil {
+		judged = ha.judged
+	}
+	protected := c.protectionOf(found, judged)
 	c.mu.Lock()
 	old = c.jobs
 	c.jobs = found

@@ -20,7 +20,7 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDec
 	./internal/zksasl:FuzzExchange:150000 ./internal/zksasl:FuzzDigestResponse:250000
 FUZZTIME ?= 10m
 
-.PHONY: all build deps flink chaos-flink guard-flink harvest test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
+.PHONY: all build deps flink chaos-flink chaos-net guard-flink bench-wan harvest corpus corpus-restore test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
 
 all: build
 
@@ -94,6 +94,13 @@ bench: deps build
 	CKPTFS_REQUIRE_FUSE=1 $(GO) test -run='^$$' -bench=. -benchtime=3x -count=1 -timeout 45m ./fusefs/
 	@bash -o pipefail -c "CKPTFS_REQUIRE_FUSE=1 $(GO) test -run='^$$' -bench=CheckpointWrites -benchtime=1x -count=1 -v ./cmd/ckptfs/ | grep -v 'ckptfs: '"
 
+# ckptfs over a slow WAN: ZooKeeper's servers placed 2+2+1 on sites that
+# are network hosts with 0 (the baseline), 10, 20 and 40 ms between
+# them; the takeover of 20 jobs run in DC2 and the latency of DC2's
+# markers.
+bench-wan: deps build
+	CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FUSE=1 nice -n 19 $(GO) test -run='^$$' -bench='^BenchmarkIntegration_WAN$$' -benchtime=5x -count=1 -timeout 30m ./integration/realflink/
+
 # What ckptfs costs real Flink, as ratios within one run (mount against
 # the backing directory, replica mount against the plain replica): Flink's
 # checkpoint durations through DC1's primary mount, the restore on DC2,
@@ -128,10 +135,27 @@ chaos: deps build
 # Randomized runs of the failover with real Flink: release (every one of
 # flink/versions.tsv that runs here), replication kind and moment of loss
 # drawn from SEED; prints a table like make chaos. About 100 s a run.
+# MODE=hotstandby: Flink on both sites, takeover auto, no command after
+# the loss (TestIntegration_HotStandby's run), no baseline runs.
 chaos-flink: deps build
 	@bash flink/fetch.sh $$(awk -F'\t' '!/^#/ && ($$5 == "test" || $$5 == "runs") { print $$1 }' flink/versions.tsv) >/dev/null
 	@bash -o pipefail -c "CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FLINK=1 CKPTFS_CHAOS_FLINK_RUNS=$(RUNS) CKPTFS_CHAOS_FLINK_SEED=$(SEED) \
+		CKPTFS_CHAOS_FLINK_MODE=$(MODE) \
 		$(GO) test -count=1 -run '^TestChaosFlink$$' -v -timeout 600m ./integration/realflink/ \
+		| grep -v -e '^ *logging.go' -e '^=== '"
+
+# Randomized network partitions with real Flink, real ZooKeeper (2+2+1
+# servers placed in the sites) and real mounts on sites that are network
+# hosts: the fault that cuts DC1 off (partition both ways, one way,
+# flapping, loss), whether DC1 is first cut from DC2 only, the moment,
+# the replication kind and the release drawn from SEED; every run brings
+# DC1 back and turns the replication back the old way. Prints a table
+# like make chaos, with the writes after the fence seen on DC2 (must be
+# 0). About 100 s a run.
+chaos-net: deps build
+	@bash flink/fetch.sh $$(awk -F'\t' '!/^#/ && $$5 == "test" { print $$1 }' flink/versions.tsv) >/dev/null
+	@bash -o pipefail -c "CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FLINK=1 CKPTFS_CHAOS_NET_RUNS=$(RUNS) CKPTFS_CHAOS_NET_SEED=$(SEED) \
+		nice -n 19 $(GO) test -count=1 -run '^TestChaosNet$$' -v -timeout 600m ./integration/realflink/ \
 		| grep -v -e '^ *logging.go' -e '^=== '"
 
 # Real Flink destroying what a failover restored, and the promoted mount's
@@ -150,6 +174,24 @@ guard-flink: deps flink build
 # integration/realflink/testdata; make test reads them without Flink.
 harvest: deps flink build
 	CKPTFS_HARVEST=integration/realflink/testdata $(REQUIRE) $(GO) test -count=1 -run '^TestHarvest$$' -v -timeout 20m ./integration/realflink/
+
+# Regenerates the real-checkpoint corpus (integration/flinkdata/corpus):
+# real Flink per release (CORPUS_VERSIONS, default the releases marked
+# test) and kind (CORPUS_KINDS, default all: hashmap, rocksdb-full,
+# rocksdb-incremental, changelog, file-merging, file-merging-across,
+# unaligned, finished-broadcast, forst), each with its settings, job
+# options and savepoints; make test walks the corpus without Flink.
+# About 40 s per entry.
+corpus: deps flink build
+	CKPTFS_CORPUS=integration/flinkdata/corpus CKPTFS_CORPUS_VERSIONS="$(CORPUS_VERSIONS)" CKPTFS_CORPUS_KINDS="$(CORPUS_KINDS)" \
+		$(REQUIRE) nice -n 19 $(GO) test -count=1 -run '^TestCorpus$$' -v -timeout 120m ./integration/realflink/
+
+# Real Flink restores every committed corpus entry through a ckptfs replica
+# mount; with one referenced file removed, the mount hides it and Flink
+# fails without ckptfs too (CORPUS_KINDS limits it). About 40 s per entry.
+corpus-restore: deps flink build
+	CKPTFS_CORPUS_RESTORE=1 CKPTFS_CORPUS_KINDS="$(CORPUS_KINDS)" \
+		$(REQUIRE) nice -n 19 $(GO) test -count=1 -run '^TestCorpusRestore$$' -v -timeout 120m ./integration/realflink/
 
 # One narrated run of the two-site failover with real Flink (a JobManager
 # and a TaskManager per site, five ZooKeeper servers, two ckptfs mounts),

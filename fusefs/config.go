@@ -54,8 +54,11 @@ func (m Mode) valid() bool { return m >= ModeReplica && m <= ModeFenced }
 // writable reports whether mutations are allowed in m.
 func (m Mode) writable() bool { return m == ModePrimary }
 
-// filtered reports whether the Visibility policy applies in m.
-func (m Mode) filtered() bool { return m == ModeReplica }
+// filtered reports whether the Visibility policy applies in m: in every
+// mode that does not write. A fenced site's JobManager may still run (cut
+// off, or returning after another site took over) and must not open a
+// checkpoint its NAS holds only in part, as a replica's must not.
+func (m Mode) filtered() bool { return m != ModePrimary }
 
 // AllVisible is a Visibility that hides nothing. The mount still hides
 // its own .ckptfs directory.
@@ -91,6 +94,9 @@ type Config struct {
 	DeleteGuard manifest.DeletionGuard
 	DeleteGrace time.Duration
 	DeleteHold  bool
+	// Gate, when set, admits every open and opendir before it is served
+	// (nil admits everything).
+	Gate Gate
 	// Logger receives the mount's own log lines and go-fuse's.
 	Logger *slog.Logger
 	// Now is the clock used for Sealer timestamps.

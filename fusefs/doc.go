@@ -31,7 +31,8 @@
 //
 // ModeReplica is read-only and filtered through Visibility. ModePrimary
 // is a plain read-write loopback. ModeFenced is a primary whose site is
-// no longer active: unfiltered, read-only. The reserved directory
+// no longer active: read-only and filtered as a replica is, since a
+// JobManager left running there must not open an incomplete checkpoint. The reserved directory
 // .ckptfs at the root is hidden in every mode and cannot be created,
 // renamed or removed through the mount.
 //

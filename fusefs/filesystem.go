@@ -18,6 +18,7 @@ import (
 type fileSystem struct {
 	// Dependencies.
 	vis     manifest.Visibility
+	gate    Gate      // Config.Gate; nil admits everything
 	reports *reporter // feeds the Sealer; nil: no sealing
 	log     *slog.Logger
 	now     func() time.Time
@@ -101,6 +102,7 @@ type counters struct {
 	deletionsRefused  atomic.Uint64
 	deletionsHeld     atomic.Uint64
 	openFiles         atomic.Int64
+	gateRefusals      atomic.Uint64
 }
 
 func (c *counters) opened(passthrough, write bool) {
@@ -164,6 +166,8 @@ type Stats struct {
 	// OpenFiles is the number of files open through the mount now (the
 	// kernel releases a file shortly after its last close(2) returned).
 	OpenFiles int64
+	// GateRefusals counts opens and opendirs the Gate refused.
+	GateRefusals uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -186,6 +190,7 @@ func (c *counters) snapshot() Stats {
 		DeletionsRefused:  c.deletionsRefused.Load(),
 		DeletionsHeld:     c.deletionsHeld.Load(),
 		OpenFiles:         c.openFiles.Load(),
+		GateRefusals:      c.gateRefusals.Load(),
 	}
 }
 

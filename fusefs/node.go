@@ -106,6 +106,9 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if !ok {
 		return nil, 0, syscall.ENOENT
 	}
+	if errno := n.fsys.passGate(ctx, dir); errno != 0 {
+		return nil, 0, errno
+	}
 	if dir != "" && !n.fsys.currentMode().filtered() {
 		return n.LoopbackNode.OpendirHandle(ctx, flags)
 	}
@@ -172,6 +175,15 @@ func (n *node) mutateChild(name string) (done func(), dir string, errno syscall.
 var _ = (fs.NodeOpener)((*node)(nil))
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if n.fsys.gate != nil {
+		rel, ok := n.rel()
+		if !ok {
+			return nil, 0, syscall.ENOENT
+		}
+		if errno := n.fsys.passGate(ctx, rel); errno != 0 {
+			return nil, 0, errno
+		}
+	}
 	write := opensForWrite(flags)
 	// Refuse a write before waiting on anything, and wait without
 	// holding up SetMode.

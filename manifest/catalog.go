@@ -89,9 +89,11 @@ func CheckHiddenPattern(p string) error {
 	return err
 }
 
-// Change says that a checkpoint directory's visibility changed.
+// Change says that a checkpoint or savepoint directory's visibility
+// changed.
 type Change struct {
-	// Dir is the job directory relative to Backing; Name is chk-N.
+	// Dir is the job directory (or the directory holding savepoints)
+	// relative to Backing; Name is chk-N (or savepoint-...).
 	Dir, Name string
 	Visible   bool
 }
@@ -123,6 +125,10 @@ type Catalog struct {
 	// verdict. INVARIANT: a name is visible only if its verdict is
 	// complete.
 	jobs map[string]map[string]*Verdict
+	// savepoints: GUARDED_BY(mu). Directory holding savepoint
+	// directories (relative) -> savepoint-... name -> verdict; the same
+	// INVARIANT. Kept apart from jobs: they are no job's checkpoints.
+	savepoints map[string]map[string]*Verdict
 	// listeners: GUARDED_BY(mu).
 	listeners []func(Change)
 	// stats: GUARDED_BY(mu). Counters of completed full passes.
@@ -153,6 +159,10 @@ type backingWork struct {
 // walkPrefix starts the work key of a listing by the search for job
 // directories (a relative directory name never starts with it).
 const walkPrefix = "\x00"
+
+// savepointPrefix starts the work key of verifying a directory's
+// savepoints.
+const savepointPrefix = "\x01"
 
 // ErrBackingTimeout: the backing file system did not answer within
 // CatalogConfig.BackingTimeout.
@@ -204,7 +214,7 @@ func NewCatalog(cfg CatalogConfig) (*Catalog, error) {
 		return nil, err
 	}
 	cfg.Backing = filepath.Clean(cfg.Backing)
-	c := &Catalog{cfg: cfg, pokec: make(chan struct{}, 1), jobs: map[string]map[string]*Verdict{}, work: map[string]*backingWork{}}
+	c := &Catalog{cfg: cfg, pokec: make(chan struct{}, 1), jobs: map[string]map[string]*Verdict{}, work: map[string]*backingWork{}, savepoints: map[string]map[string]*Verdict{}}
 	for _, p := range cfg.HiddenPatterns {
 		c.hidden = append(c.hidden, compileHidden(p))
 	}
@@ -252,11 +262,15 @@ func (c *Catalog) Visible(dir, name string) error {
 		}
 		return nil
 	}
+	verdicts := &c.jobs
 	if _, ok := CheckpointIDFromDirName(name); !ok {
-		return nil
+		if !IsSavepointDirName(name) {
+			return nil
+		}
+		verdicts = &c.savepoints
 	}
 	c.mu.RLock()
-	v := c.jobs[dir][name]
+	v := (*verdicts)[dir][name]
 	c.mu.RUnlock()
 	if v == nil || !v.Complete {
 		return ErrIncomplete
@@ -372,12 +386,27 @@ func (c *Catalog) Refresh(ctx context.Context) {
 			found[job] = unknownVerdicts(old[job], err)
 		}
 	}
+	savepoints := map[string]map[string]*Verdict{}
+	for _, holder := range jobs.holders {
+		verdicts, err := bounded(ctx, c, savepointPrefix+holder, func(ctx context.Context) (map[string]*Verdict, error) {
+			return c.verifySavepoints(ctx, holder)
+		})
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			savepoints[holder] = verdicts
+		case errors.Is(err, ErrBackingTimeout):
+			timeouts++ // its savepoints stay hidden
+		}
+	}
 	c.cfg.Verifier.Sweep(func(dir string) bool {
 		rel, err := filepath.Rel(c.cfg.Backing, filepath.Dir(dir))
 		if rel == "." {
 			rel = ""
 		}
-		return err == nil && found[rel][filepath.Base(dir)] != nil
+		name := filepath.Base(dir)
+		return err == nil && (found[rel][name] != nil || savepoints[rel][name] != nil)
 	})
 
 	c.mu.RLock()
@@ -403,8 +432,9 @@ func (c *Catalog) Refresh(ctx context.Context) {
 	}
 	protected := c.protectionOf(found, judged)
 	c.mu.Lock()
+	oldSavepoints := c.savepoints
 	old = c.jobs
-	c.jobs = found
+	c.jobs, c.savepoints = found, savepoints
 	c.protected = protected
 	if haErr == nil {
 		c.haComplete, c.haJudged = ha.complete, ha.judged
@@ -428,7 +458,7 @@ func (c *Catalog) Refresh(ctx context.Context) {
 	listeners := slices.Clone(c.listeners)
 	c.mu.Unlock()
 
-	for _, ch := range diffVisibility(old, found) {
+	for _, ch := range append(diffVisibility(old, found), diffVisibility(oldSavepoints, savepoints)...) {
 		for _, fn := range listeners {
 			fn(ch)
 		}
@@ -516,6 +546,8 @@ func (c *Catalog) hung(now time.Time) []HungWork {
 		h := HungWork{Dir: key, Since: w.start}
 		if rel, ok := strings.CutPrefix(key, walkPrefix); ok {
 			h = HungWork{Dir: rel, Walk: true, Since: w.start}
+		} else if rel, ok := strings.CutPrefix(key, savepointPrefix); ok {
+			h = HungWork{Dir: rel, Since: w.start}
 		}
 		out = append(out, h)
 	}
@@ -550,6 +582,7 @@ func diffVisibility(old, cur map[string]map[string]*Verdict) []Change {
 // directories it could not list (other than gone ones).
 type walkResult struct {
 	jobs     []string
+	holders  []string // directories holding savepoint directories
 	failed   []string
 	timeouts uint64
 }
@@ -582,8 +615,9 @@ func (w walkResult) keep(old map[string]map[string]*Verdict) []string {
 }
 
 // findJobDirs lists the directories (relative to Backing) that hold chk-N
-// directories, down to MaxDepth, without descending into checkpoint,
-// shared, task-owned or hidden directories. Each listing is bounded by
+// directories, and those that hold savepoint directories, down to
+// MaxDepth, without descending into checkpoint, savepoint, shared,
+// task-owned or hidden directories. Each listing is bounded by
 // BackingTimeout: one that hangs fails alone.
 func (c *Catalog) findJobDirs(ctx context.Context) walkResult {
 	var res walkResult
@@ -601,7 +635,7 @@ func (c *Catalog) findJobDirs(ctx context.Context) walkResult {
 			}
 			return
 		}
-		isJob := false
+		isJob, holds := false, false
 		var subdirs []string
 		for _, e := range entries {
 			if !e.IsDir() {
@@ -612,6 +646,10 @@ func (c *Catalog) findJobDirs(ctx context.Context) walkResult {
 				isJob = true
 				continue
 			}
+			if IsSavepointDirName(name) {
+				holds = true
+				continue
+			}
 			if IsStateDir(rel, name) || name == "shared" || name == "taskowned" || c.isHiddenName(name) {
 				continue
 			}
@@ -619,6 +657,9 @@ func (c *Catalog) findJobDirs(ctx context.Context) walkResult {
 		}
 		if isJob {
 			res.jobs = append(res.jobs, rel)
+		}
+		if holds {
+			res.holders = append(res.holders, rel)
 		}
 		if depth >= c.cfg.MaxDepth {
 			return
@@ -632,4 +673,37 @@ func (c *Catalog) findJobDirs(ctx context.Context) walkResult {
 	}
 	walk("", 0)
 	return res
+}
+
+// verifySavepoints lists the savepoint directories of holder and
+// verifies each.
+func (c *Catalog) verifySavepoints(ctx context.Context, holder string) (map[string]*Verdict, error) {
+	names, err := listSavepoints(filepath.Join(c.cfg.Backing, holder))
+	if err != nil {
+		return nil, err
+	}
+	verdicts := make(map[string]*Verdict, len(names))
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		verdicts[name] = c.cfg.Verifier.VerifyDir(ctx, filepath.Join(c.cfg.Backing, holder, name))
+	}
+	return verdicts, nil
+}
+
+// listSavepoints lists the savepoint directories in dir; like chk-N, a
+// symbolic link or a file of that name is never one.
+func listSavepoints(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() && IsSavepointDirName(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
 }

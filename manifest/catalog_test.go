@@ -261,3 +261,81 @@ func TestHiddenPatterns(t *testing.T) {
 		}
 	}
 }
+
+// TestCatalogSavepoints: a replica mount hides a savepoint directory
+// until it is complete, as it hides chk-N; savepoints are no job's
+// checkpoints, and names that only look like savepoints' are not judged.
+func TestCatalogSavepoints(t *testing.T) {
+	backing := t.TempDir()
+	var src string
+	for _, d := range flinkdata.StateDirs(t) {
+		if strings.HasSuffix(d, "-savepoint") {
+			src = d
+			break
+		}
+	}
+	if src == "" {
+		t.Fatal("no real savepoint with state files")
+	}
+	const holder = "savepoints"
+	good, torn := "savepoint-012345-0123456789ab", "savepoint-012345-ba9876543210"
+	copyDir(t, src, filepath.Join(backing, holder, good))
+	copyDir(t, src, filepath.Join(backing, holder, torn))
+	entries, _ := os.ReadDir(filepath.Join(backing, holder, torn))
+	removed := false
+	for _, e := range entries {
+		if e.Name() != MetadataFile && !removed {
+			removed = os.Remove(filepath.Join(backing, holder, torn, e.Name())) == nil
+		}
+	}
+	if !removed {
+		t.Fatal("no state file to remove")
+	}
+	os.MkdirAll(filepath.Join(backing, holder, "savepoint-xyz"), 0o755)
+
+	c := newCatalog(t, backing)
+	var changes []Change
+	c.OnChange(func(ch Change) { changes = append(changes, ch) })
+	if err := c.Visible(holder, good); !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("before any pass: %v, want ErrIncomplete", err)
+	}
+	c.Refresh(context.Background())
+	for _, tc := range []struct {
+		name string
+		want error
+	}{{good, nil}, {torn, ErrIncomplete}, {"savepoint-012345-000000000000", ErrIncomplete}, {"savepoint-xyz", nil}} {
+		if err := c.Visible(holder, tc.name); !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+			t.Errorf("Visible(%q, %q) = %v, want %v", holder, tc.name, err, tc.want)
+		}
+	}
+	if len(changes) != 1 || changes[0] != (Change{Dir: holder, Name: good, Visible: true}) {
+		t.Errorf("changes %v", changes)
+	}
+	if jobs := c.Jobs(); len(jobs) != 0 {
+		t.Errorf("savepoints listed as jobs: %+v", jobs)
+	}
+	os.RemoveAll(filepath.Join(backing, holder, good))
+	changes = nil
+	c.Refresh(context.Background())
+	if err := c.Visible(holder, good); !errors.Is(err, ErrIncomplete) || len(changes) != 1 || changes[0].Visible {
+		t.Errorf("after removal: %v, changes %v", err, changes)
+	}
+}
+
+func TestIsSavepointDirName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"savepoint-012345-0123456789ab":  true,
+		"savepoint-abcdef-ffffffffffff":  true,
+		"savepoint-012345-0123456789a":   false,
+		"savepoint-012345-0123456789abc": false,
+		"savepoint-01234g-0123456789ab":  false,
+		"savepoint-012345_0123456789ab":  false,
+		"savepoint-ABCDEF-0123456789ab":  false,
+		"chk-1":                          false,
+		"savepoint":                      false,
+	} {
+		if got := IsSavepointDirName(name); got != want {
+			t.Errorf("IsSavepointDirName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -43,8 +43,9 @@
 // complete JSON. A Catalog hides those that are not complete from a
 // replica mount, as it hides incomplete checkpoints (hafiles.go).
 //
-// The names ckptfs gives a meaning to, .ckptfs (IsStateDir) and chk-N
-// (CheckpointIDFromDirName), and what L2-complete means
+// The names ckptfs gives a meaning to, .ckptfs (IsStateDir), chk-N
+// (CheckpointIDFromDirName) and savepoint-... (IsSavepointDirName), and
+// what L2-complete means
 // (PointerVerdict.L2Complete) are defined here once; fusefs, zkbridge and
 // the commands use these definitions rather than their own.
 //

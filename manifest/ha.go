@@ -239,6 +239,8 @@ func haManifest(cc *flinkha.CompletedCheckpoint) *Manifest {
 	for _, r := range refs {
 		f := File{Path: r.Path, Kind: metadata.KindOther, Size: r.Size}
 		switch {
+		case r.Changelog:
+			f.Kind, f.Size = metadata.KindChangelog, metadata.FileSize(r.Size, true)
 		case r.Dir:
 			f.Kind, f.Size = metadata.KindDirectory, -1
 		case r.Segment:

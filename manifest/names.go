@@ -18,3 +18,8 @@ func IsStateDir(dir, name string) bool { return dir == "" && name == StateDir }
 // names them: N in decimal, from 0 to the largest int64, without sign or
 // leading zero (chk-007 is not a checkpoint directory).
 func CheckpointIDFromDirName(name string) (int64, bool) { return chkname.ID(name) }
+
+// IsSavepointDirName reports whether name is a savepoint directory's as
+// Flink names them (savepoint-<6 hex of the job id>-<12 random hex>). A
+// replica mount hides one until it is complete, as it hides chk-N.
+func IsSavepointDirName(name string) bool { return chkname.IsSavepoint(name) }

@@ -32,7 +32,7 @@ func newTestJob(t *testing.T, sharedFiles int) *testJob {
 		j.write(t, j.shared(i), i%5+1)
 	}
 	j.write(t, "shared/op/phys", 40)
-	j.write(t, "dstl/f1", 300)
+	j.write(t, "dstl/f1", 301) // a changelog handle of 300 bytes and the flag byte
 	if err := os.MkdirAll(filepath.Join(j.dir, "taskowned"), 0o755); err != nil {
 		t.Fatal(err)
 	}

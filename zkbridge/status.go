@@ -16,10 +16,12 @@ type StatusReport struct {
 	ClusterID string  `json:"cluster_id"`
 	Layout    *Layout `json:"layout"`
 	// JobManager says whether a Flink JobManager is alive, and where.
-	JobManager *Liveness    `json:"jobmanager"`
-	ActiveSite string       `json:"active_site"`
-	Epoch      int64        `json:"epoch"`
-	Jobs       []*JobStatus `json:"jobs"`
+	JobManager *Liveness `json:"jobmanager"`
+	ActiveSite string    `json:"active_site"`
+	Epoch      int64     `json:"epoch"`
+	// Leases are the sites' liveness leases (design §5.10).
+	Leases []LeaseInfo  `json:"leases"`
+	Jobs   []*JobStatus `json:"jobs"`
 }
 
 // JobStatus is one job's pointers and markers.
@@ -98,6 +100,9 @@ func (b *Bridge) Status(ctx context.Context) (*StatusReport, error) {
 	}
 	rep.Epoch = ep.value
 	if rep.ActiveSite, _, err = b.readActiveSite(ctx, paths); err != nil {
+		return nil, err
+	}
+	if rep.Leases, err = b.readLeases(ctx, paths); err != nil {
 		return nil, err
 	}
 	markers, err := b.readMarkers(ctx, paths)

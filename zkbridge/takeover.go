@@ -38,6 +38,14 @@ type TakeoverOptions struct {
 	// wait). Config.DefaultTakeoverWait is Flink's session timeout plus a
 	// margin.
 	Wait time.Duration
+	// Quiet is how long no JobManager may be seen before the takeover
+	// believes none is alive (at most Wait). A JobManager that lost its
+	// connection but not its site (cut off from this site only) has no
+	// ephemeral nodes from when Flink revokes its leadership until it
+	// reconnects and is elected again, within Flink's session timeout:
+	// one read in that gap must not let the takeover through. Zero: the
+	// first read without one suffices.
+	Quiet time.Duration
 	// DryRun computes and reports the plan and writes nothing (not even
 	// the lock).
 	DryRun bool
@@ -47,14 +55,24 @@ type TakeoverOptions struct {
 	// AcceptStateLoss lets Flink start a job with no checkpoint pointer
 	// although it had a complete checkpoint (RefusedCheckpointsLost).
 	AcceptStateLoss bool
+	// Lease, when set, guards every write: the retractions check that the
+	// active site's lease is still at the version found expired, and the
+	// activation revokes it (design §5.10). An automatic takeover sets it.
+	Lease *LeaseGuard
+	// Counts, when set, keeps of the liveness only what must vanish
+	// before the takeover writes (an automatic takeover ignores this
+	// site's own JobManagers and standby contenders, design §5.11); nil
+	// counts every ephemeral node.
+	Counts func(*Liveness) *Liveness
 
 	// beforeRetraction is a test seam, called before every retraction.
 	beforeRetraction func(job string, id int64)
 }
 
-// DefaultTakeoverOptions waits Config.DefaultTakeoverWait.
+// DefaultTakeoverOptions waits Config.DefaultTakeoverWait, and wants no
+// JobManager seen for Flink's session timeout.
 func (b *Bridge) DefaultTakeoverOptions() TakeoverOptions {
-	return TakeoverOptions{Wait: b.cfg.DefaultTakeoverWait()}
+	return TakeoverOptions{Wait: b.cfg.DefaultTakeoverWait(), Quiet: b.cfg.FlinkSessionTimeout}
 }
 
 // TakeoverReport is what a takeover decided and did.
@@ -195,10 +213,11 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 			return nil, err
 		}
 		defer b.releaseLock(lock)
+		lock.lease = opts.Lease
 	}
 
 	start := time.Now()
-	live, err := b.waitDead(ctx, l, opts.Wait)
+	live, err := b.waitDead(ctx, l, opts.Wait, min(opts.Quiet, opts.Wait), opts.Counts)
 	rep.Waited = Duration(time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		return nil, err
@@ -613,7 +632,7 @@ func (b *Bridge) retract(ctx context.Context, paths ckptfsPaths, lock *takeoverL
 	if err != nil {
 		return false, err
 	}
-	ops := []txOp{epochGuard(paths, ep), lock.guard()}
+	ops := append([]txOp{epochGuard(paths, ep), lock.guard()}, lock.leaseCheck()...)
 	old, oldStat, err := b.zk.get(ctx, backupPath)
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
@@ -647,7 +666,7 @@ func (b *Bridge) retract(ctx context.Context, paths ckptfsPaths, lock *takeoverL
 	case errors.Is(err, errOutcomeUnknown):
 		log.Warn("retraction outcome unknown: re-reading", "err", err)
 		return b.retractionApplied(ctx, p, backupPath)
-	case errors.Is(err, ErrEpochChanged), errors.Is(err, ErrLockLost):
+	case errors.Is(err, ErrEpochChanged), errors.Is(err, ErrLockLost), errors.Is(err, ErrLeaseRenewed):
 		return false, err
 	case errors.Is(err, zk.ErrNotEmpty):
 		return false, fmt.Errorf("%w: %s got a lock during the takeover: %w", ErrJobManagerAlive, p.Znode, err)
@@ -690,7 +709,7 @@ func (b *Bridge) activate(ctx context.Context, paths ckptfsPaths, lock *takeover
 	site := []byte(b.cfg.Site)
 	next := []byte(strconv.FormatInt(ep.value+1, 10))
 	for attempt := 0; attempt < 5; attempt++ {
-		ops := []txOp{lock.guard(), epochBump(paths, ep, next)}
+		ops := append([]txOp{lock.guard(), epochBump(paths, ep, next)}, lock.leaseRevoke(b.cfg.Site, ep.value+1)...)
 		if activeStat == nil {
 			ops = append(ops, txOp{name: "active-site", op: &zk.CreateRequest{Path: paths.activeSite(), Data: site, Acl: b.zk.acls.forPath(paths.activeSite())}})
 		} else {
@@ -700,7 +719,7 @@ func (b *Bridge) activate(ctx context.Context, paths ckptfsPaths, lock *takeover
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, ErrLockLost), errors.Is(err, ErrEpochChanged):
+		case errors.Is(err, ErrLockLost), errors.Is(err, ErrEpochChanged), errors.Is(err, ErrLeaseRenewed):
 			return err
 		case refusedBy(err) == "active-site" || errors.Is(err, errOutcomeUnknown):
 			// Re-read: did it apply, or did active-site change beside the

@@ -746,3 +746,39 @@ func TestIntegration_RestorePrunedRules(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegration_TakeoverWaitsOutAReturningJobManager: a JobManager
+// that lost its session but not its site comes back within Flink's
+// session timeout (a partition that leaves its site the quorum). A
+// takeover that reads the gap must not go through: with Quiet it waits
+// for none to be seen that long, sees it back, and refuses after its
+// wait.
+func TestIntegration_TakeoverWaitsOutAReturningJobManager(t *testing.T) {
+	c := zktest.StartCluster(t, 1)
+	e := newEnv(t, c)
+	layout := flinkemu.Layouts()[len(flinkemu.Layouts())-1]
+	s, _ := newLagScenario(t, e, layout, false)
+	b := e.bridge("dc2")
+	ctx := testContext(t, time.Minute)
+	s.jm.Close()
+	back := make(chan struct{})
+	go func() {
+		defer close(back)
+		time.Sleep(time.Second)
+		e.startJM(layout, false)
+	}()
+	start := time.Now()
+	rep, err := b.Takeover(ctx, TakeoverOptions{Wait: 5 * time.Second, Quiet: 3 * time.Second})
+	<-back
+	if !errors.Is(err, ErrJobManagerAlive) || rep == nil || !rep.JobManager.Alive {
+		t.Fatalf("takeover across a JobManager's return: %v, %+v (after %v)", err, rep, time.Since(start))
+	}
+	// The returning JobManager changed Flink's tree; the takeover wrote
+	// nothing.
+	if site, epoch, err := b.ActiveSite(ctx); err != nil || site != "" || epoch != 0 {
+		t.Errorf("after a refused takeover: active site %q, epoch %d, %v", site, epoch, err)
+	}
+	if rep.Activated || len(rep.Jobs) > 0 {
+		t.Errorf("a refused takeover reports %+v", rep)
+	}
+}

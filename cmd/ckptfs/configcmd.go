@@ -36,8 +36,11 @@ func newFromFlinkCmd() *cobra.Command {
 		Long: `From-flink reads Flink's configuration as Flink reads it and prints the
 ckptfs settings it implies. PATH is flink-conf.yaml (the flat format of
 Flink up to 1.19: old and new key names), config.yaml (Flink 1.19 and 2.x:
-standard YAML, nested or dotted keys), or Flink's conf directory
-(flink-conf.yaml if present, else config.yaml, as Flink looks them up).
+standard YAML, nested or dotted keys), or Flink's conf directory, read
+as Flink looks it up: Flink 1.x reads flink-conf.yaml if present, else
+config.yaml; 2.x reads config.yaml only. A directory holding both is read
+as the Flink distribution beside it (../lib) would read it, and refused
+when there is none; then give the file.
 
 It derives:
   zk                     high-availability.zookeeper.quorum (port 2181 added where missing)

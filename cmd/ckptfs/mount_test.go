@@ -418,26 +418,7 @@ func TestMountReplicaCopiers(t *testing.T) {
 	// _metadata first: the worst order for a checker that trusts it.
 	order := append([]string{"_metadata"}, reverse(without(names, "_metadata"))...)
 	chk := "chk-" + strconv.FormatInt(id, 10)
-	copiers := map[string]func(t *testing.T, dst, name string, data []byte){
-		"out-of-order": func(t *testing.T, dst, name string, data []byte) {
-			os.WriteFile(filepath.Join(dst, name), data, 0o644)
-		},
-		"temp-then-rename": func(t *testing.T, dst, name string, data []byte) {
-			tmp := filepath.Join(dst, "."+name+".Ab12Cd")
-			os.WriteFile(tmp, data, 0o644)
-			os.Rename(tmp, filepath.Join(dst, name))
-		},
-		"in-place": func(t *testing.T, dst, name string, data []byte) {
-			f, err := os.Create(filepath.Join(dst, name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.Write(data[:len(data)/2])
-			f.Sync()
-			f.Write(data[len(data)/2:])
-			f.Close()
-		},
-	}
+	copiers := replicaCopiers()
 	for kind, copyFile := range copiers {
 		t.Run(kind, func(t *testing.T) {
 			top := t.TempDir()
@@ -499,6 +480,32 @@ func TestMountReplicaCopiers(t *testing.T) {
 				t.Fatalf("ls -la after completion: %v\n%s", err, out)
 			}
 		})
+	}
+}
+
+// replicaCopiers are the ways replication tools copy a file into the
+// replica's backing directory: written out of order, to a temporary file
+// renamed into place, and in place in two writes.
+func replicaCopiers() map[string]func(t *testing.T, dst, name string, data []byte) {
+	return map[string]func(t *testing.T, dst, name string, data []byte){
+		"out-of-order": func(t *testing.T, dst, name string, data []byte) {
+			os.WriteFile(filepath.Join(dst, name), data, 0o644)
+		},
+		"temp-then-rename": func(t *testing.T, dst, name string, data []byte) {
+			tmp := filepath.Join(dst, "."+name+".Ab12Cd")
+			os.WriteFile(tmp, data, 0o644)
+			os.Rename(tmp, filepath.Join(dst, name))
+		},
+		"in-place": func(t *testing.T, dst, name string, data []byte) {
+			f, err := os.Create(filepath.Join(dst, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Write(data[:len(data)/2])
+			f.Sync()
+			f.Write(data[len(data)/2:])
+			f.Close()
+		},
 	}
 }
 

@@ -206,6 +206,9 @@ func writeStatusText(w io.Writer, rep *zkbridge.StatusReport) {
 	}
 	fmt.Fprintf(w, "this site: %s; active site: %s; epoch %d\n", site, active, rep.Epoch)
 	fmt.Fprintf(w, "JobManager: %s\n", rep.JobManager)
+	for _, l := range rep.Leases {
+		fmt.Fprintf(w, "liveness lease: %s\n", l)
+	}
 	for _, j := range rep.Jobs {
 		fmt.Fprintf(w, "\njob %s\n", j.JobID)
 		if len(j.Pointers) > 0 {

@@ -35,7 +35,8 @@ func newTakeoverCmd(checks settingsChecks) *cobra.Command {
 		Long: `Takeover is the gate before Flink starts on this site. It takes ckptfs's
 takeover lock, waits (at most --wait, by default Flink's ZooKeeper session
 timeout plus 15s) until no Flink JobManager of the cluster is alive, and
-then, for every job:
+none has come back for Flink's session timeout (a JobManager that can still
+reach a quorum is re-elected within it), and then, for every job:
 
   - keeps the newest checkpoint pointer this site holds completely at level
     L2 (its HA file and every file it needs), and every older pointer whose

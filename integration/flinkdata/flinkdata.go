@@ -62,10 +62,26 @@ type File struct {
 }
 
 // MetadataFiles lists every file under Dir that starts with the _metadata
-// magic: every _metadata, and the single-file Flink 1.2 savepoints.
+// magic (every _metadata, and the single-file Flink 1.2 savepoints), then
+// those of the committed corpus (CorpusDir; Rel starts with "corpus/").
 func MetadataFiles(t testing.TB) []File {
 	t.Helper()
-	root := Dir(t)
+	out := metadataFiles(t, Dir(t), "")
+	if len(out) == 0 {
+		t.Fatalf("no metadata files under %s", Dir(t))
+	}
+	corpus := metadataFiles(t, CorpusDir(t), "corpus")
+	if len(corpus) == 0 && !testing.Short() {
+		t.Fatalf("no metadata files in the corpus %s", CorpusDir(t))
+	}
+	return append(out, corpus...)
+}
+
+func metadataFiles(t testing.TB, root, prefix string) []File {
+	t.Helper()
+	if _, err := os.Stat(root); os.IsNotExist(err) {
+		return nil
+	}
 	var out []File
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -81,25 +97,24 @@ func MetadataFiles(t testing.TB) []File {
 			return nil
 		}
 		rel, _ := filepath.Rel(root, path)
+		rel = filepath.Join(prefix, rel)
 		out = append(out, File{Path: path, Rel: rel, Version: int32(binary.BigEndian.Uint32(head[4:]))})
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out) == 0 {
-		t.Fatalf("no metadata files under %s", root)
-	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Rel < out[j].Rel })
 	return out
 }
 
 // StateDirs lists the directories under Dir that hold a _metadata file and
-// at least one other file beside it.
+// at least one other file beside it (the corpus is not among them: its
+// files reference absolute paths; see Corpus).
 func StateDirs(t testing.TB) []string {
 	t.Helper()
 	var out []string
-	for _, f := range MetadataFiles(t) {
+	for _, f := range metadataFiles(t, Dir(t), "") {
 		if filepath.Base(f.Path) != "_metadata" {
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,12 +41,18 @@ func TestChaosFlink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// CKPTFS_CHAOS_FLINK_VERSIONS="1.20.5 2.3.0" limits the releases.
+	only := strings.Fields(os.Getenv("CKPTFS_CHAOS_FLINK_VERSIONS"))
 	var dists []Dist
 	for _, r := range all {
-		if r.Use == "test" || r.Use == "runs" {
+		if (r.Use == "test" || r.Use == "runs") && (len(only) == 0 || slices.Contains(only, r.Version)) {
 			dists = append(dists, FindDist(t, r))
 		}
 	}
+	// CKPTFS_CHAOS_FLINK_MODE=hotstandby runs every run as
+	// TestIntegration_HotStandby does: Flink on both sites, takeover
+	// auto, nothing run after the loss (no baseline runs).
+	hot := os.Getenv("CKPTFS_CHAOS_FLINK_MODE") == "hotstandby"
 	mounttest.RequireFUSE(t)
 	c := zktest.StartCluster(t, 5, func(cfg *zktest.Config) { cfg.MaxSessionTimeout = 5 * time.Second })
 	rng := rand.New(rand.NewPCG(series, 0xc4a05))
@@ -77,7 +84,7 @@ func TestChaosFlink(t *testing.T) {
 	for i := range runs {
 		d := dists[rng.IntN(len(dists))]
 		seed := rng.Uint64() % 1_000_000
-		withCkptfs := rng.IntN(4) != 0
+		withCkptfs := rng.IntN(4) != 0 || hot
 		if replay.release != "" {
 			if i > 0 {
 				break
@@ -92,15 +99,26 @@ func TestChaosFlink(t *testing.T) {
 		if !withCkptfs {
 			name += "-plain"
 		}
+		if hot {
+			name += "-hotstandby"
+		}
 		ok := t.Run(name, func(t *testing.T) {
 			t.Setenv(seedEnvVar, strconv.FormatUint(seed, 10))
 			r = newRun(t, d, withCkptfs)
-			runFailover(t, c, r)
+			if hot {
+				runHotStandby(t, c, r, standbyAuto)
+			} else {
+				runFailover(t, c, r)
+			}
 		})
 		rows = append(rows, row{r, r.out, ok})
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nchaos-flink: %d runs, series seed %d\n", len(rows), series)
+	mode := ""
+	if hot {
+		mode = ", hot standby (takeover auto)"
+	}
+	fmt.Fprintf(&b, "\nchaos-flink: %d runs, series seed %d%s\n", len(rows), series, mode)
 	fmt.Fprintf(&b, "%-4s %-7s %-8s %-10s %-6s %-28s %-7s %-8s %-8s %-9s %-10s %-14s %s\n",
 		"run", "flink", "seed", "repl", "dc2", "loss", "ahead", "optimal", "restored", "takeover", "loss→run", "result", "caught on DC1")
 	violations, harness := 0, 0
@@ -123,6 +141,8 @@ func TestChaosFlink(t *testing.T) {
 		case !x.ok:
 			res = "failed before the loss"
 			harness++
+		case x.out.Refused:
+			res = "ok: refused (none complete)"
 		}
 		if x.r.ckptfs && x.out.LossToRunning > 0 {
 			total += x.out.LossToRunning

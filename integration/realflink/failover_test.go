@@ -213,11 +213,14 @@ type world struct {
 	root      string // the test's directory on the host
 	flink     string // Flink's storage path in both sites
 	clusterID string
-	job       string
-	dc1, dc2  *Site
-	backing   map[string]string // site -> its NAS
-	local     map[string]string // site -> its machine's local disk (host path)
-	mounts    map[string]*Process
+	// zkRoot is Flink's path root when not pathRoot (a run whose first
+	// takeover needs a root without other clusters).
+	zkRoot   string
+	job      string
+	dc1, dc2 *Site
+	backing  map[string]string // site -> its NAS
+	local    map[string]string // site -> its machine's local disk (host path)
+	mounts   map[string]*Process
 }
 
 // say narrates: to the test log, and in the demo to the terminal.
@@ -234,6 +237,14 @@ func (w *world) say(t *testing.T, format string, args ...any) {
 }
 
 func (w *world) uri() string { return "file:" + w.flink }
+
+// flinkRoot is Flink's ZooKeeper path root in this run.
+func (w *world) flinkRoot() string {
+	if w.zkRoot != "" {
+		return w.zkRoot
+	}
+	return pathRoot
+}
 
 // reportPath is the job's report file as Flink's TaskManagers see it: a
 // local disk of each site's machine, so each site's report is its own.
@@ -480,7 +491,7 @@ func (w *world) cluster(t *testing.T, c *zktest.Cluster, s *Site) *Cluster {
 	ports := freePorts(t, siteAddr, 2)
 	cfg := ClusterConfig{
 		Dist: w.r.dist, Dir: filepath.Join(w.root, s.Name), Addr: siteAddr, RESTPort: ports[0], RPCPort: ports[1],
-		ZK: c.ConnectString(), PathRoot: pathRoot, ClusterID: w.clusterID, SessionTimeout: flinkSession,
+		ZK: c.ConnectString(), PathRoot: w.flinkRoot(), ClusterID: w.clusterID, SessionTimeout: flinkSession,
 		CheckpointsDir: filepath.Join(w.flink, "checkpoints"), HADir: filepath.Join(w.flink, "ha"),
 		Interval: interval, Retained: retained,
 	}
@@ -772,7 +783,7 @@ func newVerifier(t *testing.T, uri, backing string) *manifest.Verifier {
 
 // pointerDir is where Flink 1.15+ and 2.x keep a job's pointers.
 func (w *world) pointerDir() string {
-	return pathRoot + w.clusterID + "/jobs/" + w.job + "/checkpoints"
+	return w.flinkRoot() + w.clusterID + "/jobs/" + w.job + "/checkpoints"
 }
 
 func (w *world) pointerIDs(conn *zk.Conn) ([]int64, error) {

@@ -44,6 +44,8 @@ var Keys = map[string]string{
 	"namespace":          "Flink's ZooKeeper namespace",
 	"holder":             "the holder of the takeover lock",
 	"remaining":          "time left of a wait",
+	"changes":            "how many changes to the backing file system are in flight",
+	"detail":             "what a reason means in this case",
 	"retry":              "time until a retry",
 	"backup":             "the znode of a pointer's backup",
 	"restored":           "the znode of a restored pointer",
@@ -65,5 +67,4 @@ var Keys = map[string]string{
 	"log":                "where the daemon's log goes (a file, the journal, syslog)",
 	"staging":            "the staging directory of a DR rehearsal (make dr-rehearsal)",
 	"missing":            "a file a DR rehearsal leaves out of the replica",
-	"changes":            "how many changes (mutations admitted by a mount)",
 }

@@ -30,6 +30,11 @@ type Sources struct {
 	// Backing reports a backing directory that is no longer the one the
 	// mount was pinned to (nil: not checked).
 	Backing func() error
+	// Probe reports a backing file system that does not answer the
+	// daemon's probe in time, or fails it; ProbeDuration is how long the
+	// last probe took (nil: not probed).
+	Probe         func() error
+	ProbeDuration func() time.Duration
 }
 
 // NewRegistry returns a registry with ckptfs's collector, Go's runtime
@@ -68,6 +73,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(BuildInfo, 1, c.src.Version, runtime.Version())
 	if cat := c.src.Catalog; cat != nil {
 		collectCatalog(cat, gauge, counter)
+	}
+	if c.src.ProbeDuration != nil {
+		gauge(BackingProbeDuration, c.src.ProbeDuration().Seconds())
 	}
 	if srv := c.src.Mount; srv != nil {
 		collectMount(ch, srv, gauge, counter)
@@ -178,6 +186,22 @@ func collectZooKeeper(z *ZooKeeper, site string, gauge gaugeFunc, counter counte
 		gauge(ActiveSiteEpoch, float64(a.Epoch))
 		gauge(SiteActive, boolValue(site != "" && a.Site == site))
 		gauge(ActiveSiteLastRead, unixSeconds(a.Read))
+	}
+	if z.Failover != nil {
+		f := z.Failover()
+		if f.LeaseDuration > 0 {
+			gauge(LeaseClaiming, boolValue(f.Claiming))
+			counter(LeaseRenewals, f.Renewals, "ok")
+			counter(LeaseRenewals, f.RenewalFailures, "failed")
+		}
+		if f.Observed != nil {
+			gauge(LeaseObservedUnchanged, time.Duration(f.Observed.Unchanged).Seconds(), f.Observed.Site)
+		}
+		gauge(MountHolding, boolValue(f.Holding))
+		for _, r := range AutoTakeoverResults {
+			counter(AutoTakeovers, f.Runs[r], r)
+		}
+		gauge(StandbyJobManagers, float64(len(f.StandbyJobManagers)))
 	}
 	if p := z.publisher.Load(); p != nil {
 		st := p.Stats()

@@ -56,6 +56,10 @@ type FileRef struct {
 	// Dir marks a file-merging directory (DirectoryStreamStateHandle) that
 	// must exist; Size is then -1.
 	Dir bool
+	// Changelog marks a changelog (DSTL) file, a part of a
+	// ChangelogStateHandleStreamImpl: the file holds one byte more than
+	// Size (metadata.FileSize).
+	Changelog bool
 }
 
 // CompletedCheckpoint is what Flink's HA file completedCheckpoint<hex>

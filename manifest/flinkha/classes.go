@@ -103,6 +103,10 @@ const (
 type classes struct {
 	jdk   javaser.JDK
 	descs map[string]*javaser.ClassDesc
+	// flink2 declares the fields Flink 2.x added to OperatorState
+	// (operatorName, operatorUid) and OperatorSubtaskState
+	// (upstreamOutputBufferState), as real 2.3.0 HA files hold them.
+	flink2 bool
 }
 
 func (c *classes) get(name string, build func() *javaser.ClassDesc) *javaser.ClassDesc {
@@ -266,11 +270,15 @@ func (c *classes) gateRescalingArray() *javaser.ClassDesc {
 }
 
 func (c *classes) subtaskState() *javaser.ClassDesc {
-	return c.plain(classSubtaskState, suidSubtaskState, nil, fLong("checkpointedSize"), fLong("stateSize"),
+	fields := []javaser.FieldDesc{fLong("checkpointedSize"), fLong("stateSize"),
 		obj("inputChannelState", sigSOC), obj("inputRescalingDescriptor", sigRescaling),
 		obj("managedKeyedState", sigSOC), obj("managedOperatorState", sigSOC),
 		obj("outputRescalingDescriptor", sigRescaling), obj("rawKeyedState", sigSOC),
-		obj("rawOperatorState", sigSOC), obj("resultSubpartitionState", sigSOC))
+		obj("rawOperatorState", sigSOC), obj("resultSubpartitionState", sigSOC)}
+	if c.flink2 {
+		fields = append(fields, obj("upstreamOutputBufferState", sigSOC))
+	}
+	return c.plain(classSubtaskState, suidSubtaskState, nil, fields...)
 }
 
 func (c *classes) finishedSubtask() *javaser.ClassDesc {
@@ -278,9 +286,14 @@ func (c *classes) finishedSubtask() *javaser.ClassDesc {
 }
 
 func (c *classes) operatorState() *javaser.ClassDesc {
+	coordinator := obj("coordinatorState", "Lorg/apache/flink/runtime/state/memory/ByteStreamStateHandle;")
+	id := obj("operatorID", "Lorg/apache/flink/runtime/jobgraph/OperatorID;")
+	if c.flink2 {
+		return c.plain(classOperatorState, suidOperatorState, nil, fInt("maxParallelism"), fInt("parallelism"),
+			coordinator, id, obj("operatorName", sigString), obj("operatorSubtaskStates", sigMap), obj("operatorUid", sigString))
+	}
 	return c.plain(classOperatorState, suidOperatorState, nil, fInt("maxParallelism"), fInt("parallelism"),
-		obj("coordinatorState", "Lorg/apache/flink/runtime/state/memory/ByteStreamStateHandle;"),
-		obj("operatorID", "Lorg/apache/flink/runtime/jobgraph/OperatorID;"), obj("operatorSubtaskStates", sigMap))
+		coordinator, id, obj("operatorSubtaskStates", sigMap))
 }
 
 func (c *classes) fullyFinished() *javaser.ClassDesc {
@@ -334,4 +347,119 @@ func (c *classes) completedCheckpoint(fs FieldSet) *javaser.ClassDesc {
 			obj("storageLocation", "Lorg/apache/flink/runtime/state/CompletedCheckpointStorageLocation;"))
 	}
 	return c.plain(classCompletedCheckpoint, suidCompletedCheckpoint, nil, fields...)
+}
+
+// Changelog state backend handles (1.16+ with checkpointId, as 1.20.5 and
+// 2.3.0 write them), and the JDK and Flink containers they come in.
+const (
+	classChangelogBackend = "org.apache.flink.runtime.state.changelog.ChangelogStateBackendHandle$ChangelogStateBackendHandleImpl"
+	classChangelogStream  = "org.apache.flink.runtime.state.changelog.ChangelogStateHandleStreamImpl"
+	suidChangelogStream   = -8070326169926626355
+	classTuple            = "org.apache.flink.api.java.tuple.Tuple"
+	classTuple2           = "org.apache.flink.api.java.tuple.Tuple2"
+	classUnmodifiableColl = "java.util.Collections$UnmodifiableCollection"
+	suidUnmodifiableColl  = 1820017752578914078
+	classUnmodifiableList = "java.util.Collections$UnmodifiableList"
+	suidUnmodifiableList  = -283967356065247728
+	classSingletonList    = "java.util.Collections$SingletonList"
+	suidSingletonList     = 3093736618740652951
+	sigObject             = "Ljava/lang/Object;"
+)
+
+func (c *classes) changelogBackend() *javaser.ClassDesc {
+	return c.plain(classChangelogBackend, 1, nil, fLong("checkpointId"), fLong("materializationID"),
+		fLong("persistedSizeOfThisCheckpoint"), obj("keyGroupRange", sigRange), obj("materialized", sigList),
+		obj("nonMaterialized", sigList), obj("stateHandleID", sigHandleID))
+}
+
+func (c *classes) changelogStream() *javaser.ClassDesc {
+	return c.plain(classChangelogStream, suidChangelogStream, nil, fLong("incrementalSize"), fLong("size"),
+		obj("handlesAndOffsets", sigList), obj("keyGroupRange", sigRange), obj("stateHandleID", sigHandleID),
+		obj("storageIdentifier", sigString))
+}
+
+func (c *classes) tuple2() *javaser.ClassDesc {
+	return c.plain(classTuple2, 1, func() *javaser.ClassDesc { return c.plain(classTuple, 1, nil) },
+		obj("f0", sigObject), obj("f1", sigObject))
+}
+
+func (c *classes) unmodifiableList() *javaser.ClassDesc {
+	return c.plain(classUnmodifiableList, suidUnmodifiableList,
+		func() *javaser.ClassDesc {
+			return c.plain(classUnmodifiableColl, suidUnmodifiableColl, nil, obj("c", sigCollection))
+		},
+		obj("list", sigList))
+}
+
+func (c *classes) singletonList() *javaser.ClassDesc {
+	return c.plain(classSingletonList, suidSingletonList, nil, obj("element", sigObject))
+}
+
+// File-merging operator handles (1.20+), as 1.20.5 and 2.3.0 write them.
+const (
+	classFileMergingOperator      = "org.apache.flink.runtime.state.filemerging.FileMergingOperatorStreamStateHandle"
+	classEmptyFileMergingOperator = "org.apache.flink.runtime.state.filemerging.EmptyFileMergingOperatorStreamStateHandle"
+	classEmptyMap                 = "java.util.Collections$EmptyMap"
+	suidEmptyMap                  = 6428348081105594320
+	sigDirectoryHandle            = "Lorg/apache/flink/runtime/state/filemerging/DirectoryStreamStateHandle;"
+)
+
+func (c *classes) fileMergingOperator() *javaser.ClassDesc {
+	return c.plain(classFileMergingOperator, 1, c.operatorStreamHandle,
+		obj("sharedDirHandle", sigDirectoryHandle), obj("taskOwnedDirHandle", sigDirectoryHandle))
+}
+
+func (c *classes) emptyFileMergingOperator() *javaser.ClassDesc {
+	return c.plain(classEmptyFileMergingOperator, 1, c.fileMergingOperator)
+}
+
+func (c *classes) directoryHandle() *javaser.ClassDesc {
+	return c.plain(classDirectoryHandle, 1, nil, obj("directory", sigPath))
+}
+
+func (c *classes) emptyMap() *javaser.ClassDesc { return c.plain(classEmptyMap, suidEmptyMap, nil) }
+
+func (c *classes) emptySegment() *javaser.ClassDesc {
+	return c.plain(classEmptySegment, 1, c.segmentFile)
+}
+
+// Merged channel state handles (2.x, metadata version 6+): one per subtask
+// and direction, its channels' offsets serialized into one byte array; a
+// subtask's StateObjectCollection holds it in a HashSet.
+const (
+	classAbstractMergedChannel = "org.apache.flink.runtime.state.AbstractMergedChannelStateHandle"
+	classMergedInputChannel    = "org.apache.flink.runtime.state.MergedInputChannelStateHandle"
+	classMergedSubpartition    = "org.apache.flink.runtime.state.MergedResultSubpartitionStateHandle"
+	classHashSet               = "java.util.HashSet"
+	suidHashSet                = -5024744406713321676
+)
+
+func (c *classes) abstractMergedChannel() *javaser.ClassDesc {
+	return c.plain(classAbstractMergedChannel, 1, nil, fLong("size"), fInt("subtaskIndex"),
+		obj("delegate", sigStream), obj("serializedChannelOffsets", "[B"))
+}
+
+func (c *classes) mergedChannel(input bool) *javaser.ClassDesc {
+	if input {
+		return c.plain(classMergedInputChannel, 1, c.abstractMergedChannel)
+	}
+	return c.plain(classMergedSubpartition, 1, c.abstractMergedChannel)
+}
+
+// hashSet is a java.util.HashSet of elements as HashSet.writeObject writes
+// it: the backing map's capacity, its load factor, the size, the elements.
+func (c *classes) hashSet(capacity int32, elements ...javaser.Value) *javaser.Object {
+	d := c.get(classHashSet, func() *javaser.ClassDesc {
+		return javaser.NewClassDesc(classHashSet, suidHashSet, javaser.SCSerializable|javaser.SCWriteMethod)
+	})
+	o := javaser.NewObject(d)
+	var w javaser.ContentWriter
+	w.WriteInt32(capacity)
+	w.WriteFloat32(0.75)
+	w.WriteInt32(int32(len(elements)))
+	for _, e := range elements {
+		w.WriteObject(e)
+	}
+	o.Data[0].Annotation = w.Contents()
+	return o
 }

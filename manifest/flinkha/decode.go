@@ -42,6 +42,10 @@ func DecodeCompletedCheckpoint(data []byte) (*CompletedCheckpoint, error) {
 		}
 	}
 
+	changelog, err := changelogFiles(root)
+	if err != nil {
+		return nil, fmt.Errorf("flinkha: HA file: %w", err)
+	}
 	type key struct {
 		path         string
 		size, offset int64
@@ -62,6 +66,7 @@ func DecodeCompletedCheckpoint(data []byte) (*CompletedCheckpoint, error) {
 			if ref, err = fileRef(o); err != nil {
 				return err
 			}
+			ref.Changelog = changelog[o]
 		case hasClassSuffix(o, "DirectoryStreamStateHandle"):
 			p, err := objectField(o, "directory")
 			if err != nil {
@@ -104,6 +109,34 @@ func DecodeCompletedCheckpoint(data []byte) (*CompletedCheckpoint, error) {
 		return nil, fmt.Errorf("flinkha: HA file: %w", err)
 	}
 	return cc, nil
+}
+
+// changelogFiles finds the file handles that are parts of changelog
+// state: those a ChangelogStateHandleStreamImpl holds (in its
+// handlesAndOffsets), whose files are DSTL files.
+func changelogFiles(root *javaser.Object) (map[*javaser.Object]bool, error) {
+	files := make(map[*javaser.Object]bool)
+	err := javaser.Walk([]javaser.Content{root}, func(v javaser.Value) error {
+		o, ok := v.(*javaser.Object)
+		if !ok || o.Class == nil || !hasClassSuffix(o, ".ChangelogStateHandleStreamImpl") {
+			return nil
+		}
+		parts, ok := o.Field("handlesAndOffsets")
+		if !ok {
+			return fmt.Errorf("%s has no handlesAndOffsets", o.ClassName())
+		}
+		p, ok := parts.(javaser.Value)
+		if !ok || p == nil {
+			return nil
+		}
+		return javaser.Walk([]javaser.Content{p}, func(v javaser.Value) error {
+			if o, ok := v.(*javaser.Object); ok && o.Class != nil && isFileHandle(o) {
+				files[o] = true
+			}
+			return nil
+		})
+	})
+	return files, err
 }
 
 // fieldSetOf tells the field sets apart by the fields the class

@@ -60,7 +60,13 @@
 // 1.20 declares it, for every field set: older releases had other deep
 // classes (1.4 incremental handles kept maps, for example), which the
 // generic decoder does not depend on. An emulator that needs exact older
-// deep classes must not use this encoder for them.
+// deep classes must not use this encoder for them. For _metadata of
+// version 5 and later (Flink 2.x) OperatorState carries operatorName and
+// operatorUid and OperatorSubtaskState upstreamOutputBufferState, as the
+// HA files real Flink 2.3.0 wrote declare them (the corpus,
+// integration/flinkdata/corpus; manifest's TestCorpusHAEncoderMatches
+// compares every class the encoder writes with real 1.20.5 and 2.3.0 HA
+// files).
 //
 // Sources (Flink 1.20 unless noted): flink-runtime .../checkpoint/
 // CompletedCheckpoint.java (also 1.6.0 and 1.14.5), CheckpointProperties.java

@@ -59,10 +59,12 @@ type CheckpointSpec struct {
 // Flink's class names, field sets and serialVersionUIDs (doc.go says which
 // Flink version each part follows). Stream handles: file, relative,
 // inline, segment and nested key-groups; keyed handles: key groups (also
-// of savepoints) and incremental; operator handles: partitionable; channel
-// state of unaligned checkpoints; finished subtasks and operators. It
-// fails for the rest: changelog handles, file-merging operator handles,
-// empty segments, merged channel handles and Flink 1.1 legacy state.
+// of savepoints), incremental, and the changelog backend's (tags 14 and
+// 13, as 1.20.5 and 2.3.0 write them); operator handles: partitionable
+// and file-merging (with empty segments); channel state of unaligned
+// checkpoints, merged ones (2.x) too; finished subtasks and operators. It
+// fails for the rest: older changelog handles (tags 8, 9, 10) and Flink
+// 1.1 legacy state.
 func EncodeCompletedCheckpoint(spec CheckpointSpec) ([]byte, error) {
 	b, err := newBuilder(spec)
 	if err != nil {
@@ -91,6 +93,8 @@ type builder struct {
 
 func newBuilder(spec CheckpointSpec) (*builder, error) {
 	b := &builder{spec: spec, fs: spec.FieldSet}
+	// Metadata version 5 is Flink 2.0's: its HA files have 2.x's fields.
+	b.c.flink2 = spec.Metadata != nil && spec.Metadata.Version >= 5
 	if b.fs == "" {
 		b.fs = FieldSet115
 	}
@@ -303,6 +307,14 @@ func (b *builder) operatorState(op *metadata.Operator, id *javaser.Object) (*jav
 	}
 	o := javaser.NewObject(class).
 		With("operatorID", id).With("parallelism", op.Parallelism).With("maxParallelism", op.MaxParallelism)
+	if b.c.flink2 {
+		if op.Name != "" {
+			o.With("operatorName", op.Name)
+		}
+		if op.UID != "" {
+			o.With("operatorUid", op.UID)
+		}
+	}
 	if op.Coordinator != nil {
 		if op.Coordinator.Tag != metadata.TagByteStream {
 			return nil, fmt.Errorf("coordinator state with tag %d, want an inline byte stream", op.Coordinator.Tag)
@@ -369,8 +381,11 @@ func (b *builder) subtaskState(st *metadata.Subtask) (*javaser.Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("output channel state: %w", err)
 	}
-	return javaser.NewObject(b.c.subtaskState()).
-		With("managedOperatorState", mo).With("rawOperatorState", ro).
+	o := javaser.NewObject(b.c.subtaskState())
+	if b.c.flink2 {
+		o.With("upstreamOutputBufferState", b.emptyCollection())
+	}
+	return o.With("managedOperatorState", mo).With("rawOperatorState", ro).
 		With("managedKeyedState", mk).With("rawKeyedState", rk).
 		With("inputChannelState", in).With("resultSubpartitionState", out).
 		With("inputRescalingDescriptor", b.noRescaling()).With("outputRescalingDescriptor", b.noRescaling()).
@@ -385,10 +400,23 @@ func (b *builder) channels(hs []metadata.ChannelHandle, input bool, total *sizes
 		return b.emptyCollection(), nil
 	}
 	var items []javaser.Value
+	merged := false
 	for i := range hs {
 		h := &hs[i]
 		if h.Type == metadata.ChannelMergedInput || h.Type == metadata.ChannelMergedOutput {
-			return nil, errors.New("merged channel state handles are not supported")
+			if h.Delegate == nil {
+				return nil, errors.New("merged channel state handle without a stream")
+			}
+			d, _, err := b.streamHandle(h.Delegate)
+			if err != nil {
+				return nil, err
+			}
+			items = append(items, javaser.NewObject(b.c.mergedChannel(input)).
+				With("subtaskIndex", h.SubtaskIndex).With("delegate", d).With("size", h.StateSize).
+				With("serializedChannelOffsets", b.c.jdk.ByteArray(h.MergedOffsets)))
+			total.add(sizes{h.StateSize, h.StateSize})
+			merged = true
+			continue
 		}
 		if h.Delegate == nil {
 			return nil, errors.New("channel state handle without a stream")
@@ -409,6 +437,10 @@ func (b *builder) channels(hs []metadata.ChannelHandle, input bool, total *sizes
 			With("subtaskIndex", h.SubtaskIndex).With("info", info).With("delegate", d).
 			With("offsets", b.c.jdk.ArrayList(offsets...)).With("size", h.StateSize))
 		total.add(sizes{h.StateSize, h.StateSize})
+	}
+	if merged {
+		// As 2.3.0 writes it: a HashSet, of capacity 2 for its one handle.
+		return javaser.NewObject(b.c.stateObjectCollection()).With("stateObjects", b.c.hashSet(2, items...)), nil
 	}
 	return javaser.NewObject(b.c.stateObjectCollection()).With("stateObjects", b.c.jdk.ArrayList(items...)), nil
 }
@@ -445,6 +477,9 @@ func (b *builder) finishedSubtask() *javaser.Object {
 			With("managedKeyedState", b.emptyCollection()).With("rawKeyedState", b.emptyCollection()).
 			With("inputChannelState", b.emptyCollection()).With("resultSubpartitionState", b.emptyCollection()).
 			With("inputRescalingDescriptor", b.noRescaling()).With("outputRescalingDescriptor", b.noRescaling())
+		if b.c.flink2 {
+			b.finished.With("upstreamOutputBufferState", b.emptyCollection())
+		}
 	}
 	return b.finished
 }
@@ -497,6 +532,17 @@ func (b *builder) streamHandle(h *metadata.StreamHandle) (javaser.Value, int64, 
 			With("scope", b.c.jdk.Enum(classScope, scopes[h.Scope])).
 			With("logicalFileId", javaser.NewObject(b.c.logicalFileID()).With("keyString", h.LogicalFileID))
 		return o, h.Size, nil
+	case metadata.TagEmptySegmentFile:
+		// EmptySegmentFileStateHandle.INSTANCE: a placeholder of no file.
+		path, err := b.path("empty")
+		if err != nil {
+			return nil, 0, err
+		}
+		o := javaser.NewObject(b.c.emptySegment()).
+			With("filePath", path).With("startPos", int64(0)).With("stateSize", int64(0)).
+			With("scope", b.c.jdk.Enum(classScope, "EXCLUSIVE")).
+			With("logicalFileId", javaser.NewObject(b.c.logicalFileID()).With("keyString", "DUMMY"))
+		return o, 0, nil
 	case metadata.TagKeyGroups:
 		if h.KeyGroups == nil {
 			return nil, 0, errors.New("key-groups handle without key groups")
@@ -573,8 +619,78 @@ func (b *builder) keyedHandle(k *metadata.KeyedHandle) (javaser.Value, sizes, er
 		return o, sizes{size, size}, err
 	case metadata.TagIncrementalKeyGroups, metadata.TagIncrementalKeyGroupsV2:
 		return b.incremental(k)
+	case metadata.TagChangelogV2:
+		return b.changelog(k)
+	case metadata.TagChangelogFileIncrementV2:
+		return b.changelogStream(k)
 	}
 	return nil, sizes{}, fmt.Errorf("keyed state handle tag %d is not supported", k.Tag)
+}
+
+// changelog returns a ChangelogStateBackendHandleImpl as the JobManager of
+// 1.20.5 and 2.3.0 writes it: both lists unmodifiable, the materialized
+// one a singleton list when it holds one handle.
+func (b *builder) changelog(k *metadata.KeyedHandle) (javaser.Value, sizes, error) {
+	r, err := b.keyGroupRange(k.KeyGroupStart, k.KeyGroupCount)
+	if err != nil {
+		return nil, sizes{}, err
+	}
+	var total int64
+	list := func(handles []*metadata.KeyedHandle, singleton bool, what string) (*javaser.Object, error) {
+		var items []javaser.Value
+		for i, h := range handles {
+			v, s, err := b.keyedHandle(h)
+			if err != nil {
+				return nil, fmt.Errorf("%s handle %d: %w", what, i, err)
+			}
+			total += s.state
+			items = append(items, v)
+		}
+		inner := b.c.jdk.ArrayList(items...)
+		if singleton && len(items) == 1 {
+			inner = javaser.NewObject(b.c.singletonList()).With("element", items[0])
+		}
+		return javaser.NewObject(b.c.unmodifiableList()).With("c", inner).With("list", inner), nil
+	}
+	materialized, err := list(k.Materialized, true, "materialized")
+	if err != nil {
+		return nil, sizes{}, err
+	}
+	nonMaterialized, err := list(k.NonMaterialized, false, "non-materialized")
+	if err != nil {
+		return nil, sizes{}, err
+	}
+	o := javaser.NewObject(b.c.changelogBackend()).
+		With("checkpointId", k.CheckpointID).With("materializationID", k.MaterializationID).
+		With("persistedSizeOfThisCheckpoint", k.CheckpointedSize).With("keyGroupRange", r).
+		With("materialized", materialized).With("nonMaterialized", nonMaterialized).
+		With("stateHandleID", b.stateHandleID(k.StateHandleID))
+	return o, sizes{total, k.CheckpointedSize}, nil
+}
+
+// changelogStream returns a ChangelogStateHandleStreamImpl: its parts are
+// (handle, offset) tuples into DSTL files.
+func (b *builder) changelogStream(k *metadata.KeyedHandle) (javaser.Value, sizes, error) {
+	r, err := b.keyGroupRange(k.KeyGroupStart, k.KeyGroupCount)
+	if err != nil {
+		return nil, sizes{}, err
+	}
+	var parts []javaser.Value
+	for i, p := range k.Parts {
+		h, _, err := b.streamHandle(p.Handle)
+		if err != nil {
+			return nil, sizes{}, fmt.Errorf("part %d: %w", i, err)
+		}
+		if h == nil {
+			return nil, sizes{}, fmt.Errorf("part %d has no handle", i)
+		}
+		parts = append(parts, javaser.NewObject(b.c.tuple2()).With("f0", h).With("f1", b.c.jdk.Long(p.Offset)))
+	}
+	o := javaser.NewObject(b.c.changelogStream()).
+		With("incrementalSize", k.CheckpointedSize).With("size", k.StateSize).
+		With("handlesAndOffsets", b.c.jdk.ArrayList(parts...)).With("keyGroupRange", r).
+		With("stateHandleID", b.stateHandleID(k.StateHandleID)).With("storageIdentifier", k.StorageIdentifier)
+	return o, sizes{k.StateSize, k.CheckpointedSize}, nil
 }
 
 // incremental returns an IncrementalRemoteKeyedStateHandle.
@@ -669,7 +785,7 @@ func (b *builder) operatorHandle(h *metadata.OperatorHandle) (javaser.Value, siz
 	if h == nil {
 		return nil, sizes{}, nil
 	}
-	if h.Tag != metadata.TagPartitionableOperator {
+	if h.Tag != metadata.TagPartitionableOperator && h.Tag != metadata.TagFileMergingOperator {
 		return nil, sizes{}, fmt.Errorf("operator state handle tag %d is not supported", h.Tag)
 	}
 	modes := []string{"SPLIT_DISTRIBUTE", "UNION", "BROADCAST"}
@@ -690,8 +806,41 @@ func (b *builder) operatorHandle(h *metadata.OperatorHandle) (javaser.Value, siz
 	if err != nil {
 		return nil, sizes{}, err
 	}
+	if h.Tag == metadata.TagFileMergingOperator {
+		return b.fileMergingOperator(h, entries, d, size)
+	}
 	o := javaser.NewObject(b.c.operatorStreamHandle()).
 		With("stateNameToPartitionOffsets", b.c.jdk.HashMap(entries...)).With("delegateStateHandle", d)
+	return o, sizes{size, size}, nil
+}
+
+// fileMergingOperator returns a FileMergingOperatorStreamStateHandle, or
+// the empty one (with Collections.emptyMap()) that a subtask without
+// operator state reports, with its two managed directories.
+func (b *builder) fileMergingOperator(h *metadata.OperatorHandle, entries []javaser.MapEntry, d javaser.Value, size int64) (javaser.Value, sizes, error) {
+	dir := func(p string) (*javaser.Object, error) {
+		path, err := b.path(p)
+		if err != nil {
+			return nil, err
+		}
+		return javaser.NewObject(b.c.directoryHandle()).With("directory", path), nil
+	}
+	taskOwned, err := dir(h.TaskOwnedDir)
+	if err != nil {
+		return nil, sizes{}, fmt.Errorf("task-owned directory: %w", err)
+	}
+	shared, err := dir(h.SharedDir)
+	if err != nil {
+		return nil, sizes{}, fmt.Errorf("shared directory: %w", err)
+	}
+	o := javaser.NewObject(b.c.fileMergingOperator())
+	offsets := javaser.Value(b.c.jdk.HashMap(entries...))
+	if h.EmptyFlag != 0 {
+		o = javaser.NewObject(b.c.emptyFileMergingOperator())
+		offsets = javaser.NewObject(b.c.emptyMap())
+	}
+	o.With("stateNameToPartitionOffsets", offsets).With("delegateStateHandle", d).
+		With("sharedDirHandle", shared).With("taskOwnedDirHandle", taskOwned)
 	return o, sizes{size, size}, nil
 }
 

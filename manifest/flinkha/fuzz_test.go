@@ -2,9 +2,12 @@ package flinkha
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 
+	"github.com/ckptfs/ckptfs/integration/flinkdata"
 	"github.com/ckptfs/ckptfs/manifest/javaser"
 )
 
@@ -25,13 +28,23 @@ func checkDecodeError(t *testing.T, err error, n int) {
 // FuzzDecodeCompletedCheckpoint: no input panics, hangs or allocates
 // without bound; what decodes satisfies the FileRef invariants, and
 // decoding is deterministic. Seeds: HA files of every field set we encode,
-// and (testdata/fuzz) HA files the JDK wrote.
+// (testdata/fuzz) HA files the JDK wrote, and the HA files real Flink
+// wrote in the corpus (flinkdata.Corpus).
 func FuzzDecodeCompletedCheckpoint(f *testing.F) {
 	for _, fs := range fieldSets {
 		spec := sampleSpec(fs)
 		f.Add(encodeSpec(f, spec))
 		spec.Metadata = nil
 		f.Add(encodeSpec(f, spec))
+	}
+	for _, e := range flinkdata.Corpus(f) {
+		for _, c := range e.Checkpoints {
+			data, err := os.ReadFile(filepath.Join(e.Storage(), filepath.FromSlash(c.HAFile)))
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(data)
+		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cc, err := DecodeCompletedCheckpoint(data)

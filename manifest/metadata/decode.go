@@ -342,7 +342,8 @@ func (d *decoder) badUTF(b []byte, what string, err error) error {
 // report hands the reference in d.ref (its path already read) to the
 // visitor.
 func (d *decoder) report(tag byte, size, offset int64) {
-	d.ref.Tag, d.ref.Size, d.ref.Offset, d.ref.Changelog = tag, size, offset, d.changelog > 0
+	changelog := d.changelog > 0
+	d.ref.Tag, d.ref.Size, d.ref.Offset, d.ref.Changelog = tag, FileSize(size, changelog), offset, changelog
 	d.visit.Reference(&d.ref)
 }
 

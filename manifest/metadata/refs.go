@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strings"
 	"unsafe"
 
@@ -75,7 +76,9 @@ type Reference struct {
 	// Relative reports a relative handle (resolved against the directory
 	// holding _metadata).
 	Relative bool
-	// Size is the exact file size, or the segment length; -1 is unknown.
+	// Size is the exact file size (FileSize: one byte more than the
+	// handle records for a changelog file), or the segment length; -1 is
+	// unknown.
 	Size int64
 	// Offset is the start of a segment inside its file.
 	Offset int64
@@ -146,7 +149,7 @@ func (m *Metadata) EachReference(exclusiveDir string, fn func(Reference)) {
 	m.walk(func(h *StreamHandle, changelog bool) {
 		switch h.Tag {
 		case TagFileStream, TagRelativeStream, TagSegmentFile:
-			r := Reference{Path: h.Path, Resolved: h.Path, Size: h.Size, Kind: kindOf(h.Tag, changelog, h.Path, exclusiveDir)}
+			r := Reference{Path: h.Path, Resolved: h.Path, Size: FileSize(h.Size, changelog), Kind: kindOf(h.Tag, changelog, h.Path, exclusiveDir)}
 			switch h.Tag {
 			case TagRelativeStream:
 				r.Relative, r.Resolved = true, ""
@@ -186,7 +189,8 @@ type RawReference struct {
 	Tag byte
 	// Changelog reports a handle inside changelog state.
 	Changelog bool
-	// Size and Offset are as in Reference.
+	// Size and Offset are as in Reference: Size is a file's length, which
+	// for a changelog file counts one byte more than its handle (FileSize).
 	Size   int64
 	Offset int64
 }
@@ -215,6 +219,22 @@ type Summary struct {
 	// InlineCount and InlineBytes are what Metadata.Inline returns.
 	InlineCount int
 	InlineBytes int64
+}
+
+// FileSize is the length of the file that a stream handle of size bytes
+// names (-1: unknown). A changelog (DSTL) file starts with one byte that
+// says whether the rest is compressed, which its handle does not count:
+// flink-dstl-dfs's StateChangeFsUploader writes the byte, then the changes,
+// and records their length as the handle's size; its readers
+// (ChangelogStreamWrapper.wrapAndSeek) read the byte before seeking to a
+// part's offset. The length of a compressed file (dstl.dfs.compression.enabled,
+// off by default) cannot be known from its handle: this is the length of
+// an uncompressed one.
+func FileSize(size int64, changelog bool) int64 {
+	if changelog && size >= 0 && size < math.MaxInt64 {
+		return size + 1
+	}
+	return size
 }
 
 // kindOf gives the Kind of a reference by the tag of its handle.

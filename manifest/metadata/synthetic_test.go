@@ -227,7 +227,7 @@ func TestReferencesResolveAndClassify(t *testing.T) {
 		"0c5a2d7f-op": {Path: "0c5a2d7f-op", Resolved: "/replica/job/chk-42/0c5a2d7f-op", Relative: true, Size: 34, Kind: KindExclusive},
 		"hdfs://nn:8020/flink/checkpoints/0123456789abcdef0123456789abcdef/shared/sst-uuid": {
 			Path: "hdfs://nn:8020/flink/checkpoints/0123456789abcdef0123456789abcdef/shared/sst-uuid", Resolved: "hdfs://nn:8020/flink/checkpoints/0123456789abcdef0123456789abcdef/shared/sst-uuid", Size: 5000, Kind: KindShared},
-		"s3://bucket/dstl/f2": {Path: "s3://bucket/dstl/f2", Resolved: "s3://bucket/dstl/f2", Size: 400, Kind: KindChangelog},
+		"s3://bucket/dstl/f2": {Path: "s3://bucket/dstl/f2", Resolved: "s3://bucket/dstl/f2", Size: 401, Kind: KindChangelog}, // and the compression flag
 		"/abs/savepoint-file": {Path: "/abs/savepoint-file", Resolved: "/abs/savepoint-file", Size: 11, Kind: KindOther},
 	}
 	found := 0

@@ -16,6 +16,7 @@ import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.FilterFunction;
 import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.functions.RuntimeContext;
+import org.apache.flink.api.common.state.MapStateDescriptor;
 import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
@@ -26,9 +27,11 @@ import org.apache.flink.configuration.Configuration;
 import org.apache.flink.runtime.state.FunctionInitializationContext;
 import org.apache.flink.runtime.state.FunctionSnapshotContext;
 import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
+import org.apache.flink.streaming.api.datastream.BroadcastStream;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
+import org.apache.flink.streaming.api.functions.co.BroadcastProcessFunction;
 import org.apache.flink.util.Collector;
 
 /**
@@ -53,6 +56,9 @@ public final class SeqJob {
         int payload = 0;
         String report = null;
         String name = "ckptfs-seqjob";
+        // corpus kinds (integration/realflink corpus_test.go); off by default
+        long slowMs = 0;
+        int broadcast = 0;
         // local (MiniCluster) mode only
         String localCheckpointDir = null;
         long localCheckpointIntervalMs = 1000;
@@ -93,6 +99,12 @@ public final class SeqJob {
                     break;
                 case "--name":
                     a.name = v;
+                    break;
+                case "--slow-ms":
+                    a.slowMs = Long.parseLong(v);
+                    break;
+                case "--broadcast":
+                    a.broadcast = Integer.parseInt(v);
                     break;
                 case "--local-checkpoint-dir":
                     a.localCheckpointDir = v;
@@ -179,7 +191,7 @@ public final class SeqJob {
                         .uid("ckptfs-state");
 
         processed
-                .filter(new Never())
+                .filter(a.slowMs > 0 ? new SlowNever(a.slowMs) : new Never())
                 .setParallelism(a.parallelism)
                 .name("drop-all")
                 .uid("ckptfs-drop-all")
@@ -188,7 +200,60 @@ public final class SeqJob {
                 .name("sink")
                 .uid("ckptfs-sink");
 
+        if (a.broadcast > 0) {
+            // A bounded source that finishes (a job with finished tasks)
+            // feeding broadcast state; the rate-limited stream keeps the
+            // broadcast operator running.
+            BroadcastStream<Long> rules =
+                    env.fromSequence(0, a.broadcast - 1)
+                            .setParallelism(1)
+                            .name("rules")
+                            .uid("ckptfs-rules")
+                            .broadcast(RULES);
+            limited.connect(rules)
+                    .process(new KeepRules(), Types.LONG)
+                    .setParallelism(a.parallelism)
+                    .name("broadcast")
+                    .uid("ckptfs-broadcast")
+                    .print()
+                    .setParallelism(a.parallelism)
+                    .name("broadcast-sink")
+                    .uid("ckptfs-broadcast-sink");
+        }
+
         env.execute(a.name);
+    }
+
+    static final MapStateDescriptor<Long, Long> RULES =
+            new MapStateDescriptor<>("rules", Types.LONG, Types.LONG);
+
+    /** Keeps every broadcast element in broadcast state; emits nothing. */
+    public static final class KeepRules extends BroadcastProcessFunction<Long, Long, Long> {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        public void processElement(Long v, ReadOnlyContext ctx, Collector<Long> out) {}
+
+        @Override
+        public void processBroadcastElement(Long v, Context ctx, Collector<Long> out) throws Exception {
+            ctx.getBroadcastState(RULES).put(v, v * v);
+        }
+    }
+
+    /** Drops everything, slowly: the upstream channels fill (backpressure). */
+    public static final class SlowNever implements FilterFunction<Long> {
+        private static final long serialVersionUID = 1L;
+        private final long ms;
+
+        public SlowNever(long ms) {
+            this.ms = ms;
+        }
+
+        @Override
+        public boolean filter(Long v) throws Exception {
+            Thread.sleep(ms);
+            return false;
+        }
     }
 
     // ---------------------------------------------------------------- functions

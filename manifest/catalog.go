@@ -409,7 +409,6 @@ func (c *Catalog) Refresh(ctx context.Context) {
 		return err == nil && (found[rel][name] != nil || savepoints[rel][name] != nil)
 	})
 
-	protected := c.protectionOf(found)
 	c.mu.RLock()
 	prevHA := c.haJudged
 	c.mu.RUnlock()
@@ -427,6 +426,11 @@ func (c *Catalog) Refresh(ctx context.Context) {
 	if errors.Is(haErr, ErrBackingTimeout) {
 		timeouts++
 	}
+	judged := prevHA
+	if haErr == nil {
+		judged = ha.judged
+	}
+	protected := c.protectionOf(found, judged)
 	c.mu.Lock()
 	oldSavepoints := c.savepoints
 	old = c.jobs

@@ -23,8 +23,9 @@ type DeletionGuard interface {
 	// removing rel (relative to the backing directory, "/"-separated; a
 	// directory removed recursively reaches it file by file) would take
 	// something of the newest complete checkpoint of a job: its chk-N
-	// directory or anything below it, or a file it references elsewhere
-	// (shared/ state of incremental checkpoints). Nil otherwise.
+	// directory or anything below it, a file it references elsewhere
+	// (shared/ state of incremental checkpoints), or the HA file
+	// (completedCheckpoint<hex>) that names it. Nil otherwise.
 	ProtectsDeletion(rel string) error
 }
 
@@ -40,8 +41,9 @@ type protection struct {
 }
 
 // protectionOf lists what the newest complete checkpoint of each job in
-// found (job directory -> chk-N -> verdict) holds.
-func (c *Catalog) protectionOf(found map[string]map[string]*Verdict) protection {
+// found (job directory -> chk-N -> verdict) holds, with the HA files
+// (judged by the HA scan) that name it.
+func (c *Catalog) protectionOf(found map[string]map[string]*Verdict, judged map[string]haJudged) protection {
 	p := protection{dirs: map[string]string{}, files: map[string]string{}}
 	res := c.cfg.Verifier.Resolver()
 	for job, chks := range found {
@@ -76,6 +78,11 @@ func (c *Catalog) protectionOf(found map[string]map[string]*Verdict) protection 
 			if rel, err := filepath.Rel(c.cfg.Backing, local); err == nil && !strings.HasPrefix(rel, "..") {
 				p.files[filepath.ToSlash(rel)] = what
 			}
+		}
+	}
+	for rel, j := range judged {
+		if what, ok := p.dirs[j.chkDir]; ok && j.chkDir != "" {
+			p.files[rel] = what + " (its HA file)"
 		}
 	}
 	return p

@@ -53,6 +53,11 @@ type haStat struct {
 type haJudged struct {
 	st       haStat
 	complete bool
+	// chkDir is, for a checkpoint's HA file (completedCheckpoint<hex>),
+	// the checkpoint directory it names, relative to the backing
+	// directory ("" when it does not decode or names none here): the
+	// deletion guard keeps the HA file with the checkpoint.
+	chkDir string
 }
 
 // scanHAFiles finds and judges the HA state files below the backing
@@ -82,6 +87,9 @@ func (c *Catalog) scanHAFiles(ctx context.Context, prev map[string]haJudged) (co
 				continue
 			}
 			kind := haFileKind(rel, name)
+			if kind == "" && strings.HasPrefix(name, "completedCheckpoint") {
+				kind = "checkpoint"
+			}
 			if kind == "" || !e.Type().IsRegular() {
 				continue
 			}
@@ -96,7 +104,12 @@ func (c *Catalog) scanHAFiles(ctx context.Context, prev map[string]haJudged) (co
 			}
 			j, ok := prev[child]
 			if !ok || j.st != st {
-				j = haJudged{st: st, complete: judgeHAFile(filepath.Join(c.cfg.Backing, child), kind, name)}
+				local := filepath.Join(c.cfg.Backing, child)
+				if kind == "checkpoint" {
+					j = haJudged{st: st, chkDir: c.haCheckpointDir(local)}
+				} else {
+					j = haJudged{st: st, complete: judgeHAFile(local, kind, name)}
+				}
 			}
 			judged[child] = j
 			if j.complete {
@@ -139,4 +152,32 @@ func judgeHAFile(local, kind, name string) bool {
 		return err == nil && jr.JobID == job
 	}
 	return false
+}
+
+// haCheckpointDir decodes a checkpoint's HA file and returns the
+// checkpoint directory it names, relative to the backing directory, or
+// "".
+func (c *Catalog) haCheckpointDir(local string) string {
+	f, err := os.Open(local)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxHAFileSize+1))
+	if err != nil || len(data) > MaxHAFileSize {
+		return ""
+	}
+	cc, err := flinkha.DecodeCompletedCheckpoint(data)
+	if err != nil || cc.ExternalPointer == "" {
+		return ""
+	}
+	dir, err := c.cfg.Verifier.Resolver().Local(cc.ExternalPointer)
+	if err != nil {
+		return ""
+	}
+	rel, err := filepath.Rel(c.cfg.Backing, dir)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return ""
+	}
+	return filepath.ToSlash(rel)
 }

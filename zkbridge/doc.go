@@ -51,7 +51,7 @@
 //	epoch                         decimal activation counter
 //	active-site                   the site allowed to write
 //	takeover/_c_<guid>-lock-<seq> the takeover lock (ephemeral, sequential, protected)
-//	pruned/<job>/<%019d>          backup of a retracted pointer (JSON, Backup)
+//	pruned/<job>/<%019d>          backup of a retracted or kept pointer (JSON, Backup)
 //	sites/<site>/jobs/<job>       marker: newest complete checkpoint (JSON)
 //
 // In Flink's namespace it only ever deletes pointers (and their locks

@@ -253,6 +253,12 @@ func writeStatusText(w io.Writer, rep *zkbridge.StatusReport) {
 		if len(j.Pruned) > 0 {
 			fmt.Fprintf(w, "  retracted by a takeover (restore-pruned puts them back): %v\n", j.Pruned)
 		}
+		if len(j.KeptBackups) > 0 {
+			fmt.Fprintf(w, "  kept by a takeover and backed up (restore-pruned brings back those Flink deleted): %v\n", j.KeptBackups)
+		}
+		if j.Takeover.Refused {
+			fmt.Fprintf(w, "  a takeover here would refuse the job (%s): %s\n", j.Takeover.Reason, j.Takeover.Detail)
+		}
 		for _, n := range j.Notes {
 			fmt.Fprintf(w, "  note: %s\n", n)
 		}

@@ -446,7 +446,7 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 	}
 
 	if r.failRestore {
-		w.failedJob(ctx, t, fl2, zc2.Conn, loss)
+		w.failedJob(ctx, t, c, fl2, zc2.Conn, loss)
 		return *out
 	}
 
@@ -1048,10 +1048,10 @@ func (w *world) poisonRestore(t *testing.T, loss *atLoss) []string {
 // checkpoints through the promoted mount. With the guard (DC2's mount's
 // default) every file of the checkpoint the takeover kept is still on
 // DC2's NAS, refusals logged; without it, Flink deleted them: the harm.
-func (w *world) failedJob(ctx context.Context, t *testing.T, fl *Cluster, conn *zk.Conn, loss *atLoss) {
+func (w *world) failedJob(ctx context.Context, t *testing.T, c *zktest.Cluster, fl *Cluster, conn *zk.Conn, loss *atLoss) {
 	t.Helper()
 	files := w.poisonRestore(t, loss)
-	jm, _ := w.startFlink(t, fl, "dc2")
+	jm, tm := w.startFlink(t, fl, "dc2")
 	waitJob(ctx, t, fl, w.job, "FAILED")
 	w.say(t, "DC2: the job reached FAILED (a bounded restart strategy, restores that fail)")
 	graph := pathRoot + w.clusterID + "/jobgraphs/" + w.job
@@ -1104,6 +1104,42 @@ func (w *world) failedJob(ctx context.Context, t *testing.T, fl *Cluster, conn *
 	if len(gone) > 0 || refused == 0 {
 		t.Fatalf("with the guard, Flink deleted %v of checkpoint %d (refusals logged: %d)", gone, loss.optimal, refused)
 	}
+	// Flink removed the pointers; the guard kept the checkpoint and its
+	// HA file, the takeover a backup of the pointer: restore-pruned
+	// --recreate-job puts it back, verified complete (once DC2's stopped
+	// JobManager's session has expired).
+	if ids, _ := w.pointerIDs(conn); len(ids) != 0 {
+		t.Fatalf("pointers %v after the FAILED job's clean-up", ids)
+	}
+	jm.Kill()
+	tm.Kill()
+	var code int
+	var said string
+	waitUntil(t, stepTimeout, "restore-pruned --recreate-job", func() bool {
+		code, said = w.restorePruned(t, c, "--recreate-job", "--job", w.job)
+		return code != 5
+	})
+	ids, _ := w.pointerIDs(conn)
+	w.say(t, "ckptfs restore-pruned --recreate-job on DC2: exit %d, pointers now %v\n%s", code, ids, said)
+	if code != 0 || !slices.Contains(ids, loss.optimal) {
+		t.Fatalf("restore-pruned --recreate-job: exit %d, pointers %v; want %d back", code, ids, loss.optimal)
+	}
+}
+
+// restorePruned runs ckptfs restore-pruned on DC2.
+func (w *world) restorePruned(t *testing.T, c *zktest.Cluster, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"restore-pruned", "--zk", c.ConnectString(2, 3, 4), "--site", "dc2",
+		"--cluster-id", w.clusterID, "--path-root", pathRoot, "--map", w.uri() + "=" + w.backing["dc2"],
+		"--flink-session-timeout", flinkSession.String()}, args...)...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(out)
+	} else if err != nil {
+		t.Fatalf("restore-pruned: %v", err)
+	}
+	return 0, string(out)
 }
 
 // TestIntegration_RealFlinkFailedJob: after a correct takeover, the

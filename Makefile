@@ -15,12 +15,12 @@ LDFLAGS := -X main.version=$(VERSION)
 FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDecode:600000 \
 	./manifest/flinkha:FuzzDecodeCompletedCheckpoint:400000 ./manifest/flinkha:FuzzDecodeStateHandle:600000 \
 	./manifest/flinkha:FuzzDecodeLeaderInfo:500000 ./manifest/flinkha:FuzzPathToURI:500000 \
-	./manifest/flinkha:FuzzDecodeJobGraph:40000 ./manifest/flinkha:FuzzDecodeJobResult:100000 \
+	./manifest/flinkha:FuzzDecodeJobGraph:40000 ./manifest/flinkha:FuzzDecodeJobResult:60000 \
 	./flinkconf:FuzzParse:150000 ./flinkconf:FuzzParseMap:300000 \
 	./internal/zksasl:FuzzExchange:150000 ./internal/zksasl:FuzzDigestResponse:250000
 FUZZTIME ?= 10m
 
-.PHONY: all build deps flink chaos-flink chaos-net bench-wan harvest corpus test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
+.PHONY: all build deps flink chaos-flink chaos-net guard-flink bench-wan harvest corpus corpus-restore test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
 
 all: build
 
@@ -66,7 +66,7 @@ vet:
 REQUIRE := CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_JDK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_REQUIRE_SYSTEMD=1 CKPTFS_REQUIRE_FLINK=1
 test: deps flink vet build
 	$(REQUIRE) $(GO) test -race -count=1 -timeout 18m $$($(GO) list ./... | grep -v /integration/realflink)
-	$(REQUIRE) $(GO) test -race -count=1 -timeout 15m ./integration/realflink/
+	$(REQUIRE) $(GO) test -race -count=1 -timeout 20m ./integration/realflink/
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; fn=$${rest%%:*}; n=$${rest#*:}; \
 		echo "fuzz $$pkg $$fn ($${n} executions)"; \
@@ -158,6 +158,17 @@ chaos-net: deps build
 		nice -n 19 $(GO) test -count=1 -run '^TestChaosNet$$' -v -timeout 600m ./integration/realflink/ \
 		| grep -v -e '^ *logging.go' -e '^=== '"
 
+# Real Flink destroying what a failover restored, and the promoted mount's
+# deletion guard stopping it (issue 16): after a takeover, a restore that
+# fails for a reason ckptfs cannot see and a bounded restart strategy end
+# the job in FAILED; with the guard the checkpoint stays, without it
+# Flink deletes it. About 2 to 4 minutes; not in make test. Also the
+# real Flink 1.15.4 test of use-old-ha-services (fetched first).
+guard-flink: deps flink build
+	@bash flink/fetch.sh 1.15.4 >/dev/null
+	CKPTFS_FAILED_JOB=1 $(REQUIRE) $(GO) test -count=1 -run '^(TestIntegration_RealFlinkFailedJob|TestIntegration_RealFlink115OldHAServices)$$' -v -timeout 30m ./integration/realflink/ \
+		| grep -v -e '^ *logging.go' -e '^=== '
+
 # Regenerates the fixtures harvested from real Flink (the ZooKeeper tree,
 # HA files and _metadata of a running job, per release marked test) in
 # integration/realflink/testdata; make test reads them without Flink.
@@ -174,6 +185,13 @@ harvest: deps flink build
 corpus: deps flink build
 	CKPTFS_CORPUS=integration/flinkdata/corpus CKPTFS_CORPUS_VERSIONS="$(CORPUS_VERSIONS)" CKPTFS_CORPUS_KINDS="$(CORPUS_KINDS)" \
 		$(REQUIRE) nice -n 19 $(GO) test -count=1 -run '^TestCorpus$$' -v -timeout 120m ./integration/realflink/
+
+# Real Flink restores every committed corpus entry through a ckptfs replica
+# mount; with one referenced file removed, the mount hides it and Flink
+# fails without ckptfs too (CORPUS_KINDS limits it). About 40 s per entry.
+corpus-restore: deps flink build
+	CKPTFS_CORPUS_RESTORE=1 CKPTFS_CORPUS_KINDS="$(CORPUS_KINDS)" \
+		$(REQUIRE) nice -n 19 $(GO) test -count=1 -run '^TestCorpusRestore$$' -v -timeout 120m ./integration/realflink/
 
 # One narrated run of the two-site failover with real Flink (a JobManager
 # and a TaskManager per site, five ZooKeeper servers, two ckptfs mounts),

@@ -88,9 +88,14 @@ func Run(ctx context.Context, cfg Config) error {
 		} else {
 			log.Warn("checkpoint no longer complete", attrs...)
 		}
-		if err := srv.Invalidate(ch.Dir, ch.Name); err != nil {
-			log.Warn("invalidating kernel cache", append(attrs, "err", err)...)
-		}
+		// Off the catalog's pass: the kernel takes the directory's lock
+		// to invalidate, and a lookup hung on the NAS in that directory
+		// holds it. The entry expires within EntryTimeout meanwhile.
+		go func() {
+			if err := srv.Invalidate(ch.Dir, ch.Name); err != nil {
+				log.Warn("invalidating kernel cache", append(attrs, "err", err)...)
+			}
+		}()
 	})
 	unmounted := make(chan struct{})
 	go func() { srv.Wait(); close(unmounted) }()
@@ -124,9 +129,12 @@ func Run(ctx context.Context, cfg Config) error {
 	// they are left behind when the daemon stops.
 	g.Go(func() error { detached(gctx, func() { watchBacking(gctx, cfg.Backing, p.catalog, log) }); return nil })
 	g.Go(func() error { detached(gctx, func() { pin.run(gctx, cfg.FollowInterval, srv, log) }); return nil })
+	probe := &backingProbe{backing: cfg.Backing, timeout: cfg.Catalog.BackingTimeout}
+	g.Go(func() error { probe.run(gctx, cfg.Catalog.Poll, srv.Mode); return nil })
 	g.Go(func() error { return f.run(gctx) })
 	if metricsLn != nil {
-		src := metrics.Sources{Site: cfg.Site, Version: cfg.Version, Catalog: p.catalog, Poll: cfg.Catalog.Poll, Mount: srv, ZooKeeper: zkm, Backing: pin.problem}
+		src := metrics.Sources{Site: cfg.Site, Version: cfg.Version, Catalog: p.catalog, Poll: cfg.Catalog.Poll, Mount: srv, ZooKeeper: zkm, Backing: pin.problem,
+			Probe: probe.problem, ProbeDuration: probe.Duration}
 		hs := &http.Server{
 			Handler:           metrics.Handler(metrics.NewRegistry(src), src),
 			ReadHeaderTimeout: 10 * time.Second,
@@ -181,7 +189,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 // stopGrace bounds each wait of a stopping daemon for work that waits on
 // the backing file system (a hung NAS): the rest ends without it.
-const stopGrace = 5 * time.Second
+const stopGrace = 2 * time.Second
 
 // waitAtMost waits until done is closed or d has passed, and says which.
 func waitAtMost(done <-chan struct{}, d time.Duration) bool {

@@ -209,13 +209,12 @@ func (fsys *fileSystem) setMode(m Mode) (old Mode, epoch uint64) {
 		fsys.epochNow.Store(fsys.epoch)
 	}
 	if m.writable() && !old.writable() && fsys.guard != nil && fsys.guardGrace > 0 {
-		until := fsys.now().Add(fsys.guardGrace)
-		fsys.guardUntil.Store(until.UnixNano())
+		fsys.guardUntil.Store(fsys.now().Add(fsys.guardGrace).UnixNano())
 		what := "refused"
 		if fsys.guardHold {
 			what = "held"
 		}
-		fsys.log.Info("deletion guard armed: a deletion of the newest complete checkpoint of a job is "+what+" until the grace period ends", "remaining", fsys.guardGrace.String())
+		fsys.log.Info("deletion guard armed: deletions of the newest complete checkpoint of a job are "+what, "remaining", fsys.guardGrace.String())
 	}
 	return old, fsys.epoch
 }
@@ -280,11 +279,11 @@ func (fsys *fileSystem) guardDelete(ctx context.Context, rel, op string) syscall
 	}
 	if !fsys.guardHold {
 		fsys.stats.deletionsRefused.Add(1)
-		fsys.log.Warn("deletion refused: it would remove the newest complete checkpoint of a job after a takeover", "op", op, "dir", rel, "reason", err.Error(), "remaining", left.Round(time.Second).String())
+		fsys.log.Warn("deletion refused: it would remove the newest complete checkpoint of a job after a takeover", "op", op, "file", rel, "reason", err.Error(), "remaining", left.Round(time.Second).String())
 		return fsys.errnoFor(err)
 	}
 	fsys.stats.deletionsHeld.Add(1)
-	fsys.log.Warn("deletion held until the grace period ends: it would remove the newest complete checkpoint of a job after a takeover", "op", op, "dir", rel, "reason", err.Error(), "remaining", left.Round(time.Second).String())
+	fsys.log.Warn("deletion held until the grace period ends: it would remove the newest complete checkpoint of a job after a takeover", "op", op, "file", rel, "reason", err.Error(), "remaining", left.Round(time.Second).String())
 	t := time.NewTimer(left)
 	defer t.Stop()
 	select {

@@ -197,6 +197,10 @@ const (
 	stuckGrace  = 3 * time.Second
 )
 
+// invalidateWait bounds how long SetMode waits for the kernel to drop
+// its cached names.
+const invalidateWait = time.Second
+
 // ErrRequestsStuck: Unmount unmounted, but requests being served still
 // wait on the backing file system (a hung NAS), and it left them.
 var ErrRequestsStuck = errors.New("requests still wait on the backing file system")
@@ -261,7 +265,15 @@ func (s *Server) SetMode(m Mode) error {
 		s.fsys.log.Info("mode changed", "from", old.String(), "to", m.String())
 	}
 	if old.filtered() != m.filtered() {
-		s.invalidateAll()
+		// The kernel takes each directory's lock to invalidate, and a
+		// lookup hung on the NAS holds it: wait a little, not for it.
+		done := make(chan struct{})
+		go func() { s.invalidateAll(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(invalidateWait):
+			s.fsys.log.Warn("dropping the kernel's cached names waits on a directory (a lookup hung on the backing file system); going on", "waited", invalidateWait)
+		}
 	}
 	if !m.writable() {
 		return errors.Join(s.fsys.waitMutations(epoch), s.revokeWriters())

@@ -136,6 +136,12 @@ type Catalog struct {
 	// protected: GUARDED_BY(mu). What the newest complete checkpoint of
 	// each job holds (DeletionGuard).
 	protected protection
+	// haComplete: GUARDED_BY(mu). The HA state files (job graphs, blobs,
+	// job results) found complete, by relative path; haJudged what the
+	// last pass judged, so that a file is judged again only when it
+	// changed.
+	haComplete map[string]bool
+	haJudged   map[string]haJudged
 
 	workMu sync.Mutex
 	// work: GUARDED_BY(workMu). The backing work started and not ended,
@@ -246,6 +252,15 @@ func (c *Catalog) Visible(dir, name string) error {
 	}
 	if c.isHiddenName(name) {
 		return ErrHidden
+	}
+	if haFileKind(dir, name) != "" {
+		c.mu.RLock()
+		ok := c.haComplete[strings.TrimPrefix(dir+"/"+name, "/")]
+		c.mu.RUnlock()
+		if !ok {
+			return ErrIncomplete
+		}
+		return nil
 	}
 	verdicts := &c.jobs
 	if _, ok := CheckpointIDFromDirName(name); !ok {
@@ -395,11 +410,31 @@ func (c *Catalog) Refresh(ctx context.Context) {
 	})
 
 	protected := c.protectionOf(found)
+	c.mu.RLock()
+	prevHA := c.haJudged
+	c.mu.RUnlock()
+	type haScan struct {
+		complete map[string]bool
+		judged   map[string]haJudged
+	}
+	ha, haErr := bounded(ctx, c, haFilesKey, func(ctx context.Context) (haScan, error) {
+		complete, judged := c.scanHAFiles(ctx, prevHA)
+		return haScan{complete, judged}, ctx.Err()
+	})
+	if ctx.Err() != nil {
+		return
+	}
+	if errors.Is(haErr, ErrBackingTimeout) {
+		timeouts++
+	}
 	c.mu.Lock()
 	oldSavepoints := c.savepoints
 	old = c.jobs
 	c.jobs, c.savepoints = found, savepoints
 	c.protected = protected
+	if haErr == nil {
+		c.haComplete, c.haJudged = ha.complete, ha.judged
+	}
 	c.stats.Passes++
 	c.stats.BackingTimeouts += timeouts
 	c.stats.LastPass = time.Now()

@@ -314,7 +314,7 @@ func TestCorpusKinds(t *testing.T) {
 // of that checkpoint declares, with the same serialVersionUIDs and fields
 // (2.x's operatorName, operatorUid and upstreamOutputBufferState among
 // them), and names the same files. Shapes the encoder still refuses are
-// logged: file-merging operator handles, merged channel handles.
+// logged: 2.x's merged channel handles.
 func TestCorpusHAEncoderMatches(t *testing.T) {
 	// The one difference left: 1.20 wraps a result subpartition handle's
 	// offsets in Collections.unmodifiableList; the encoder writes the

@@ -40,7 +40,8 @@
 // JobManager process. VerifyJobHA judges them per job (hastate.go): the
 // HA file at its recorded size deserializing completely, each blob with
 // the SHA-1 its key names (Flink records no size), each result entry
-// complete JSON.
+// complete JSON. A Catalog hides those that are not complete from a
+// replica mount, as it hides incomplete checkpoints (hafiles.go).
 //
 // The names ckptfs gives a meaning to, .ckptfs (IsStateDir), chk-N
 // (CheckpointIDFromDirName) and savepoint-... (IsSavepointDirName), and

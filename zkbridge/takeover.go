@@ -390,7 +390,7 @@ func (b *Bridge) takeoverJob(ctx context.Context, paths ckptfsPaths, lock *takeo
 			jt.Reason = d.Detail + "; nothing changed for the job"
 			js.MarkerPath = marker.Path
 			jt.RestoreHint = b.restoreHint(ctx, l, js)
-			log.Warn("job refused", "reason", string(d.Reason), "detail", d.Detail, "pointers", fmt.Sprint(plan.Keep))
+			log.Warn("job refused", "reason", string(d.Reason)+": "+d.Detail, "pointers", fmt.Sprint(plan.Keep))
 			return jt, nil
 		}
 		if len(plan.Retract) == 0 || opts.DryRun {

@@ -1,63 +1,52 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
-	"sort"
 	"strings"
-	"syscall"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ckptfs/ckptfs/integration/flinkdata"
 	"github.com/ckptfs/ckptfs/integration/mounttest"
+	"github.com/ckptfs/ckptfs/integration/replication"
 	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
-// TestMountReplicaCorpus copies the newest checkpoint and the savepoints
-// of every corpus entry (real Flink, every kind: flinkdata.Corpus) into
-// the backing directory behind one replica mount, file by file in random
-// order with _metadata first, each entry by another of the three copiers,
-// to the directory of Flink's storage root that the mount maps. Until the
-// last referenced file has arrived, the checkpoint or savepoint directory
-// is hidden; then it shows. The State Processor API's savepoints are left
-// out: Flink does not name their directory (flinkdata/corpus/README.md).
-func TestMountReplicaCorpus(t *testing.T) {
+// TestMountReplicaCorpusSimulators: each of the three replication
+// simulators (snapshot, file-level, per-object; integration/replication)
+// copies the whole corpus, in its own random order, into the backing
+// directory of a replica mount. Before its operations (every 19th, and
+// with pauses longer than a catalog pass at a few random ones) no
+// checkpoint or savepoint the mount shows may lack a byte of a file it
+// references; once the copy is done, every one of them shows.
+func TestMountReplicaCorpusSimulators(t *testing.T) {
 	mounttest.RequireFUSE(t)
 	entries := flinkdata.Corpus(t)
 	top := t.TempDir()
-	backing, mnt := filepath.Join(top, "backing"), filepath.Join(top, "mnt")
-	os.MkdirAll(mnt, 0o755)
-	const poll = 150 * time.Millisecond
-	args := []string{"--mode", "replica", "--poll", poll.String()}
-	for i, e := range entries {
-		root := filepath.Join(backing, fmt.Sprintf("e%02d", i))
-		os.MkdirAll(root, 0o755)
-		args = append(args, "--map", e.StorageRootURI+"="+root)
+	src := filepath.Join(top, "src")
+	type need struct {
+		length int64
+		exact  bool // else at least length: a file-merging segment's end
 	}
-	startMount(t, append(args, backing, mnt)...)
-	copiers := replicaCopiers()
-	kinds := slices.Sorted(func(yield func(string) bool) {
-		for k := range copiers {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	rng := rand.New(rand.NewPCG(15, 15))
-	shown := 0
+	type state struct {
+		entry, dir string
+		files      map[string]need // below the entry's directory
+	}
+	var states []state
 	for i, e := range entries {
 		name := fmt.Sprintf("e%02d", i)
-		copier := kinds[i%len(kinds)]
-		copyFile := copiers[copier]
+		if err := os.CopyFS(filepath.Join(src, name), os.DirFS(e.Storage())); err != nil {
+			t.Fatal(err)
+		}
 		var dirs []string
-		if n := len(e.Checkpoints); n > 0 {
-			dirs = append(dirs, e.Checkpoints[n-1].Dir)
+		for _, c := range e.Checkpoints {
+			dirs = append(dirs, c.Dir)
 		}
 		for _, s := range e.Savepoints {
 			if s.Format != "SPA" {
@@ -65,76 +54,115 @@ func TestMountReplicaCorpus(t *testing.T) {
 			}
 		}
 		for _, dir := range dirs {
-			files, mkdirs := corpusNeeds(t, &e, dir)
-			for _, d := range mkdirs {
-				os.MkdirAll(filepath.Join(backing, name, d), 0o755)
+			st := state{entry: name, dir: dir, files: map[string]need{}}
+			meta := dir + "/" + manifest.MetadataFile
+			m, err := metadata.DecodeFile(filepath.Join(e.Storage(), meta), metadata.Options{})
+			if err != nil {
+				t.Fatal(err)
 			}
-			os.MkdirAll(filepath.Join(backing, name, dir), 0o755)
-			rng.Shuffle(len(files), func(a, b int) { files[a], files[b] = files[b], files[a] })
-			order := append([]string{dir + "/" + manifest.MetadataFile}, files...)
-			var missing []string
-			for _, rel := range order {
-				if _, err := os.Stat(filepath.Join(backing, name, rel)); err != nil {
-					missing = append(missing, rel)
-				}
+			fi, err := os.Stat(filepath.Join(e.Storage(), meta))
+			if err != nil {
+				t.Fatal(err)
 			}
-			mdir := filepath.Join(mnt, name, dir)
-			for j, rel := range missing {
-				if j == len(missing)-1 && j > 0 {
-					time.Sleep(poll + 100*time.Millisecond) // give a pass the chance to be wrong
-					if _, err := os.Stat(mdir); !errors.Is(err, syscall.ENOENT) {
-						t.Errorf("%s %s (%s): shown without %s: %v", e.Release, e.Kind, dir, rel, err)
-					}
+			st.files[meta] = need{fi.Size(), true}
+			for _, r := range m.References(e.StorageRootURI + "/" + dir) {
+				if r.Kind == metadata.KindDirectory {
+					continue
 				}
-				data, err := os.ReadFile(filepath.Join(e.Storage(), rel))
+				rel, err := filepath.Rel(e.StorageRoot(), strings.TrimPrefix(strings.TrimPrefix(r.Resolved, "file:"), "//"))
 				if err != nil {
 					t.Fatal(err)
 				}
-				dst := filepath.Join(backing, name, rel)
-				os.MkdirAll(filepath.Dir(dst), 0o755)
-				copyFile(t, filepath.Dir(dst), filepath.Base(dst), data)
+				n := st.files[rel]
+				st.files[rel] = need{max(n.length, r.MinLength()), r.ExactSize()}
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				if _, err := os.Stat(mdir); err == nil {
-					shown++
-					break
+			states = append(states, st)
+		}
+	}
+	const poll = 150 * time.Millisecond
+	for k, kind := range []string{"snapshot", "filelevel", "perobject"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := filepath.Join(top, kind)
+			backing, mnt := filepath.Join(dir, "backing"), filepath.Join(dir, "mnt")
+			os.MkdirAll(backing, 0o755)
+			os.MkdirAll(mnt, 0o755)
+			args := []string{"--mode", "replica", "--poll", poll.String()}
+			for i, e := range entries {
+				args = append(args, "--map", e.StorageRootURI+"="+filepath.Join(backing, fmt.Sprintf("e%02d", i)))
+			}
+			startMount(t, append(args, backing, mnt)...)
+			var mu sync.Mutex
+			ops, violations := 0, 0
+			rng := rand.New(rand.NewPCG(uint64(k), 15))
+			check := func() {
+				for _, s := range states {
+					if _, err := os.Stat(filepath.Join(mnt, s.entry, s.dir)); err != nil {
+						continue
+					}
+					for rel, n := range s.files {
+						fi, err := os.Stat(filepath.Join(backing, s.entry, rel))
+						if err != nil || n.exact && fi.Size() != n.length || fi.Size() < n.length {
+							violations++
+							t.Errorf("%s %s shown while %s is not whole (%v)", s.entry, s.dir, rel, err)
+						}
+					}
 				}
+			}
+			o := replication.Options{Source: src, Dest: backing, Rand: rand.New(rand.NewPCG(uint64(k), 1)), ChunkSize: 2048,
+				Hook: func(replication.Op) error {
+					mu.Lock()
+					defer mu.Unlock()
+					ops++
+					if rng.IntN(300) == 0 {
+						time.Sleep(poll + 100*time.Millisecond) // a catalog pass
+					}
+					if ops%19 == 0 {
+						check()
+					}
+					return nil
+				}}
+			var repl replication.Replicator
+			var err error
+			switch kind {
+			case "snapshot":
+				repl, err = replication.NewSnapshot(replication.SnapshotOptions{Options: o})
+			case "filelevel":
+				repl, err = replication.NewFileLevel(o)
+			case "perobject":
+				repl, err = replication.NewPerObject(replication.PerObjectOptions{Options: o, MinDelay: time.Millisecond, MaxDelay: 50 * time.Millisecond})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// One pass: a second scan of the per-object simulator would
+			// copy again, in place, files whose copy had not yet set their
+			// times, and a checkpoint once whole would lose bytes again
+			// (what a replica does then is for the next catalog pass).
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- repl.Pass(ctx) }()
+			deadline := time.Now().Add(60 * time.Second)
+			for shown := 0; shown < len(states); {
 				if time.Now().After(deadline) {
-					t.Fatalf("%s %s (%s, %s): not shown once complete", e.Release, e.Kind, dir, copier)
+					t.Fatalf("%d of %d checkpoints and savepoints shown after the copy", shown, len(states))
 				}
-				time.Sleep(10 * time.Millisecond)
+				time.Sleep(50 * time.Millisecond)
+				shown = 0
+				for _, s := range states {
+					if _, err := os.Stat(filepath.Join(mnt, s.entry, s.dir)); err == nil {
+						shown++
+					}
+				}
 			}
-		}
+			cancel()
+			repl.Stop()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			check()
+			t.Logf("%s: %d operations, %d checkpoints and savepoints shown once whole, %d violations", kind, ops, len(states), violations)
+			mu.Unlock()
+		})
 	}
-	t.Logf("%d checkpoints and savepoints of %d corpus entries hidden until complete, then shown", shown, len(entries))
-}
-
-// corpusNeeds lists the files (relative to the entry's storage) that the
-// checkpoint or savepoint in dir references, and the directories it needs.
-func corpusNeeds(t *testing.T, e *flinkdata.Entry, dir string) (files, dirs []string) {
-	t.Helper()
-	m, err := metadata.DecodeFile(filepath.Join(e.Storage(), dir, manifest.MetadataFile), metadata.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]bool{}
-	for _, r := range m.References(e.StorageRootURI + "/" + dir) {
-		p := strings.TrimPrefix(strings.TrimPrefix(r.Resolved, "file:"), "//")
-		rel, err := filepath.Rel(e.StorageRoot(), p)
-		if err != nil || strings.HasPrefix(rel, "..") {
-			t.Fatalf("%s references %s, outside the storage root", dir, r.Resolved)
-		}
-		if seen[rel] {
-			continue
-		}
-		seen[rel] = true
-		if r.Kind == metadata.KindDirectory {
-			dirs = append(dirs, rel)
-		} else {
-			files = append(files, rel)
-		}
-	}
-	sort.Strings(files)
-	return files, dirs
 }

@@ -57,6 +57,7 @@ func mountPrimary(t *testing.T, fenceTimeout time.Duration) (*fusefs.Server, *fa
 // is refused at once; the hung change, when the NAS finally answers,
 // is counted as a write after the fence.
 func TestFencingWithAHungMutation(t *testing.T) {
+	t.Parallel()
 	srv, fault, mnt := mountPrimary(t, time.Second)
 	fault.Add(faultfs.Rule{Ops: faultfs.OpMkdir, Path: jobA, Hang: true})
 	hung := make(chan error, 1)
@@ -110,6 +111,7 @@ func TestFencingWithAHungMutation(t *testing.T) {
 // told, and cuts off every writer it can reach at once: several files
 // do not add up their waits.
 func TestFencingWritersOnAHungNAS(t *testing.T) {
+	t.Parallel()
 	srv, fault, mnt := mountPrimary(t, time.Second)
 	var files []*os.File
 	for i := 0; i < 4; i++ {

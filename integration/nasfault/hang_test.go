@@ -3,6 +3,7 @@ package nasfault
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 // checkpoints keep being verified and shown, and health says so. When
 // the NAS answers again, everything comes back without a restart.
 func TestReplicaHungListing(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, fusefs.ModeReplica, nil)
 	defer s.dumpOnFailure()
 	s.waitFor(10*time.Second, "both checkpoints visible", func() bool { return s.visible(jobA) && s.visible(jobB) })
@@ -38,6 +40,7 @@ func TestReplicaHungListing(t *testing.T) {
 // only its own checkpoint: a new checkpoint of another job is verified
 // and shown meanwhile.
 func TestReplicaHungMetadataRead(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, fusefs.ModeReplica, nil)
 	defer s.dumpOnFailure()
 	s.fault.Add(faultfs.Rule{Ops: faultfs.OpRead, Path: jobC, Name: "_metadata", Hang: true})
@@ -55,6 +58,7 @@ func TestReplicaHungMetadataRead(t *testing.T) {
 // TestStopWithAHungNAS: a daemon whose NAS hangs every call, with a
 // Flink request stuck on it, still stops when asked, within a bound.
 func TestStopWithAHungNAS(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, fusefs.ModeReplica, nil)
 	defer s.dumpOnFailure()
 	s.waitFor(10*time.Second, "both checkpoints visible", func() bool { return s.visible(jobA) && s.visible(jobB) })
@@ -65,10 +69,36 @@ func TestStopWithAHungNAS(t *testing.T) {
 		os.ReadDir(filepath.Join(s.mnt, jobA, s.chk))
 	}()
 	s.waitFor(10*time.Second, "requests waiting on the NAS", func() bool { return s.fault.Hung() >= 2 })
-	time.Sleep(2 * time.Second) // the follower, the pin and the watcher meet the hang too
+	time.Sleep(time.Second) // the follower, the pin and the watcher meet the hang too
 	start := time.Now()
 	err := s.stopDaemon(15 * time.Second)
 	t.Logf("stopped after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	s.fault.Clear()
+	<-stuck
+}
+
+// TestReplicaHungLookupDoesNotStallInvalidation: a Flink lookup that
+// hangs on the NAS holds its directory's lock in the kernel, which the
+// mount's invalidation of a checkpoint in that directory needs too: the
+// catalog goes on (another job's new checkpoint is shown) while that
+// invalidation waits.
+func TestReplicaHungLookupDoesNotStallInvalidation(t *testing.T) {
+	t.Parallel()
+	s := startSite(t, fusefs.ModeReplica, nil)
+	defer s.dumpOnFailure()
+	s.waitFor(10*time.Second, "both checkpoints visible", func() bool { return s.visible(jobA) && s.visible(jobB) })
+	s.fault.Add(faultfs.Rule{Ops: faultfs.OpLookup, Path: jobA, Name: "probe", Hang: true})
+	stuck := make(chan struct{})
+	go func() {
+		defer close(stuck)
+		os.Stat(filepath.Join(s.mnt, jobA, "probe"))
+	}()
+	s.waitFor(10*time.Second, "a lookup waiting on the NAS", func() bool { return s.fault.Hung() == 1 })
+	// jobA's checkpoint stops being complete: the mount invalidates it.
+	s.fault.Add(faultfs.Rule{Ops: faultfs.OpAll &^ faultfs.OpLookup, Path: filepath.Join(jobA, s.chk), Name: "_metadata", Err: syscall.EIO})
+	s.waitFor(10*time.Second, "a verdict change to invalidate", func() bool { return s.logs.contains("checkpoint no longer complete", filepath.Base(jobA)) })
+	s.put(jobC)
+	s.waitFor(10*time.Second, "another job's new checkpoint shown while an invalidation waits", func() bool { return s.visible(jobC) })
 	s.fault.Clear()
 	<-stuck
 }

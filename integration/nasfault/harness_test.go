@@ -101,7 +101,8 @@ func startSite(t *testing.T, mode fusefs.Mode, tweak func(*daemon.Config)) *site
 	cfg.Logger = slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg.Catalog.Poll, cfg.FollowInterval = 100*time.Millisecond, 50*time.Millisecond
 	cfg.Verifier.MaxAge = 2 * cfg.Catalog.Poll
-	cfg.Catalog.BackingTimeout = time.Second
+	// Short, so that hangs show quickly; long enough for a loaded machine.
+	cfg.Catalog.BackingTimeout = 2 * time.Second
 	cfg.Mount.Mode = mode
 	cfg.MetricsAddr = freeAddr(t)
 	s.metricsURL = "http://" + cfg.MetricsAddr

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 // success), and once the fault ends the same calls work, without a
 // restart.
 func TestPrimaryPassesErrorsOn(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, fusefs.ModePrimary, nil)
 	defer s.dumpOnFailure()
 	dir := filepath.Join(s.mnt, jobA, s.chk)
@@ -115,6 +117,7 @@ func (s *site) sealed(job string) bool {
 // not sealed then, and is sealed once the NAS works again, without a
 // restart.
 func TestPrimarySealsAfterTheNASHeals(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, fusefs.ModePrimary, nil)
 	defer s.dumpOnFailure()
 	removeRead := s.fault.Add(faultfs.Rule{Ops: faultfs.OpRead, Path: jobC, Name: "_metadata", Err: syscall.EIO})
@@ -135,6 +138,7 @@ func TestPrimarySealsAfterTheNASHeals(t *testing.T) {
 // _metadata names a file the NAS does not hold (a write it lost) is not
 // sealed: a sealed manifest vouches for what the primary holds.
 func TestPrimaryDoesNotSealAnIncompleteCheckpoint(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, fusefs.ModePrimary, nil)
 	defer s.dumpOnFailure()
 	entries, err := os.ReadDir(s.src)
@@ -159,4 +163,40 @@ func TestPrimaryDoesNotSealAnIncompleteCheckpoint(t *testing.T) {
 	if s.sealed(jobC) {
 		t.Errorf("sealed a checkpoint without its file %s", lost)
 	}
+}
+
+// TestHealthProbesTheNAS: health fails while the NAS fails or does not
+// answer the daemon's probe, even when no verification waits on it, and
+// passes again once it answers.
+func TestHealthProbesTheNAS(t *testing.T) {
+	t.Parallel()
+	s := startSite(t, fusefs.ModePrimary, nil)
+	defer s.dumpOnFailure()
+	s.waitFor(10*time.Second, "healthy", func() bool { return s.health().OK })
+	hasProblem := func(words ...string) func() bool {
+		return func() bool {
+			for _, p := range s.health().Problems {
+				ok := true
+				for _, w := range words {
+					ok = ok && strings.Contains(p, w)
+				}
+				if ok {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	remove := s.fault.Add(faultfs.Rule{Ops: faultfs.OpStatfs, Err: syscall.ENOSPC})
+	s.waitFor(10*time.Second, "health names the failing NAS", hasProblem("backing file system failing", "no space left"))
+	remove()
+	s.waitFor(10*time.Second, "healthy again", func() bool { return s.health().OK })
+	s.fault.Add(faultfs.Rule{Ops: faultfs.OpStatfs, Hang: true})
+	s.waitFor(10*time.Second, "health names the hung NAS", hasProblem("backing file system not answering", "probe"))
+	if d := s.metric("ckptfs_backing_probe_duration_seconds"); d < 2 {
+		t.Errorf("ckptfs_backing_probe_duration_seconds %v while the probe hangs, want at least the 2 s timeout", d)
+	}
+	t.Logf("health: %q", s.health().Problems)
+	s.fault.Clear()
+	s.waitFor(10*time.Second, "healthy again", func() bool { return s.health().OK })
 }

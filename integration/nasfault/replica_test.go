@@ -17,6 +17,7 @@ import (
 // the fault lasts; other checkpoints stay visible; when the fault ends it
 // is visible again, without a restart.
 func TestReplicaReadErrors(t *testing.T) {
+	t.Parallel()
 	for _, errno := range []syscall.Errno{syscall.EIO, syscall.ESTALE} {
 		t.Run(errno.Error(), func(t *testing.T) {
 			s := startSite(t, fusefs.ModeReplica, nil)
@@ -45,6 +46,7 @@ func TestReplicaReadErrors(t *testing.T) {
 // open and stat succeed) is not remembered as unreadable: once the NAS
 // reads it, the checkpoint is verified and shown.
 func TestReplicaMetadataReadErrorHeals(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, fusefs.ModeReplica, nil)
 	defer s.dumpOnFailure()
 	before := s.unknownVerifications()
@@ -63,6 +65,7 @@ func TestReplicaMetadataReadErrorHeals(t *testing.T) {
 // the job does not vanish from the catalog, its metrics and its markers
 // as if Flink had deleted it.
 func TestReplicaListingErrorKeepsJob(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, fusefs.ModeReplica, nil)
 	defer s.dumpOnFailure()
 	s.waitFor(10*time.Second, "both checkpoints visible", func() bool { return s.visible(jobA) && s.visible(jobB) })
@@ -81,6 +84,7 @@ func TestReplicaListingErrorKeepsJob(t *testing.T) {
 // backing timeout) slows verification down but changes no verdict: a new
 // complete checkpoint is shown, a torn one never.
 func TestReplicaSlowNAS(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, fusefs.ModeReplica, func(c *daemon.Config) {
 		c.Catalog.BackingTimeout, c.Verifier.MaxAge = 30*time.Second, time.Minute
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +24,8 @@ import (
 // to the old direction. It prints a table like make chaos, with the
 // writes DC1 made after its fence that DC2 saw (must be 0); a failed run
 // is an invariant violation, replayed alone with
-// CKPTFS_CHAOS_NET_REPLAY=<release>:<seed>:<fault>[:dc2only].
+// CKPTFS_CHAOS_NET_REPLAY=<release>:<seed>:<fault>[:dc2only][:auto]
+// (auto: both daemons run takeover auto, one run in three).
 func TestChaosNet(t *testing.T) {
 	runs, _ := strconv.Atoi(os.Getenv("CKPTFS_CHAOS_NET_RUNS"))
 	if runs <= 0 {
@@ -61,14 +63,15 @@ func TestChaosNet(t *testing.T) {
 			fault:   faults[rng.IntN(len(faults))],
 			dc2Only: rng.IntN(4) == 0,
 			moment:  time.Duration(rng.Int64N(int64(3 * interval))),
+			auto:    rng.IntN(3) == 0,
 		}
 		if replay != "" {
 			if i > 0 {
 				break
 			}
 			parts := strings.Split(replay, ":")
-			if len(parts) < 3 || len(parts) > 4 {
-				t.Fatalf("CKPTFS_CHAOS_NET_REPLAY=%q: want <release>:<seed>:<fault>[:dc2only]", replay)
+			if len(parts) < 3 || len(parts) > 5 {
+				t.Fatalf("CKPTFS_CHAOS_NET_REPLAY=%q: want <release>:<seed>:<fault>[:dc2only][:auto]", replay)
 			}
 			if d = findDist(dists, parts[0]); d.Home == "" {
 				t.Fatalf("release %s does not run here", parts[0])
@@ -76,12 +79,15 @@ func TestChaosNet(t *testing.T) {
 			if seed, err = strconv.ParseUint(parts[1], 10, 64); err != nil {
 				t.Fatal(err)
 			}
-			pr.fault, pr.dc2Only = fault(parts[2]), len(parts) == 4 && parts[3] == "dc2only"
+			pr.fault, pr.dc2Only, pr.auto = fault(parts[2]), slices.Contains(parts[3:], "dc2only"), slices.Contains(parts[3:], "auto")
 		}
 		var x row
 		name := fmt.Sprintf("%03d-%s-%d-%s", i, d.Version, seed, pr.fault)
 		if pr.dc2Only {
 			name += "-dc2only"
+		}
+		if pr.auto {
+			name += "-auto"
 		}
 		x.ok = t.Run(name, func(t *testing.T) {
 			t.Setenv(seedEnvVar, strconv.FormatUint(seed, 10))
@@ -93,8 +99,8 @@ func TestChaosNet(t *testing.T) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nchaos-net: %d runs, series seed %d\n", len(rows), series)
-	fmt.Fprintf(&b, "%-4s %-6s %-7s %-10s %-10s %-7s %-7s %-10s %-9s %-9s %-8s %-8s %-6s %-6s %-14s %s\n",
-		"run", "flink", "seed", "repl", "fault", "dc2only", "leader", "cut→fence", "fence<act", "takeover", "optimal", "restored",
+	fmt.Fprintf(&b, "%-4s %-6s %-7s %-10s %-10s %-7s %-6s %-7s %-10s %-9s %-9s %-8s %-8s %-6s %-6s %-14s %s\n",
+		"run", "flink", "seed", "repl", "fault", "dc2only", "auto", "leader", "cut→fence", "fence<act", "takeover", "optimal", "restored",
 		"w/fnc", "onDC2", "result", "old direction: DC2's health")
 	violations, harness, writes, seenDC2 := 0, 0, 0, 0
 	for i, x := range rows {
@@ -119,8 +125,8 @@ func TestChaosNet(t *testing.T) {
 		if x.r != nil {
 			seed, kind = x.r.seed, x.r.kind
 		}
-		fmt.Fprintf(&b, "%-4d %-6s %-7d %-10s %-10s %-7v %-7s %-10v %-9v %-9v %-8d %-8d %-6d %-6d %-14s %s\n",
-			i, x.d.Version, seed, kind, x.pr.fault, x.pr.dc2Only, leader, x.out.CutToFence.Round(10*time.Millisecond),
+		fmt.Fprintf(&b, "%-4d %-6s %-7d %-10s %-10s %-7v %-6v %-7s %-10v %-9v %-9v %-8d %-8d %-6d %-6d %-14s %s\n",
+			i, x.d.Version, seed, kind, x.pr.fault, x.pr.dc2Only, x.pr.auto, leader, x.out.CutToFence.Round(10*time.Millisecond),
 			x.out.FenceBeforeTakeover, x.out.Takeover.Round(100*time.Millisecond), x.out.Optimal, x.out.Restored,
 			x.out.WritesAfterFence, x.out.WritesAfterFenceDC2, res, x.out.OldDirectionAlarm)
 	}

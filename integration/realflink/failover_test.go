@@ -3,6 +3,7 @@
 package realflink
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -140,6 +141,13 @@ type run struct {
 	// not reached DC2 at the loss (heldBackParts): the takeover must
 	// refuse the job with its reason, and once it arrives, pass.
 	heldBack string
+	// failRestore: the checkpoint DC2's Flink restores has, on DC2, a
+	// state file of the right size with wrong content (ckptfs sees only
+	// sizes; its seal on DC2 is gone too), and Flink runs with a bounded
+	// restart strategy and NO_EXTERNALIZED_CHECKPOINTS: the job reaches
+	// FAILED and Flink deletes its checkpoints through the promoted
+	// mount. noGuard runs DC2's mount without the deletion guard.
+	failRestore, noGuard bool
 	// out is what the run measured, as far as it got.
 	out outcome
 	// story narrates the run (make demo); nil in tests.
@@ -302,8 +310,12 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 		}
 	}
 	mountArgs := func(site string) []string {
-		return []string{"--zk", c.ConnectString(), "--cluster-id", w.clusterID, "--path-root", pathRoot,
+		args := []string{"--zk", c.ConnectString(), "--cluster-id", w.clusterID, "--path-root", pathRoot,
 			"--map", w.uri() + "=" + w.backing[site], "--poll", "100ms"}
+		if r.noGuard {
+			args = append(args, "--delete-guard-grace", "0")
+		}
+		return args
 	}
 	var err error
 	if w.mounts["dc1"], err = w.dc1.StartMount("ckptfs", binary, "primary", w.backing["dc1"], w.flink, mountArgs("dc1")...); err != nil {
@@ -433,6 +445,11 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 		t.Fatalf("takeover exited %d", code)
 	}
 
+	if r.failRestore {
+		w.failedJob(ctx, t, fl2, zc2.Conn, loss)
+		return *out
+	}
+
 	// 5. Flink on DC2, same configuration, recovers the job by itself.
 	started := time.Now()
 	w.startFlink(t, fl2, "dc2")
@@ -477,6 +494,15 @@ func (w *world) cluster(t *testing.T, c *zktest.Cluster, s *Site) *Cluster {
 		ZK: c.ConnectString(), PathRoot: w.flinkRoot(), ClusterID: w.clusterID, SessionTimeout: flinkSession,
 		CheckpointsDir: filepath.Join(w.flink, "checkpoints"), HADir: filepath.Join(w.flink, "ha"),
 		Interval: interval, Retained: retained,
+	}
+	if w.r.failRestore {
+		// What lets Flink destroy the checkpoints (config check warns).
+		cfg.Extra = map[string]string{
+			"execution.checkpointing.externalized-checkpoint-retention": "NO_EXTERNALIZED_CHECKPOINTS",
+			"restart-strategy.fixed-delay.attempts":                     "1",
+			// The clean job result entry stays, for the decoder's check.
+			"job-result-store.delete-on-commit": "false",
+		}
 	}
 	fl, err := NewCluster(s, cfg)
 	if err != nil {
@@ -966,4 +992,146 @@ func diffTrees(a, b map[string]string) string {
 	}
 	slices.Sort(d)
 	return strings.Join(d, ", ")
+}
+
+// poisonRestore gives the checkpoint DC2 will restore a state file of the
+// right size with wrong content on DC2's NAS, and removes DC2's seal of
+// it, so that ckptfs (sizes, L2) still finds it complete. It returns the
+// checkpoint's files on DC2's NAS.
+func (w *world) poisonRestore(t *testing.T, loss *atLoss) []string {
+	t.Helper()
+	id := loss.optimal
+	man := loss.verdicts[id].Verdict.Manifest
+	chkRel := filepath.Join("checkpoints", w.job, "chk-"+strconv.FormatInt(id, 10))
+	// _metadata first: without it the checkpoint cannot be restored.
+	files := []string{filepath.Join(w.backing["dc2"], chkRel, manifest.MetadataFile)}
+	poisoned := ""
+	for _, f := range man.Files {
+		var local string
+		switch {
+		case f.IsDir():
+			continue
+		case f.Relative:
+			local = filepath.Join(w.backing["dc2"], chkRel, f.Path)
+		default:
+			rest, ok := strings.CutPrefix(f.Path, w.uri()+"/")
+			if !ok {
+				t.Fatalf("state file %s outside %s", f.Path, w.uri())
+			}
+			local = filepath.Join(w.backing["dc2"], rest)
+		}
+		files = append(files, local)
+		if poisoned == "" && f.Size > 0 && filepath.Base(local) != manifest.MetadataFile {
+			poisoned = local
+		}
+	}
+	if poisoned == "" {
+		t.Fatalf("checkpoint %d has no state file to poison", id)
+	}
+	fi, err := os.Stat(poisoned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(poisoned, bytes.Repeat([]byte{0x5a}, int(fi.Size())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(manifest.SealedPath(w.backing["dc2"], chkRel)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	w.say(t, "DC2: %s of checkpoint %d has its %d bytes, all wrong (ckptfs sees sizes only)", strings.TrimPrefix(poisoned, w.backing["dc2"]), id, fi.Size())
+	return files
+}
+
+// failedJob starts Flink on DC2, whose restore of the poisoned
+// checkpoint fails until the bounded restart strategy gives up: the job
+// reaches FAILED and Flink deletes its pointers, HA files, job graph and
+// checkpoints through the promoted mount. With the guard (DC2's mount's
+// default) every file of the checkpoint the takeover kept is still on
+// DC2's NAS, refusals logged; without it, Flink deleted them: the harm.
+func (w *world) failedJob(ctx context.Context, t *testing.T, fl *Cluster, conn *zk.Conn, loss *atLoss) {
+	t.Helper()
+	files := w.poisonRestore(t, loss)
+	jm, _ := w.startFlink(t, fl, "dc2")
+	waitJob(ctx, t, fl, w.job, "FAILED")
+	w.say(t, "DC2: the job reached FAILED (a bounded restart strategy, restores that fail)")
+	graph := pathRoot + w.clusterID + "/jobgraphs/" + w.job
+	if w.r.dist.Release.AtLeast(2, 0) {
+		graph = pathRoot + w.clusterID + "/execution-plans/" + w.job
+	}
+	waitUntil(t, stepTimeout, "Flink's clean-up of the FAILED job (its job graph gone from ZooKeeper)", func() bool {
+		ok, _, err := conn.Exists(graph)
+		return err == nil && !ok
+	})
+	time.Sleep(2 * time.Second) // the checkpoints' discard runs beside it
+	// The job result store entry real Flink wrote decodes as this job's.
+	entry := filepath.Join(w.backing["dc2"], "ha", "job-result-store", strings.Trim(w.clusterID, "/"), w.job+flinkha.JobResultCleanSuffix)
+	waitUntil(t, stepTimeout, "the job's clean job result entry", func() bool { _, err := os.Stat(entry); return err == nil })
+	if data, err := os.ReadFile(entry); err != nil {
+		t.Fatal(err)
+	} else if jr, err := flinkha.DecodeJobResult(data); err != nil || jr.JobID != w.job || jr.ApplicationStatus != "FAILED" {
+		t.Fatalf("job result entry %s: %+v, %v\n%s", entry, jr, err, data)
+	} else {
+		t.Logf("DC2's job result entry (%d bytes): %s", len(data), data)
+	}
+	var gone []string
+	for _, f := range files {
+		if _, err := os.Stat(f); err != nil {
+			gone = append(gone, strings.TrimPrefix(f, w.backing["dc2"]))
+		}
+	}
+	refused := w.mounts["dc2"].Count("deletion refused")
+	for _, l := range w.mounts["dc2"].Lines() {
+		if strings.Contains(l, "deletion") {
+			t.Logf("DC2's mount: %s", l)
+		}
+	}
+	if data, err := os.ReadFile(jm.FlinkLog); err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.Contains(l, "discard") || strings.Contains(l, "Discard") || strings.Contains(l, "clean") && strings.Contains(l, "heckpoint") {
+				t.Logf("DC2's JobManager: %s", l)
+			}
+		}
+	}
+	out, _ := exec.Command("find", filepath.Join(w.backing["dc2"], "checkpoints"), filepath.Join(w.backing["dc2"], "ha")).CombinedOutput()
+	t.Logf("DC2's NAS after the clean-up:\n%s", out)
+	w.say(t, "DC2: after Flink's clean-up, %d of the %d files of checkpoint %d are gone; the mount refused %d deletions", len(gone), len(files), loss.optimal, refused)
+	if w.r.noGuard {
+		if len(gone) == 0 {
+			t.Fatalf("without the guard Flink deleted nothing of checkpoint %d: the harm is not shown", loss.optimal)
+		}
+		return
+	}
+	if len(gone) > 0 || refused == 0 {
+		t.Fatalf("with the guard, Flink deleted %v of checkpoint %d (refusals logged: %d)", gone, loss.optimal, refused)
+	}
+}
+
+// TestIntegration_RealFlinkFailedJob: after a correct takeover, the
+// checkpoint DC2's Flink restores fails for a reason ckptfs cannot see (a
+// state file of the right size with wrong content) and a bounded restart
+// strategy ends the job in FAILED: Flink deletes its pointers, HA files,
+// job graph and, with NO_EXTERNALIZED_CHECKPOINTS, the checkpoint data,
+// through DC2's promoted mount. With the deletion guard the checkpoint's
+// files stay; without it (--delete-guard-grace 0) they are gone. One
+// release (the first of make test), one to two minutes per case: run by
+// make guard-flink (CKPTFS_FAILED_JOB=1), not by make test.
+func TestIntegration_RealFlinkFailedJob(t *testing.T) {
+	if os.Getenv("CKPTFS_FAILED_JOB") == "" {
+		t.Skip("set CKPTFS_FAILED_JOB=1 (make guard-flink): real Flink reaching FAILED after a takeover, one to two minutes per case")
+	}
+	d := FindDist(t, TestReleases(t)[0])
+	mounttest.RequireFUSE(t)
+	c := zktest.StartCluster(t, 5, func(cfg *zktest.Config) { cfg.MaxSessionTimeout = 5 * time.Second })
+	for _, noGuard := range []bool{false, true} {
+		name := "guard"
+		if noGuard {
+			name = "no guard"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := newRun(t, d, true)
+			r.heldBack, r.ahead, r.moment, r.lossDelay = "", false, "between", 0
+			r.failRestore, r.noGuard = true, noGuard
+			runFailover(t, c, r)
+		})
+	}
 }

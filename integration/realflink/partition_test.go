@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/ckptfs/ckptfs/integration/mounttest"
 	"github.com/ckptfs/ckptfs/integration/zktest"
 )
@@ -62,6 +64,8 @@ type netWorld struct {
 	fault fault
 	// metrics is DC2's mount's metrics address.
 	metrics string
+	// fl is each site's Flink (configured; started when the run says).
+	fl map[string]*Cluster
 	// out is what the run measured, for make chaos-net.
 	out *netOutcome
 }
@@ -85,7 +89,8 @@ type netOutcome struct {
 
 // newNetWorld builds the sites, the ensemble and both mounts; DC1's is
 // the primary with a lease, DC2's a replica serving metrics.
-func newNetWorld(t *testing.T, r *run, f fault, out *netOutcome) *netWorld {
+func newNetWorld(t *testing.T, r *run, pr partitionRun, out *netOutcome) *netWorld {
+	f := pr.fault
 	t.Helper()
 	root := t.TempDir()
 	w := &netWorld{
@@ -127,10 +132,20 @@ func newNetWorld(t *testing.T, r *run, f fault, out *netOutcome) *netWorld {
 			t.Fatal(err)
 		}
 	}
+	w.fl = map[string]*Cluster{"dc1": w.flinkOn(t, w.dc1), "dc2": w.flinkOn(t, w.dc2)}
 	args := func(site string) []string {
-		return []string{"--zk", w.zk.ConnectString(), "--cluster-id", w.clusterID, "--path-root", pathRoot,
+		a := []string{"--zk", w.zk.ConnectString(), "--cluster-id", w.clusterID, "--path-root", pathRoot,
 			"--map", w.uri() + "=" + w.backing[site], "--poll", "100ms",
 			"--zk-session-timeout", mountSession.String(), "--flink-session-timeout", flinkSession.String()}
+		if pr.auto {
+			// Both sites' daemons: the same settings, their own
+			// JobManagers' addresses.
+			cfg := w.fl[site].Config
+			a = append(a, "--takeover", "auto", "--lease-duration", standbyLease.String(), "--hold-timeout", "90s",
+				"--site-jobmanagers", fmt.Sprintf("%s:%d", cfg.Addr, cfg.RPCPort),
+				"--site-jobmanagers", fmt.Sprintf("%s:%d", cfg.Addr, cfg.RESTPort))
+		}
+		return a
 	}
 	var err error
 	if w.mounts["dc1"], err = w.dc1.StartMount("ckptfs", binary, "primary", w.backing["dc1"], w.flink, append(args("dc1"), "--lease")...); err != nil {
@@ -140,6 +155,13 @@ func newNetWorld(t *testing.T, r *run, f fault, out *netOutcome) *netWorld {
 	if w.mounts["dc2"], err = w.dc2.StartMount("ckptfs", binary, "replica", w.backing["dc2"], w.flink,
 		append(args("dc2"), "--metrics-addr", w.metrics, "--lag-interval", "300ms")...); err != nil {
 		t.Fatal(err)
+	}
+	if pr.auto {
+		// The first start goes through ckptfs takeover (the systemd
+		// gate): DC1 is the active site, and holds its lease.
+		if code, said := w.takeoverOn(t, w.dc1, 60*time.Second); code != 0 {
+			t.Fatalf("DC1's first takeover exited %d:\n%s", code, said)
+		}
 	}
 	return w
 }
@@ -230,6 +252,18 @@ func (w *netWorld) takeoverOn(t *testing.T, s *Site, wait time.Duration) (int, s
 		t.Fatalf("takeover: %v", err)
 	}
 	return 0, string(out)
+}
+
+// activeSite reads active-site ("" when no site took over).
+func (w *netWorld) activeSite(t *testing.T, conn interface {
+	Get(string) ([]byte, *zk.Stat, error)
+}) string {
+	t.Helper()
+	data, _, err := conn.Get("/ckptfs/" + strings.Trim(w.clusterID, "/") + "/active-site")
+	if err != nil {
+		return ""
+	}
+	return string(data)
 }
 
 // lagHealthy runs `ckptfs health --max-lag` against DC2's mount.
@@ -365,6 +399,9 @@ type partitionRun struct {
 	// moment: how long after DC2 holds a complete checkpoint (and the
 	// leader is in DC1) DC1 is cut off.
 	moment time.Duration
+	// auto: both daemons run takeover auto with a liveness lease; DC2
+	// takes over by itself, no command is run.
+	auto bool
 }
 
 // runPartition is one partition run.
@@ -380,10 +417,15 @@ func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *n
 	t.Logf("seed %d (replay: %s=%d go test -run '%s' ./integration/realflink/)", r.seed, seedEnvVar, r.seed, t.Name())
 	ctx, cancel := context.WithTimeout(context.Background(), 8*stepTimeout)
 	defer cancel()
-	w := newNetWorld(t, r, f, out)
+	w := newNetWorld(t, r, pr, out)
 	w.say(t, "run: Flink %s, %s replication, DC1 cut off by %s; sites dc1 %s, dc2 %s, dc3 %s", r.dist.Version, r.kind, f, w.dc1.Addr, w.dc2.Addr, w.dc3.Addr)
 
-	fl1 := w.flinkOn(t, w.dc1)
+	// A lease mount is fenced until its first session (and again at any
+	// break of its connection): Flink starts once it writes.
+	waitUntil(t, stepTimeout, "DC1's mount to be writable", func() bool {
+		return os.WriteFile(w.dc1.Path(filepath.Join(w.flink, "probe")), nil, 0o644) == nil
+	}, w.mounts["dc1"])
+	fl1 := w.fl["dc1"]
 	jm1, tm1 := w.startFlink(t, fl1, "dc1")
 	jar := JobJar(t, r.dist)
 	var err error
@@ -444,6 +486,11 @@ func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *n
 		if code != 5 {
 			t.Fatalf("takeover on DC2 while DC1 keeps the quorum with DC3 exited %d, want 5 (JobManager alive):\n%s", code, said)
 		}
+		if pr.auto {
+			if site := w.activeSite(t, zc.Conn); site != "dc1" {
+				t.Fatalf("with DC1 cut from DC2 only, %q became active (automatic takeover)", site)
+			}
+		}
 		waitUntil(t, stepTimeout, "DC1's Flink to go on checkpointing", func() bool {
 			now, _ := w.pointerIDs(zc.Conn)
 			return len(now) > 0 && len(ids) > 0 && now[len(now)-1] > ids[len(ids)-1]+1
@@ -490,7 +537,24 @@ func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *n
 	if f == faultFlap {
 		wait = 3 * flinkSession
 	}
-	code, said := w.takeoverOn(t, w.dc2, wait)
+	var code int
+	var said string
+	if pr.auto {
+		// No command: DC2's daemon takes over once DC1's lease expired
+		// and no DC1 JobManager leads, or refuses a job DC2 cannot
+		// restore and stays standby.
+		code, said = 4, "automatic takeover: DC2 not active after 2m"
+		deadline := time.Now().Add(2 * time.Minute)
+		for time.Now().Before(deadline) {
+			if w.activeSite(t, zc.Conn) == "dc2" {
+				code, said = 0, "automatic takeover: DC2 active"
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	} else {
+		code, said = w.takeoverOn(t, w.dc2, wait)
+	}
 	if code == 5 && f == faultFlap {
 		// The runbook: DC1's JobManager came back each time the link
 		// did; once the link stays down, run the takeover again.
@@ -557,7 +621,7 @@ func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *n
 
 	// DC2's Flink restores the newest checkpoint DC2 holds.
 	rep1 := w.report("dc1")
-	fl2 := w.flinkOn(t, w.dc2)
+	fl2 := w.fl["dc2"]
 	w.startFlink(t, fl2, "dc2")
 	restored := waitRestored(ctx, t, fl2, w.job)
 	out.Restored = restored.ID
@@ -573,7 +637,8 @@ func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *n
 	w.say(t, "3. DC1 back")
 	deadline := time.Now().Add(3 * flinkSession)
 	for time.Now().Before(deadline) {
-		if err := os.WriteFile(w.dc1.Path(filepath.Join(w.flink, "probe")), nil, 0o644); !errors.Is(err, syscall.EROFS) {
+		// EROFS, or EIO for a file whose writers the fence revoked.
+		if err := os.WriteFile(w.dc1.Path(filepath.Join(w.flink, "probe")), nil, 0o644); !errors.Is(err, syscall.EROFS) && !errors.Is(err, syscall.EIO) {
 			t.Fatalf("DC1's mount after DC1 came back: a write got %v, want EROFS (fenced)", err)
 		}
 		time.Sleep(500 * time.Millisecond)

@@ -30,6 +30,11 @@ type Sources struct {
 	// Backing reports a backing directory that is no longer the one the
 	// mount was pinned to (nil: not checked).
 	Backing func() error
+	// Probe reports a backing file system that does not answer the
+	// daemon's probe in time, or fails it; ProbeDuration is how long the
+	// last probe took (nil: not probed).
+	Probe         func() error
+	ProbeDuration func() time.Duration
 }
 
 // NewRegistry returns a registry with ckptfs's collector, Go's runtime
@@ -68,6 +73,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(BuildInfo, 1, c.src.Version, runtime.Version())
 	if cat := c.src.Catalog; cat != nil {
 		collectCatalog(cat, gauge, counter)
+	}
+	if c.src.ProbeDuration != nil {
+		gauge(BackingProbeDuration, c.src.ProbeDuration().Seconds())
 	}
 	if srv := c.src.Mount; srv != nil {
 		collectMount(ch, srv, gauge, counter)

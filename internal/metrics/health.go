@@ -70,7 +70,8 @@ type Thresholds struct {
 // NoThresholds checks no lag.
 var NoThresholds = Thresholds{MaxLag: -1, MaxLagSeconds: -1}
 
-// A verification counts as stalled (a hung NFS server, for example)
+// A verification counts as stalled (a pass that never ends; a hung NAS
+// does not do that, a pass waits BackingTimeout per directory at most)
 // when no pass has finished for stallFactor poll intervals, or
 // stallFactor times the last pass's duration (a large replica takes
 // long), and at least minStall.
@@ -103,9 +104,11 @@ func CheckHealth(src Sources, th Thresholds, now time.Time) Health {
 				what, now.Sub(w.Since).Round(time.Second), w.Since.UTC().Format(time.RFC3339)))
 		}
 	}
-	if src.Backing != nil {
-		if err := src.Backing(); err != nil {
-			h.Problems = append(h.Problems, err.Error())
+	for _, check := range []func() error{src.Backing, src.Probe} {
+		if check != nil {
+			if err := check(); err != nil {
+				h.Problems = append(h.Problems, err.Error())
+			}
 		}
 	}
 	if z := src.ZooKeeper; z != nil {

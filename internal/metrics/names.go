@@ -28,6 +28,7 @@ const (
 	ChecksummedBytes         = "ckptfs_checksummed_bytes_total"
 	BackingTimeouts          = "ckptfs_backing_timeouts_total"
 	BackingHung              = "ckptfs_backing_hung_seconds"
+	BackingProbeDuration     = "ckptfs_backing_probe_duration_seconds"
 	HiddenCheckpointAccesses = "ckptfs_hidden_checkpoint_accesses_total"
 	FUSERequestDuration      = "ckptfs_fuse_request_duration_seconds"
 	FUSEReadOnlyRefusals     = "ckptfs_fuse_readonly_refusals_total"
@@ -103,6 +104,8 @@ var Families = []Family{
 		Help: "Times a verification pass gave up waiting for the backing file system (a job directory or the search for them did not answer within the catalog's backing timeout); that job's checkpoints became unknown."},
 	{Name: BackingHung, Type: "gauge",
 		Help: "How long the oldest work on the backing file system that a verification pass gave up on has been waiting; 0 when none waits (the NAS answers)."},
+	{Name: BackingProbeDuration, Type: "gauge",
+		Help: "How long the daemon's last probe of the backing file system (a statfs) took, or how long the one in flight has waited if longer."},
 	{Name: CatalogPasses, Type: "counter",
 		Help: "Completed verification passes over the backing directory."},
 	{Name: CatalogLastPass, Type: "gauge",

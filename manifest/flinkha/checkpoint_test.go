@@ -190,21 +190,20 @@ func TestEncodeRejects(t *testing.T) {
 		{"changelog before 1.16", func(s *CheckpointSpec) {
 			s.Metadata.Operators[2].Subtasks = []metadata.Subtask{{ManagedKeyed: &metadata.KeyedHandle{Tag: metadata.TagChangelog}}}
 		}, "tag 8 is not supported"},
-		{"file merging operator", func(s *CheckpointSpec) {
-			s.Metadata.Operators[2].Subtasks = []metadata.Subtask{{ManagedOperator: &metadata.OperatorHandle{Tag: metadata.TagFileMergingOperator}}}
-		}, "tag 17 is not supported"},
-		{"empty segment", func(s *CheckpointSpec) {
+		{"file merging operator without a directory", func(s *CheckpointSpec) {
 			s.Metadata.Operators[2].Subtasks = []metadata.Subtask{{ManagedOperator: &metadata.OperatorHandle{
-				Tag: metadata.TagPartitionableOperator, Delegate: &metadata.StreamHandle{Tag: metadata.TagEmptySegmentFile}}}}
-		}, "tag 16 is not supported"},
+				Tag: metadata.TagFileMergingOperator, SharedDir: "file:/flink/shared/x", EmptyFlag: 1,
+				Delegate: &metadata.StreamHandle{Tag: metadata.TagEmptySegmentFile}}}}
+		}, "task-owned directory"},
 		{"inline bytes not kept", func(s *CheckpointSpec) {
 			s.Metadata.Operators[0].Coordinator = &metadata.StreamHandle{Tag: metadata.TagByteStream, Name: "c", DataLen: 5}
 		}, "KeepInline"},
 		{"file coordinator", func(s *CheckpointSpec) { s.Metadata.Operators[0].Coordinator = fileH("/x", 1) }, "coordinator state"},
 		{"offsets and count differ", func(s *CheckpointSpec) { s.Metadata.Operators[0].Subtasks[0].ManagedKeyed.KeyGroupCount = 3 }, "2 offsets for 3 key groups"},
-		{"merged channels", func(s *CheckpointSpec) {
+		{"merged channels without a stream", func(s *CheckpointSpec) {
 			s.Metadata.Operators[0].Subtasks[0].InputChannels[0].Type = metadata.ChannelMergedInput
-		}, "merged channel"},
+			s.Metadata.Operators[0].Subtasks[0].InputChannels[0].Delegate = nil
+		}, "merged channel state handle without a stream"},
 		{"bad mode", func(s *CheckpointSpec) { s.Metadata.Operators[0].Subtasks[0].ManagedOperator.States[0].Mode = 3 }, "distribution mode 3"},
 		{"bad scope", func(s *CheckpointSpec) {
 			s.Metadata.Operators[0].Subtasks[1].ManagedKeyed.Private[1].Handle.Scope = 2

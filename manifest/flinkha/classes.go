@@ -394,3 +394,72 @@ func (c *classes) unmodifiableList() *javaser.ClassDesc {
 func (c *classes) singletonList() *javaser.ClassDesc {
 	return c.plain(classSingletonList, suidSingletonList, nil, obj("element", sigObject))
 }
+
+// File-merging operator handles (1.20+), as 1.20.5 and 2.3.0 write them.
+const (
+	classFileMergingOperator      = "org.apache.flink.runtime.state.filemerging.FileMergingOperatorStreamStateHandle"
+	classEmptyFileMergingOperator = "org.apache.flink.runtime.state.filemerging.EmptyFileMergingOperatorStreamStateHandle"
+	classEmptyMap                 = "java.util.Collections$EmptyMap"
+	suidEmptyMap                  = 6428348081105594320
+	sigDirectoryHandle            = "Lorg/apache/flink/runtime/state/filemerging/DirectoryStreamStateHandle;"
+)
+
+func (c *classes) fileMergingOperator() *javaser.ClassDesc {
+	return c.plain(classFileMergingOperator, 1, c.operatorStreamHandle,
+		obj("sharedDirHandle", sigDirectoryHandle), obj("taskOwnedDirHandle", sigDirectoryHandle))
+}
+
+func (c *classes) emptyFileMergingOperator() *javaser.ClassDesc {
+	return c.plain(classEmptyFileMergingOperator, 1, c.fileMergingOperator)
+}
+
+func (c *classes) directoryHandle() *javaser.ClassDesc {
+	return c.plain(classDirectoryHandle, 1, nil, obj("directory", sigPath))
+}
+
+func (c *classes) emptyMap() *javaser.ClassDesc { return c.plain(classEmptyMap, suidEmptyMap, nil) }
+
+func (c *classes) emptySegment() *javaser.ClassDesc {
+	return c.plain(classEmptySegment, 1, c.segmentFile)
+}
+
+// Merged channel state handles (2.x, metadata version 6+): one per subtask
+// and direction, its channels' offsets serialized into one byte array; a
+// subtask's StateObjectCollection holds it in a HashSet.
+const (
+	classAbstractMergedChannel = "org.apache.flink.runtime.state.AbstractMergedChannelStateHandle"
+	classMergedInputChannel    = "org.apache.flink.runtime.state.MergedInputChannelStateHandle"
+	classMergedSubpartition    = "org.apache.flink.runtime.state.MergedResultSubpartitionStateHandle"
+	classHashSet               = "java.util.HashSet"
+	suidHashSet                = -5024744406713321676
+)
+
+func (c *classes) abstractMergedChannel() *javaser.ClassDesc {
+	return c.plain(classAbstractMergedChannel, 1, nil, fLong("size"), fInt("subtaskIndex"),
+		obj("delegate", sigStream), obj("serializedChannelOffsets", "[B"))
+}
+
+func (c *classes) mergedChannel(input bool) *javaser.ClassDesc {
+	if input {
+		return c.plain(classMergedInputChannel, 1, c.abstractMergedChannel)
+	}
+	return c.plain(classMergedSubpartition, 1, c.abstractMergedChannel)
+}
+
+// hashSet is a java.util.HashSet of elements as HashSet.writeObject writes
+// it: the backing map's capacity, its load factor, the size, the elements.
+func (c *classes) hashSet(capacity int32, elements ...javaser.Value) *javaser.Object {
+	d := c.get(classHashSet, func() *javaser.ClassDesc {
+		return javaser.NewClassDesc(classHashSet, suidHashSet, javaser.SCSerializable|javaser.SCWriteMethod)
+	})
+	o := javaser.NewObject(d)
+	var w javaser.ContentWriter
+	w.WriteInt32(capacity)
+	w.WriteFloat32(0.75)
+	w.WriteInt32(int32(len(elements)))
+	for _, e := range elements {
+		w.WriteObject(e)
+	}
+	o.Data[0].Annotation = w.Contents()
+	return o
+}

@@ -60,11 +60,11 @@ type CheckpointSpec struct {
 // Flink version each part follows). Stream handles: file, relative,
 // inline, segment and nested key-groups; keyed handles: key groups (also
 // of savepoints), incremental, and the changelog backend's (tags 14 and
-// 13, as 1.20.5 and 2.3.0 write them); operator handles: partitionable;
-// channel state of unaligned checkpoints; finished subtasks and operators.
-// It fails for the rest: older changelog handles (tags 8, 9, 10),
-// file-merging operator handles, empty segments, merged channel handles
-// and Flink 1.1 legacy state.
+// 13, as 1.20.5 and 2.3.0 write them); operator handles: partitionable
+// and file-merging (with empty segments); channel state of unaligned
+// checkpoints, merged ones (2.x) too; finished subtasks and operators. It
+// fails for the rest: older changelog handles (tags 8, 9, 10) and Flink
+// 1.1 legacy state.
 func EncodeCompletedCheckpoint(spec CheckpointSpec) ([]byte, error) {
 	b, err := newBuilder(spec)
 	if err != nil {
@@ -400,10 +400,23 @@ func (b *builder) channels(hs []metadata.ChannelHandle, input bool, total *sizes
 		return b.emptyCollection(), nil
 	}
 	var items []javaser.Value
+	merged := false
 	for i := range hs {
 		h := &hs[i]
 		if h.Type == metadata.ChannelMergedInput || h.Type == metadata.ChannelMergedOutput {
-			return nil, errors.New("merged channel state handles are not supported")
+			if h.Delegate == nil {
+				return nil, errors.New("merged channel state handle without a stream")
+			}
+			d, _, err := b.streamHandle(h.Delegate)
+			if err != nil {
+				return nil, err
+			}
+			items = append(items, javaser.NewObject(b.c.mergedChannel(input)).
+				With("subtaskIndex", h.SubtaskIndex).With("delegate", d).With("size", h.StateSize).
+				With("serializedChannelOffsets", b.c.jdk.ByteArray(h.MergedOffsets)))
+			total.add(sizes{h.StateSize, h.StateSize})
+			merged = true
+			continue
 		}
 		if h.Delegate == nil {
 			return nil, errors.New("channel state handle without a stream")
@@ -424,6 +437,10 @@ func (b *builder) channels(hs []metadata.ChannelHandle, input bool, total *sizes
 			With("subtaskIndex", h.SubtaskIndex).With("info", info).With("delegate", d).
 			With("offsets", b.c.jdk.ArrayList(offsets...)).With("size", h.StateSize))
 		total.add(sizes{h.StateSize, h.StateSize})
+	}
+	if merged {
+		// As 2.3.0 writes it: a HashSet, of capacity 2 for its one handle.
+		return javaser.NewObject(b.c.stateObjectCollection()).With("stateObjects", b.c.hashSet(2, items...)), nil
 	}
 	return javaser.NewObject(b.c.stateObjectCollection()).With("stateObjects", b.c.jdk.ArrayList(items...)), nil
 }
@@ -515,6 +532,17 @@ func (b *builder) streamHandle(h *metadata.StreamHandle) (javaser.Value, int64, 
 			With("scope", b.c.jdk.Enum(classScope, scopes[h.Scope])).
 			With("logicalFileId", javaser.NewObject(b.c.logicalFileID()).With("keyString", h.LogicalFileID))
 		return o, h.Size, nil
+	case metadata.TagEmptySegmentFile:
+		// EmptySegmentFileStateHandle.INSTANCE: a placeholder of no file.
+		path, err := b.path("empty")
+		if err != nil {
+			return nil, 0, err
+		}
+		o := javaser.NewObject(b.c.emptySegment()).
+			With("filePath", path).With("startPos", int64(0)).With("stateSize", int64(0)).
+			With("scope", b.c.jdk.Enum(classScope, "EXCLUSIVE")).
+			With("logicalFileId", javaser.NewObject(b.c.logicalFileID()).With("keyString", "DUMMY"))
+		return o, 0, nil
 	case metadata.TagKeyGroups:
 		if h.KeyGroups == nil {
 			return nil, 0, errors.New("key-groups handle without key groups")
@@ -757,7 +785,7 @@ func (b *builder) operatorHandle(h *metadata.OperatorHandle) (javaser.Value, siz
 	if h == nil {
 		return nil, sizes{}, nil
 	}
-	if h.Tag != metadata.TagPartitionableOperator {
+	if h.Tag != metadata.TagPartitionableOperator && h.Tag != metadata.TagFileMergingOperator {
 		return nil, sizes{}, fmt.Errorf("operator state handle tag %d is not supported", h.Tag)
 	}
 	modes := []string{"SPLIT_DISTRIBUTE", "UNION", "BROADCAST"}
@@ -778,8 +806,41 @@ func (b *builder) operatorHandle(h *metadata.OperatorHandle) (javaser.Value, siz
 	if err != nil {
 		return nil, sizes{}, err
 	}
+	if h.Tag == metadata.TagFileMergingOperator {
+		return b.fileMergingOperator(h, entries, d, size)
+	}
 	o := javaser.NewObject(b.c.operatorStreamHandle()).
 		With("stateNameToPartitionOffsets", b.c.jdk.HashMap(entries...)).With("delegateStateHandle", d)
+	return o, sizes{size, size}, nil
+}
+
+// fileMergingOperator returns a FileMergingOperatorStreamStateHandle, or
+// the empty one (with Collections.emptyMap()) that a subtask without
+// operator state reports, with its two managed directories.
+func (b *builder) fileMergingOperator(h *metadata.OperatorHandle, entries []javaser.MapEntry, d javaser.Value, size int64) (javaser.Value, sizes, error) {
+	dir := func(p string) (*javaser.Object, error) {
+		path, err := b.path(p)
+		if err != nil {
+			return nil, err
+		}
+		return javaser.NewObject(b.c.directoryHandle()).With("directory", path), nil
+	}
+	taskOwned, err := dir(h.TaskOwnedDir)
+	if err != nil {
+		return nil, sizes{}, fmt.Errorf("task-owned directory: %w", err)
+	}
+	shared, err := dir(h.SharedDir)
+	if err != nil {
+		return nil, sizes{}, fmt.Errorf("shared directory: %w", err)
+	}
+	o := javaser.NewObject(b.c.fileMergingOperator())
+	offsets := javaser.Value(b.c.jdk.HashMap(entries...))
+	if h.EmptyFlag != 0 {
+		o = javaser.NewObject(b.c.emptyFileMergingOperator())
+		offsets = javaser.NewObject(b.c.emptyMap())
+	}
+	o.With("stateNameToPartitionOffsets", offsets).With("delegateStateHandle", d).
+		With("sharedDirHandle", shared).With("taskOwnedDirHandle", taskOwned)
 	return o, sizes{size, size}, nil
 }
 

@@ -112,7 +112,7 @@ BENCH_FLINK ?=
 bench-flink: deps flink build
 	@bash -o pipefail -c "CKPTFS_BENCH_RUNS=$(BENCH_RUNS) CKPTFS_BENCH_FLINK=$(BENCH_FLINK) \
 		CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_REQUIRE_FLINK=1 \
-		$(GO) test -v -count=1 -run '^$$' -bench 'CheckpointDuration|RestoreDuration|RecoveryBreakdown' -benchtime=1x -timeout 120m \
+		$(GO) test -v -count=1 -run '^$$' -bench 'CheckpointDuration|RestoreDuration|RecoveryBreakdown|HotStandbyRTO' -benchtime=1x -timeout 120m \
 		./integration/realflink/ | grep -v -e 'logging.go:[0-9]*: zk[0-9]|'"
 
 fuzz:

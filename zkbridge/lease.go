@@ -77,8 +77,9 @@ type leaseRecord struct {
 	Epoch int64 `json:"epoch"`
 	// RevokedBy and RevokedEpoch are set by the takeover that revoked
 	// the lease: the site it activated and the epoch it set.
-	RevokedBy    string `json:"revoked_by,omitempty"`
-	RevokedEpoch int64  `json:"revoked_epoch,omitempty"`
+	RevokedBy    string     `json:"revoked_by,omitempty"`
+	RevokedEpoch int64      `json:"revoked_epoch,omitempty"`
+	RevokedAt    *time.Time `json:"revoked_at,omitempty"`
 }
 
 // UnmarshalText reads what MarshalText wrote.
@@ -341,7 +342,8 @@ func (g *LeaseGuard) check() txOp {
 // revoke is the guard of an activation: by site, at epoch.
 func (g *LeaseGuard) revoke(site string, epoch int64) txOp {
 	rec := g.record
-	rec.RevokedBy, rec.RevokedEpoch = site, epoch
+	now := time.Now().UTC()
+	rec.RevokedBy, rec.RevokedEpoch, rec.RevokedAt = site, epoch, &now
 	data, _ := json.Marshal(rec)
 	return txOp{name: "lease of " + g.Site, op: &zk.SetDataRequest{Path: g.node, Data: data, Version: g.version}, fence: ErrLeaseRenewed}
 }
@@ -358,9 +360,11 @@ type LeaseInfo struct {
 	PID      int       `json:"pid,omitempty"`
 	Duration Duration  `json:"duration"`
 	Epoch    int64     `json:"epoch"`
-	// RevokedBy and RevokedEpoch name the takeover that revoked it.
-	RevokedBy    string `json:"revoked_by,omitempty"`
-	RevokedEpoch int64  `json:"revoked_epoch,omitempty"`
+	// RevokedBy, RevokedEpoch and RevokedAt (the revoking daemon's
+	// clock) name the takeover that revoked it.
+	RevokedBy    string     `json:"revoked_by,omitempty"`
+	RevokedEpoch int64      `json:"revoked_epoch,omitempty"`
+	RevokedAt    *time.Time `json:"revoked_at,omitempty"`
 }
 
 // String says it in one line.
@@ -369,6 +373,9 @@ func (l LeaseInfo) String() string {
 		l.Site, time.Duration(l.Duration), l.Renewed.Format(time.RFC3339Nano), l.Host, l.PID, l.Epoch, l.Modified.Format(time.RFC3339Nano))
 	if l.RevokedBy != "" {
 		s += fmt.Sprintf("; revoked by site %s's takeover (epoch %d)", l.RevokedBy, l.RevokedEpoch)
+		if l.RevokedAt != nil {
+			s += " at " + l.RevokedAt.Format(time.RFC3339Nano)
+		}
 	}
 	return s
 }
@@ -396,7 +403,7 @@ func (b *Bridge) readLeases(ctx context.Context, paths ckptfsPaths) ([]LeaseInfo
 			b.log.Warn("undecodable lease node", "znode", paths.lease(site), "err", derr)
 		}
 		out = append(out, LeaseInfo{Site: site, Renewed: rec.Renewed, Modified: time.UnixMilli(stat.Mtime).UTC(), Host: rec.Host, PID: rec.PID,
-			Duration: rec.Duration, Epoch: rec.Epoch, RevokedBy: rec.RevokedBy, RevokedEpoch: rec.RevokedEpoch})
+			Duration: rec.Duration, Epoch: rec.Epoch, RevokedBy: rec.RevokedBy, RevokedEpoch: rec.RevokedEpoch, RevokedAt: rec.RevokedAt})
 	}
 	return out, nil
 }

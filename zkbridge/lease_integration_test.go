@@ -122,7 +122,7 @@ func TestIntegration_Lease(t *testing.T) {
 		t.Fatal(err)
 	}
 	infos, err := dc2.readLeases(ctx, paths)
-	if err != nil || len(infos) != 1 || infos[0].Site != "dc1" || infos[0].RevokedBy != "dc2" || infos[0].RevokedEpoch != rep.Epoch {
+	if err != nil || len(infos) != 1 || infos[0].Site != "dc1" || infos[0].RevokedBy != "dc2" || infos[0].RevokedEpoch != rep.Epoch || infos[0].RevokedAt == nil {
 		t.Fatalf("leases for status: %+v %v; want dc1's, revoked by dc2 at epoch %d", infos, err, rep.Epoch)
 	}
 	t.Logf("status: liveness lease: %s", infos[0])

@@ -181,11 +181,21 @@ func Run(ctx context.Context, cfg Config) error {
 	// What is left to seal now has a caller waiting for it.
 	(<-sealing).Restore()
 	stopSealing()
-	if !waitAtMost(sealed, stopGrace) {
-		log.Error("sealing waits on the backing file system; stopping without it: the checkpoints it had left stay unsealed", "waited", stopGrace)
+	// Sealing may have much left; wait as long as it gets on.
+	for last := p.recorder.Attempts(); !waitAtMost(sealed, sealGrace); {
+		if now := p.recorder.Attempts(); now != last {
+			last = now
+			continue
+		}
+		log.Error("sealing waits on the backing file system; stopping without it: the checkpoints it had left stay unsealed", "waited", sealGrace)
+		break
 	}
 	return err
 }
+
+// sealGrace is how long a stopping daemon waits for a seal that does not
+// end (a hung NAS) before it stops without it.
+const sealGrace = 30 * time.Second
 
 // stopGrace bounds each wait of a stopping daemon for work that waits on
 // the backing file system (a hung NAS): the rest ends without it.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -75,7 +76,13 @@ type Recorder struct {
 	// queue: GUARDED_BY(mu). _metadata paths waiting to be sealed.
 	queue []string
 	wake  chan struct{}
+	// attempts counts the seals Run has tried (Attempts).
+	attempts atomic.Uint64
 }
+
+// Attempts is how many seals Run has tried so far: a caller waiting for
+// Run to finish sees whether it makes progress.
+func (r *Recorder) Attempts() uint64 { return r.attempts.Load() }
 
 // writtenFile is what the mount reported for one file. INVARIANT:
 // without hasChecksum, size and crc are zero.
@@ -212,6 +219,7 @@ func (r *Recorder) Run(ctx context.Context) {
 		for _, rt := range due {
 			chkRel := filepath.Dir(rt.rel)
 			p, err := r.Seal(chkRel)
+			r.attempts.Add(1)
 			if r.cfg.OnSealed != nil {
 				r.cfg.OnSealed(chkRel, p, err)
 			}

@@ -36,6 +36,10 @@ func TestPrimaryPassesErrorsOn(t *testing.T) {
 			_, err := os.ReadFile(filepath.Join(dir, "_metadata"))
 			return err
 		}},
+		{"read EIO", faultfs.Rule{Ops: faultfs.OpRead, Err: syscall.EIO}, func() error {
+			_, err := os.ReadFile(filepath.Join(dir, "_metadata"))
+			return err
+		}},
 		{"mkdir ENOSPC", faultfs.Rule{Ops: faultfs.OpMkdir, Err: syscall.ENOSPC}, func() error { return os.Mkdir(filepath.Join(s.mnt, jobA, "chk-99"), 0o755) }},
 		{"fsync EIO", faultfs.Rule{Ops: faultfs.OpFsync, Err: syscall.EIO}, func() error {
 			f, err := os.OpenFile(filepath.Join(dir, "s"), os.O_CREATE|os.O_WRONLY, 0o644)

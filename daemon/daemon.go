@@ -110,6 +110,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if err != nil {
 			log.Debug("sealing at normal priority", "err", err)
 		}
+		defer th.Release()
 		sealing <- th
 		p.recorder.Run(sealCtx)
 	}()

@@ -316,10 +316,6 @@ func TestCorpusKinds(t *testing.T) {
 // them), and names the same files. Shapes the encoder still refuses are
 // logged: 2.x's merged channel handles.
 func TestCorpusHAEncoderMatches(t *testing.T) {
-	// The one difference left: 1.20 wraps a result subpartition handle's
-	// offsets in Collections.unmodifiableList; the encoder writes the
-	// ArrayList alone. Readers walk either.
-	allowed := map[string]bool{"java.util.Collections$UnmodifiableList": true, "java.util.Collections$UnmodifiableCollection": true}
 	for _, e := range flinkdata.Corpus(t) {
 		if len(e.Checkpoints) == 0 {
 			continue
@@ -364,12 +360,12 @@ func TestCorpusHAEncoderMatches(t *testing.T) {
 			}
 			want, got := classDescs(t, real), classDescs(t, ours)
 			for name, w := range want {
-				if g := got[name]; g != w && !allowed[name] {
+				if g := got[name]; g != w {
 					t.Errorf("%s: real Flink declares %s, the encoder %q", name, w, g)
 				}
 			}
 			for name, g := range got {
-				if _, ok := want[name]; !ok && !allowed[name] {
+				if _, ok := want[name]; !ok {
 					t.Errorf("%s: the encoder declares %s, real Flink does not use the class", name, g)
 				}
 			}

@@ -15,6 +15,10 @@ import (
 	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
+// restoreSettle is how long a restored job must keep running to count as
+// restored.
+const restoreSettle = 10 * time.Second
+
 // CorpusRestoreEnv turns on TestCorpusRestore (make corpus-restore).
 const CorpusRestoreEnv = "CKPTFS_CORPUS_RESTORE"
 
@@ -88,7 +92,7 @@ func corpusRestore(t *testing.T, d Dist, e flinkdata.Entry) {
 	}
 	for _, dir := range dirs {
 		waitUntil(t, 30*time.Second, dir+" shown by the replica mount", func() bool { return visible(dir) }, mount)
-		if err := restoreOnce(t, site, d, e, dir, "through the mount"); err != nil {
+		if err := restoreOnce(t, site, d, e, dir, "through the mount", false); err != nil {
 			t.Errorf("%s: restore through the replica mount: %v", dir, err)
 		} else {
 			t.Logf("%s: restored through the replica mount", dir)
@@ -108,14 +112,14 @@ func corpusRestore(t *testing.T, d Dist, e flinkdata.Entry) {
 		t.Fatal(err)
 	}
 	waitUntil(t, 30*time.Second, dir+" hidden without "+victim, func() bool { return !visible(dir) }, mount)
-	if err := restoreOnce(t, site, d, e, dir, "through the mount, a file missing"); err == nil {
+	if err := restoreOnce(t, site, d, e, dir, "through the mount, a file missing", false); err == nil {
 		t.Errorf("%s: restored through the mount although ckptfs hides it", dir)
 	}
 	mount.Stop()
 	if err := site.Bind(backing, root); err != nil {
 		t.Fatal(err)
 	}
-	if err := restoreOnce(t, site, d, e, dir, "without ckptfs, a file missing"); err == nil {
+	if err := restoreOnce(t, site, d, e, dir, "without ckptfs, a file missing", true); err == nil {
 		t.Errorf("%s: Flink restored without %s: ckptfs asks for a file Flink does not need", dir, victim)
 	} else {
 		t.Logf("%s: without ckptfs and without %s, Flink fails: %v", dir, victim, err)
@@ -153,9 +157,14 @@ func corpusVictim(t *testing.T, e flinkdata.Entry, dir string) string {
 
 // restoreOnce runs the seqjob in an embedded MiniCluster in the site,
 // restoring dir (below the storage root, as the site sees it) with the
-// entry's state settings. It returns nil once the job's report says a
-// subtask restored, and an error when the job ends first.
-func restoreOnce(t *testing.T, site *Site, d Dist, e flinkdata.Entry, dir, what string) error {
+// entry's state settings. It returns nil once the job's report says both
+// keyed subtasks restored and, with settle, the job still runs
+// restoreSettle later (a missing file of another operator fails the job
+// after the keyed state restored); an error when the job ends first.
+// Through a replica mount there is no settling: the mount is read-only
+// until its site takes over, and a restored job soon writes (the
+// changelog backend creates its task-owned directory at once).
+func restoreOnce(t *testing.T, site *Site, d Dist, e flinkdata.Entry, dir, what string, settle bool) error {
 	t.Helper()
 	report := filepath.Join(t.TempDir(), "report.txt")
 	var conf []string
@@ -197,8 +206,16 @@ func restoreOnce(t *testing.T, site *Site, d Dist, e flinkdata.Entry, dir, what 
 	deadline := time.After(3 * time.Minute)
 	for {
 		r, err := ReadReport(report)
-		if err == nil && len(r.Restores) > 0 {
-			return nil
+		if err == nil && len(r.Restores) >= 2 {
+			if !settle {
+				return nil
+			}
+			select {
+			case <-p.Exited():
+				return fmt.Errorf("%s: the job ended after restoring (%v):\n%s", what, p.Err(), p.Tail(8))
+			case <-time.After(restoreSettle):
+				return nil
+			}
 		}
 		select {
 		case <-p.Exited():

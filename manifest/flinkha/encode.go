@@ -433,9 +433,15 @@ func (b *builder) channels(hs []metadata.ChannelHandle, input bool, total *sizes
 		if input {
 			class, info = b.c.inputChannelHandle(), javaser.NewObject(b.c.inputChannelInfo()).With("gateIdx", h.A).With("inputChannelIdx", h.B)
 		}
+		list := b.c.jdk.ArrayList(offsets...)
+		if !input {
+			// A result subpartition's offsets are unmodifiable in the HA
+			// files of 1.20.5 (its input channels' were not seen).
+			list = javaser.NewObject(b.c.unmodifiableList()).With("c", list).With("list", list)
+		}
 		items = append(items, javaser.NewObject(class).
 			With("subtaskIndex", h.SubtaskIndex).With("info", info).With("delegate", d).
-			With("offsets", b.c.jdk.ArrayList(offsets...)).With("size", h.StateSize))
+			With("offsets", list).With("size", h.StateSize))
 		total.add(sizes{h.StateSize, h.StateSize})
 	}
 	if merged {

@@ -15,11 +15,12 @@ LDFLAGS := -X main.version=$(VERSION)
 FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDecode:600000 \
 	./manifest/flinkha:FuzzDecodeCompletedCheckpoint:400000 ./manifest/flinkha:FuzzDecodeStateHandle:600000 \
 	./manifest/flinkha:FuzzDecodeLeaderInfo:500000 ./manifest/flinkha:FuzzPathToURI:500000 \
+	./manifest/flinkha:FuzzDecodeJobGraph:40000 ./manifest/flinkha:FuzzDecodeJobResult:60000 \
 	./flinkconf:FuzzParse:150000 ./flinkconf:FuzzParseMap:300000 \
 	./internal/zksasl:FuzzExchange:150000 ./internal/zksasl:FuzzDigestResponse:250000
 FUZZTIME ?= 10m
 
-.PHONY: all build deps flink chaos-flink harvest corpus corpus-restore test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
+.PHONY: all build deps flink chaos-flink chaos-net guard-flink bench-wan harvest corpus corpus-restore test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
 
 all: build
 
@@ -65,7 +66,7 @@ vet:
 REQUIRE := CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_JDK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_REQUIRE_SYSTEMD=1 CKPTFS_REQUIRE_FLINK=1
 test: deps flink vet build
 	$(REQUIRE) $(GO) test -race -count=1 -timeout 18m $$($(GO) list ./... | grep -v /integration/realflink)
-	$(REQUIRE) $(GO) test -race -count=1 -timeout 15m ./integration/realflink/
+	$(REQUIRE) $(GO) test -race -count=1 -timeout 20m ./integration/realflink/
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; fn=$${rest%%:*}; n=$${rest#*:}; \
 		echo "fuzz $$pkg $$fn ($${n} executions)"; \
@@ -93,6 +94,13 @@ bench: deps build
 	CKPTFS_REQUIRE_FUSE=1 $(GO) test -run='^$$' -bench=. -benchtime=3x -count=1 -timeout 45m ./fusefs/
 	@bash -o pipefail -c "CKPTFS_REQUIRE_FUSE=1 $(GO) test -run='^$$' -bench=CheckpointWrites -benchtime=1x -count=1 -v ./cmd/ckptfs/ | grep -v 'ckptfs: '"
 
+# ckptfs over a slow WAN: ZooKeeper's servers placed 2+2+1 on sites that
+# are network hosts with 0 (the baseline), 10, 20 and 40 ms between
+# them; the takeover of 20 jobs run in DC2 and the latency of DC2's
+# markers.
+bench-wan: deps build
+	CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FUSE=1 nice -n 19 $(GO) test -run='^$$' -bench='^BenchmarkIntegration_WAN$$' -benchtime=5x -count=1 -timeout 30m ./integration/realflink/
+
 # What ckptfs costs real Flink, as ratios within one run (mount against
 # the backing directory, replica mount against the plain replica): Flink's
 # checkpoint durations through DC1's primary mount, the restore on DC2,
@@ -104,7 +112,7 @@ BENCH_FLINK ?=
 bench-flink: deps flink build
 	@bash -o pipefail -c "CKPTFS_BENCH_RUNS=$(BENCH_RUNS) CKPTFS_BENCH_FLINK=$(BENCH_FLINK) \
 		CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_REQUIRE_FLINK=1 \
-		$(GO) test -v -count=1 -run '^$$' -bench 'CheckpointDuration|RestoreDuration|RecoveryBreakdown' -benchtime=1x -timeout 120m \
+		$(GO) test -v -count=1 -run '^$$' -bench 'CheckpointDuration|RestoreDuration|RecoveryBreakdown|HotStandbyRTO' -benchtime=1x -timeout 120m \
 		./integration/realflink/ | grep -v -e 'logging.go:[0-9]*: zk[0-9]|'"
 
 fuzz:
@@ -127,11 +135,39 @@ chaos: deps build
 # Randomized runs of the failover with real Flink: release (every one of
 # flink/versions.tsv that runs here), replication kind and moment of loss
 # drawn from SEED; prints a table like make chaos. About 100 s a run.
+# MODE=hotstandby: Flink on both sites, takeover auto, no command after
+# the loss (TestIntegration_HotStandby's run), no baseline runs.
 chaos-flink: deps build
 	@bash flink/fetch.sh $$(awk -F'\t' '!/^#/ && ($$5 == "test" || $$5 == "runs") { print $$1 }' flink/versions.tsv) >/dev/null
 	@bash -o pipefail -c "CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FLINK=1 CKPTFS_CHAOS_FLINK_RUNS=$(RUNS) CKPTFS_CHAOS_FLINK_SEED=$(SEED) \
+		CKPTFS_CHAOS_FLINK_MODE=$(MODE) \
 		$(GO) test -count=1 -run '^TestChaosFlink$$' -v -timeout 600m ./integration/realflink/ \
 		| grep -v -e '^ *logging.go' -e '^=== '"
+
+# Randomized network partitions with real Flink, real ZooKeeper (2+2+1
+# servers placed in the sites) and real mounts on sites that are network
+# hosts: the fault that cuts DC1 off (partition both ways, one way,
+# flapping, loss), whether DC1 is first cut from DC2 only, the moment,
+# the replication kind and the release drawn from SEED; every run brings
+# DC1 back and turns the replication back the old way. Prints a table
+# like make chaos, with the writes after the fence seen on DC2 (must be
+# 0). About 100 s a run.
+chaos-net: deps build
+	@bash flink/fetch.sh $$(awk -F'\t' '!/^#/ && $$5 == "test" { print $$1 }' flink/versions.tsv) >/dev/null
+	@bash -o pipefail -c "CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FLINK=1 CKPTFS_CHAOS_NET_RUNS=$(RUNS) CKPTFS_CHAOS_NET_SEED=$(SEED) \
+		nice -n 19 $(GO) test -count=1 -run '^TestChaosNet$$' -v -timeout 600m ./integration/realflink/ \
+		| grep -v -e '^ *logging.go' -e '^=== '"
+
+# Real Flink destroying what a failover restored, and the promoted mount's
+# deletion guard stopping it (issue 16): after a takeover, a restore that
+# fails for a reason ckptfs cannot see and a bounded restart strategy end
+# the job in FAILED; with the guard the checkpoint stays, without it
+# Flink deletes it. About 2 to 4 minutes; not in make test. Also the
+# real Flink 1.15.4 test of use-old-ha-services (fetched first).
+guard-flink: deps flink build
+	@bash flink/fetch.sh 1.15.4 >/dev/null
+	CKPTFS_FAILED_JOB=1 $(REQUIRE) $(GO) test -count=1 -run '^(TestIntegration_RealFlinkFailedJob|TestIntegration_RealFlink115OldHAServices)$$' -v -timeout 30m ./integration/realflink/ \
+		| grep -v -e '^ *logging.go' -e '^=== '
 
 # Regenerates the fixtures harvested from real Flink (the ZooKeeper tree,
 # HA files and _metadata of a running job, per release marked test) in

@@ -41,6 +41,24 @@ type Config struct {
 	ZooKeeper *zkbridge.Config
 	// Lease fences a primary that has no ZooKeeper session.
 	Lease bool
+	// LeaseDuration, when positive, makes the daemons of the active site
+	// renew its liveness lease (every D/8) and a primary fence itself
+	// D/2 after its last successful renewal (design §5.10).
+	LeaseDuration time.Duration
+	// Takeover is manual (only `ckptfs takeover`) or auto: a replica of a
+	// standby site takes over by itself once the active site's lease
+	// expired and none of its JobManagers leads (DecideTakeover), and
+	// holds Flink's opens until then (HoldTimeout bounds each).
+	Takeover TakeoverMode
+	// TakeoverActivateAnyway lets an automatic takeover activate this
+	// site although a job has no complete recovery point here.
+	TakeoverActivateAnyway bool
+	// SiteJobManagers are this site's JobManager addresses as Flink
+	// publishes them (HOST or HOST:PORT): their sessions are this site's
+	// (zkbridge.MatchesJobManager).
+	SiteJobManagers []string
+	// HoldTimeout bounds how long one open is held (takeover auto).
+	HoldTimeout time.Duration
 
 	// MetricsAddr is where /metrics and /healthz are served (HOST:PORT;
 	// empty: not served; no host, :PORT, means loopback only). MetricsTLS,
@@ -93,6 +111,7 @@ func DefaultConfig() Config {
 	return Config{
 		Verifier: manifest.DefaultVerifierConfig(), Catalog: manifest.DefaultCatalogConfig(), Mount: m,
 		LagInterval: 10 * time.Second, FollowInterval: time.Second,
+		Takeover: TakeoverManual, HoldTimeout: 2 * time.Minute,
 	}
 }
 
@@ -149,8 +168,46 @@ func (c *Config) Validate() error {
 		if c.Site == "" {
 			bad("Site", fmt.Errorf("%w with ZooKeeper: markers and active-site name this site", ErrRequired))
 		}
+		if c.Lease {
+			// The client notices silent servers after 2/3 of its
+			// session timeout, and the follower on its next pass, whose
+			// read of active-site may take one more; a takeover
+			// elsewhere waits for Flink's sessions to expire.
+			z := c.ZooKeeper
+			if fence := z.SessionTimeout*2/3 + 2*c.FollowInterval; fence >= z.FlinkSessionTimeout {
+				bad("Lease", fmt.Errorf("would fence up to %v after the site is cut off, not before Flink's session timeout %v, after which another site may take over: shorten the ZooKeeper session timeout", fence, z.FlinkSessionTimeout))
+			}
+		}
 	} else if c.Lease {
 		bad("ZooKeeper", fmt.Errorf("%w for a lease: without a session a primary cannot tell whether another site took over", ErrRequired))
+	}
+	if c.LeaseDuration != 0 {
+		if err := (zkbridge.LeaseRule{Duration: c.LeaseDuration}).Validate(); err != nil {
+			bad("LeaseDuration", err)
+		}
+		if c.ZooKeeper == nil {
+			bad("ZooKeeper", fmt.Errorf("%w for a liveness lease", ErrRequired))
+		}
+	}
+	switch c.Takeover {
+	case TakeoverManual, "":
+	case TakeoverAuto:
+		if c.ZooKeeper == nil {
+			bad("ZooKeeper", fmt.Errorf("%w for takeover auto", ErrRequired))
+		}
+		if c.LeaseDuration <= 0 {
+			bad("LeaseDuration", fmt.Errorf("%w for takeover auto: without a lease a site cut off from ZooKeeper looks dead", ErrRequired))
+		}
+		if c.HoldTimeout <= 0 {
+			bad("HoldTimeout", fmt.Errorf("%v must be positive", c.HoldTimeout))
+		}
+	default:
+		bad("Takeover", fmt.Errorf("%q: want auto or manual", c.Takeover))
+	}
+	for _, a := range c.SiteJobManagers {
+		if _, _, ok := zkbridge.AddressHostPort(a); !ok || strings.ContainsAny(a, " ,") {
+			bad("SiteJobManagers", fmt.Errorf("%q: want HOST or HOST:PORT", a))
+		}
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
@@ -215,6 +272,9 @@ func (c *Config) build() (*parts, error) {
 	p.mount = c.Mount
 	p.mount.Backing, p.mount.MountPoint = c.Backing, c.MountPoint
 	p.mount.Visibility, p.mount.Sealer = p.catalog, p.recorder
+	if p.mount.DeleteGrace > 0 {
+		p.mount.DeleteGuard = p.catalog
+	}
 	if c.Logger != nil {
 		p.mount.Logger = c.Logger.With("site", c.Site)
 	}

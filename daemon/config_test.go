@@ -4,8 +4,10 @@ import (
 	"errors"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/ckptfs/ckptfs/manifest"
+	"github.com/ckptfs/ckptfs/zkbridge"
 )
 
 func TestMountMappings(t *testing.T) {
@@ -66,6 +68,26 @@ func TestValidateNamesFields(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("a good configuration: %v", err)
 	}
+	// The automatic takeover's settings.
+	bad := c
+	bad.Takeover, bad.LeaseDuration, bad.HoldTimeout, bad.SiteJobManagers = TakeoverAuto, 0, 0, []string{"jm 1"}
+	fields = map[string]bool{}
+	for _, e := range unjoin(bad.Validate()) {
+		var fe *FieldError
+		if errors.As(e, &fe) {
+			fields[fe.Field] = true
+		}
+	}
+	for _, f := range []string{"ZooKeeper", "LeaseDuration", "HoldTimeout", "SiteJobManagers"} {
+		if !fields[f] {
+			t.Errorf("takeover auto: no error for %s (got %v)", f, fields)
+		}
+	}
+	bad = c
+	bad.Takeover = "sometimes"
+	if err := bad.Validate(); err == nil {
+		t.Error("takeover \"sometimes\" validates")
+	}
 }
 
 func unjoin(err error) []error {
@@ -80,4 +102,38 @@ func unjoin(err error) []error {
 		return nil
 	}
 	return []error{err}
+}
+
+// TestValidateLeaseFencesBeforeTakeover: a lease that would fence after
+// Flink's sessions expire, when another site's takeover may already be
+// past its wait, is refused.
+func TestValidateLeaseFencesBeforeTakeover(t *testing.T) {
+	res, err := manifest.NewResolver(nil, []string{"/nas"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		session, flink time.Duration
+		ok             bool
+	}{
+		{10 * time.Second, 60 * time.Second, true},
+		{3 * time.Second, 5 * time.Second, true},    // fences after 4s
+		{3 * time.Second, 4 * time.Second, false},   // after 4s: not before
+		{30 * time.Second, 20 * time.Second, false}, // after 22s
+	} {
+		z := zkbridge.DefaultConfig()
+		z.Servers, z.ClusterID, z.SessionTimeout, z.FlinkSessionTimeout = []string{"127.0.0.1:2181"}, "c", tc.session, tc.flink
+		z.RetryTimeout = max(z.RetryTimeout, tc.session)
+		c := DefaultConfig()
+		c.Backing, c.MountPoint, c.Resolver, c.Logger = "/nas", "/flink", res, slog.New(slog.DiscardHandler)
+		c.ZooKeeper, c.Site, c.Lease = &z, "dc1", true
+		err := c.Validate()
+		var fe *FieldError
+		if tc.ok && err != nil {
+			t.Errorf("session %v, Flink's %v: %v", tc.session, tc.flink, err)
+		}
+		if !tc.ok && (!errors.As(err, &fe) || fe.Field != "Lease") {
+			t.Errorf("session %v, Flink's %v: %v, want an error for Lease", tc.session, tc.flink, err)
+		}
+	}
 }

@@ -71,10 +71,15 @@ func Run(ctx context.Context, cfg Config) error {
 	// Verify once before mounting, so the mount starts with what is
 	// complete rather than with nothing.
 	p.catalog.Refresh(ctx)
+	fo := newFailover(&cfg, cfg.Logger.With("site", cfg.Site))
+	if cfg.Takeover == TakeoverAuto {
+		p.mount.Gate = fo
+	}
 	srv, err := fusefs.Mount(p.mount)
 	if err != nil {
 		return err
 	}
+	fo.srv.Store(srv)
 	log.Info("mounted", "backing", cfg.Backing, "mountpoint", cfg.MountPoint, "mode", srv.Mode().String(), "passthrough", srv.Passthrough())
 	p.catalog.OnChange(func(ch manifest.Change) {
 		attrs := checkpointAttrs(filepath.Join(ch.Dir, ch.Name))
@@ -83,9 +88,14 @@ func Run(ctx context.Context, cfg Config) error {
 		} else {
 			log.Warn("checkpoint no longer complete", attrs...)
 		}
-		if err := srv.Invalidate(ch.Dir, ch.Name); err != nil {
-			log.Warn("invalidating kernel cache", append(attrs, "err", err)...)
-		}
+		// Off the catalog's pass: the kernel takes the directory's lock
+		// to invalidate, and a lookup hung on the NAS in that directory
+		// holds it. The entry expires within EntryTimeout meanwhile.
+		go func() {
+			if err := srv.Invalidate(ch.Dir, ch.Name); err != nil {
+				log.Warn("invalidating kernel cache", append(attrs, "err", err)...)
+			}
+		}()
 	})
 	unmounted := make(chan struct{})
 	go func() { srv.Wait(); close(unmounted) }()
@@ -100,6 +110,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if err != nil {
 			log.Debug("sealing at normal priority", "err", err)
 		}
+		defer th.Release()
 		sealing <- th
 		p.recorder.Run(sealCtx)
 	}()
@@ -107,18 +118,24 @@ func Run(ctx context.Context, cfg Config) error {
 	g, gctx := errgroup.WithContext(ctx)
 	var zkm *metrics.ZooKeeper
 	if cfg.ZooKeeper != nil {
-		zkm = &metrics.ZooKeeper{}
+		zkm = &metrics.ZooKeeper{Failover: fo.snapshot}
 		if metricsLn != nil {
 			zkm.Lag = metrics.NewLagTracker(zkm.Status, cfg.LagInterval)
 		}
 	}
-	f := &follower{cfg: &cfg, verifier: p.verifier, catalog: p.catalog, srv: srv, zkm: zkm, pin: pin, log: log, group: g}
+	f := &follower{cfg: &cfg, verifier: p.verifier, catalog: p.catalog, srv: srv, zkm: zkm, pin: pin, log: log, group: g, fo: fo, kicks: make(chan struct{}, 1)}
+	fo.kick = f.kick
 	g.Go(func() error { p.catalog.Run(gctx); return nil })
-	g.Go(func() error { watchBacking(gctx, cfg.Backing, p.catalog, log); return nil })
-	g.Go(func() error { pin.run(gctx, cfg.FollowInterval, srv, log); return nil })
+	// These two call the backing file system directly: on a hung NAS
+	// they are left behind when the daemon stops.
+	g.Go(func() error { detached(gctx, func() { watchBacking(gctx, cfg.Backing, p.catalog, log) }); return nil })
+	g.Go(func() error { detached(gctx, func() { pin.run(gctx, cfg.FollowInterval, srv, log) }); return nil })
+	probe := &backingProbe{backing: cfg.Backing, timeout: cfg.Catalog.BackingTimeout}
+	g.Go(func() error { probe.run(gctx, cfg.Catalog.Poll, srv.Mode); return nil })
 	g.Go(func() error { return f.run(gctx) })
 	if metricsLn != nil {
-		src := metrics.Sources{Site: cfg.Site, Version: cfg.Version, Catalog: p.catalog, Poll: cfg.Catalog.Poll, Mount: srv, ZooKeeper: zkm, Backing: pin.problem}
+		src := metrics.Sources{Site: cfg.Site, Version: cfg.Version, Catalog: p.catalog, Poll: cfg.Catalog.Poll, Mount: srv, ZooKeeper: zkm, Backing: pin.problem,
+			Probe: probe.problem, ProbeDuration: probe.Duration}
 		hs := &http.Server{
 			Handler:           metrics.Handler(metrics.NewRegistry(src), src),
 			ReadHeaderTimeout: 10 * time.Second,
@@ -159,12 +176,56 @@ func Run(ctx context.Context, cfg Config) error {
 			err = uerr
 		}
 	}
-	<-unmounted
+	if !waitAtMost(unmounted, stopGrace) {
+		log.Error("requests still wait on the backing file system; stopping without them", "waited", stopGrace)
+	}
 	// What is left to seal now has a caller waiting for it.
 	(<-sealing).Restore()
 	stopSealing()
-	<-sealed
+	// Sealing may have much left; wait as long as it gets on.
+	for last := p.recorder.Attempts(); !waitAtMost(sealed, sealGrace); {
+		if now := p.recorder.Attempts(); now != last {
+			last = now
+			continue
+		}
+		log.Error("sealing waits on the backing file system; stopping without it: the checkpoints it had left stay unsealed", "waited", sealGrace)
+		break
+	}
 	return err
+}
+
+// sealGrace is how long a stopping daemon waits for a seal that does not
+// end (a hung NAS) before it stops without it.
+const sealGrace = 30 * time.Second
+
+// stopGrace bounds each wait of a stopping daemon for work that waits on
+// the backing file system (a hung NAS): the rest ends without it.
+const stopGrace = 2 * time.Second
+
+// waitAtMost waits until done is closed or d has passed, and says which.
+func waitAtMost(done <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// detached runs fn, which ends when ctx does unless it waits on the
+// backing file system, and returns when fn does or when ctx ends.
+func detached(ctx context.Context, fn func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // checkpointAttrs are the log attributes of a checkpoint directory
@@ -185,6 +246,9 @@ func unmount(srv *fusefs.Server, mountPoint string, log *slog.Logger) error {
 	for i := 0; i < 10; i++ {
 		if err = srv.Unmount(); err == nil {
 			return nil
+		}
+		if errors.Is(err, fusefs.ErrRequestsStuck) {
+			return err // unmounted; Run says what waits
 		}
 		time.Sleep(300 * time.Millisecond)
 	}

@@ -28,8 +28,20 @@ type follower struct {
 	pin      *backingPin
 	log      *slog.Logger
 	group    *errgroup.Group
+	fo       *failover
+	kicks    chan struct{}
 
 	bridge atomic.Pointer[zkbridge.Bridge]
+	// lastActive is active-site as last read ("" before).
+	lastActive string
+}
+
+// kick asks for a pass now; it never blocks.
+func (f *follower) kick() {
+	select {
+	case f.kicks <- struct{}{}:
+	default:
+	}
 }
 
 func (f *follower) run(ctx context.Context) error {
@@ -44,6 +56,7 @@ func (f *follower) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+		case <-f.kicks:
 		}
 	}
 }
@@ -53,8 +66,25 @@ func (f *follower) pass(ctx context.Context) {
 	o := Observation{Site: f.cfg.Site, Mode: f.srv.Mode(), Lease: f.cfg.Lease, BackingReplaced: f.pin.replaced()}
 	if f.cfg.ZooKeeper != nil {
 		o.Session = SessionLost
-		if b := f.bridge.Load(); b != nil {
-			active, epoch, err := b.ActiveSite(ctx)
+		// A lease ends with the connection, or a read of active-site
+		// that takes longer than a pass, not after the calls' retries:
+		// the client notices silent servers within 2/3 of its session
+		// timeout, before they expire its session and a takeover
+		// elsewhere can get past its wait (Config.Validate).
+		b := f.bridge.Load()
+		if b != nil && f.cfg.Lease && b.Session().State != zkbridge.SessionConnected {
+			b = nil
+		}
+		if b != nil {
+			rctx := ctx
+			if f.cfg.Lease {
+				// A read that began just before the connection went
+				// would retry for the calls' whole RetryTimeout.
+				var cancel context.CancelFunc
+				rctx, cancel = context.WithTimeout(ctx, f.cfg.FollowInterval)
+				defer cancel()
+			}
+			active, epoch, err := b.ActiveSite(rctx)
 			switch {
 			case errors.Is(err, context.Canceled):
 				return
@@ -63,8 +93,15 @@ func (f *follower) pass(ctx context.Context) {
 			default:
 				o.Session, o.ActiveSite, o.Epoch = SessionUp, active, epoch
 				f.zkm.SetActiveSite(active, epoch)
+				f.lastActive = active
+				if active == f.cfg.Site && f.fo.leaseLapsed(active) {
+					// Renew before judging: a site just made active
+					// has not renewed yet.
+					f.fo.renew(ctx, epoch)
+				}
 			}
 		}
+		o.LeaseLapsed = f.fo.leaseLapsed(f.lastActive)
 	}
 	d := Decide(o)
 	if d.Mode == o.Mode {
@@ -97,6 +134,7 @@ func (f *follower) connect(ctx context.Context) {
 		}
 	}
 	f.zkm.SetBridge(b)
+	f.fo.start(ctx, b)
 	f.bridge.Store(b)
 	defer func() {
 		f.bridge.Store(nil)
@@ -112,9 +150,14 @@ func (f *follower) connect(ctx context.Context) {
 			g.Go(func() error { pub.Run(gctx); return nil })
 		}
 	}
+	if f.cfg.LeaseDuration > 0 || f.cfg.Takeover == TakeoverAuto || len(f.cfg.SiteJobManagers) > 0 {
+		g.Go(func() error { f.fo.run(gctx, b); return nil })
+	}
 	if f.zkm.Lag != nil {
 		f.catalog.OnChange(func(manifest.Change) { f.zkm.Lag.Trigger() })
-		g.Go(func() error { f.zkm.Lag.Run(gctx); return nil })
+		// The lag verifies ZooKeeper's pointers on the NAS: on a hung
+		// one it is left behind when the daemon stops.
+		g.Go(func() error { detached(gctx, func() { f.zkm.Lag.Run(gctx) }); return nil })
 	}
 	<-ctx.Done()
 	g.Wait()

@@ -45,6 +45,11 @@ type Observation struct {
 	Epoch      int64
 	// Lease makes a primary without a ZooKeeper session read-only.
 	Lease bool
+	// LeaseLapsed: this site's liveness lease is configured, active-site
+	// named this site when last read, and the daemon's holder no longer
+	// claims it (no successful renewal for half the lease, or revoked;
+	// design §5.10).
+	LeaseLapsed bool
 	// BackingReplaced reports that the backing directory is no longer
 	// the one the primary mount was pinned to (the NAS went away and a
 	// directory of another file system is at its path).
@@ -63,12 +68,16 @@ type Decision struct {
 //   - a primary whose backing was replaced is fenced, and no mount is
 //     promoted onto a replaced backing: its writes would not reach the
 //     NAS;
+//   - a primary fences itself when its liveness lease lapsed: another
+//     site may conclude that this one is dead and take over (§5.10);
 //   - a primary fences itself when active-site names another site, or,
 //     with Lease, when it has no ZooKeeper session (it cannot know that
 //     no other site took over);
 //   - a replica or a fenced mount of the site active-site names becomes
 //     primary (promotion, also after a lease fence once the session is
-//     back);
+//     back), unless its liveness lease lapsed, and so does a mount
+//     fenced while no site ever took over (only a lease fences then: it
+//     began as a primary);
 //   - otherwise the mode stays: without ZooKeeper, without a session
 //     (and no lease), or while no site ever took over, the configured
 //     mode holds.
@@ -80,6 +89,9 @@ func Decide(o Observation) Decision {
 		}
 		return keep
 	}
+	if o.LeaseLapsed && o.Mode == fusefs.ModePrimary {
+		return Decision{Mode: fusefs.ModeFenced, Reason: "this site's liveness lease lapsed"}
+	}
 	switch o.Session {
 	case SessionLost:
 		if o.Lease && o.Mode == fusefs.ModePrimary {
@@ -88,8 +100,13 @@ func Decide(o Observation) Decision {
 	case SessionUp:
 		epoch := " (epoch " + strconv.FormatInt(o.Epoch, 10) + ")"
 		switch {
+		case o.ActiveSite == "" && o.Mode == fusefs.ModeFenced && !o.LeaseLapsed:
+			// Only a lease fences while no site is active (a replaced
+			// backing is handled above): the session is back, and
+			// nobody took over.
+			return Decision{Mode: fusefs.ModePrimary, Reason: "ZooKeeper session back, no site took over"}
 		case o.ActiveSite == "":
-		case o.ActiveSite == o.Site && o.Mode != fusefs.ModePrimary:
+		case o.ActiveSite == o.Site && o.Mode != fusefs.ModePrimary && !o.LeaseLapsed:
 			return Decision{Mode: fusefs.ModePrimary, Reason: "this site is active" + epoch}
 		case o.ActiveSite != o.Site && o.Mode == fusefs.ModePrimary:
 			return Decision{Mode: fusefs.ModeFenced, Reason: "site " + o.ActiveSite + " is active" + epoch}

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -76,20 +79,15 @@ type Config struct {
 }
 
 // Load reads a Flink configuration file, or finds it in a directory as
-// Flink does (flink-conf.yaml, else config.yaml).
+// Flink does (see fileIn).
 func Load(path string, format Format) (*Config, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}
 	if fi.IsDir() {
-		dir := path
-		path = filepath.Join(dir, LegacyFileName)
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			path = filepath.Join(dir, StandardFileName)
-			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("%s holds neither %s nor %s", dir, LegacyFileName, StandardFileName)
-			}
+		if path, err = fileIn(path); err != nil {
+			return nil, err
 		}
 	}
 	f, err := os.Open(path)
@@ -105,6 +103,54 @@ func Load(path string, format Format) (*Config, error) {
 		return nil, fmt.Errorf("%s: larger than %d bytes: not a Flink configuration", path, MaxFileSize)
 	}
 	return Parse(path, data, format)
+}
+
+// fileIn is the file Flink reads in a configuration directory: up to
+// 1.20 flink-conf.yaml, else config.yaml (1.19 and 1.20 read config.yaml
+// only without flink-conf.yaml); from 2.0 config.yaml alone. A directory
+// with both is read as the release beside it (../lib/flink-dist*.jar)
+// would read it, and refused when there is none to tell.
+func fileIn(dir string) (string, error) {
+	exists := func(name string) bool {
+		_, err := os.Stat(filepath.Join(dir, name))
+		return err == nil
+	}
+	legacy, standard := exists(LegacyFileName), exists(StandardFileName)
+	switch {
+	case legacy && standard:
+		major, ok := distMajor(dir)
+		if !ok {
+			return "", fmt.Errorf("%s holds both %s and %s: Flink 1.x reads the first, 2.x the second, and no Flink distribution beside it (../lib/flink-dist*.jar) says which; give the file Flink reads", dir, LegacyFileName, StandardFileName)
+		}
+		if major >= 2 {
+			return filepath.Join(dir, StandardFileName), nil
+		}
+		return filepath.Join(dir, LegacyFileName), nil
+	case legacy:
+		return filepath.Join(dir, LegacyFileName), nil
+	case standard:
+		return filepath.Join(dir, StandardFileName), nil
+	}
+	return "", fmt.Errorf("%s holds neither %s nor %s", dir, LegacyFileName, StandardFileName)
+}
+
+// distMajor is the major version of the Flink distribution whose conf
+// directory dir is: flink-dist-2.3.0.jar or flink-dist_2.12-1.15.4.jar in
+// ../lib.
+func distMajor(dir string) (int, bool) {
+	jars, _ := filepath.Glob(filepath.Join(dir, "..", "lib", "flink-dist*.jar"))
+	if len(jars) != 1 {
+		return 0, false
+	}
+	v := strings.TrimSuffix(filepath.Base(jars[0]), ".jar")
+	if rest, ok := strings.CutPrefix(v, "flink-dist_"); ok {
+		_, v, _ = strings.Cut(rest, "-")
+	} else {
+		v = strings.TrimPrefix(v, "flink-dist-")
+	}
+	major, _, _ := strings.Cut(v, ".")
+	n, err := strconv.Atoi(major)
+	return n, err == nil && n > 0
 }
 
 // Parse reads data as Flink reads a configuration file named path.
@@ -235,18 +281,20 @@ func (c *Config) flatten(m *yaml.Node, prefix string, depth int) error {
 				return err
 			}
 		case yaml.SequenceNode:
-			flow := *v
-			flow.Style = yaml.FlowStyle
-			out, err := yaml.Marshal(&flow)
+			s, err := flowString(v, depth+1)
 			if err != nil {
 				return fmt.Errorf("%s:%d: %s: %w", c.Path, k.Line, key, err)
 			}
-			c.set(Value{Key: key, Value: strings.TrimSpace(string(out)), Line: k.Line})
+			c.set(Value{Key: key, Value: s, Line: k.Line})
 		case yaml.ScalarNode:
-			if v.Tag == "!!null" {
-				continue
+			kind, s, err := resolve(v)
+			if err != nil {
+				return fmt.Errorf("%s:%d: %s: %w", c.Path, k.Line, key, err)
 			}
-			c.set(Value{Key: key, Value: v.Value, Line: k.Line})
+			if kind == kindNull {
+				return fmt.Errorf("%s:%d: %s has no value: Flink refuses the whole file (Value must not be null)", c.Path, k.Line, key)
+			}
+			c.set(Value{Key: key, Value: s, Line: k.Line})
 		default:
 			return fmt.Errorf("%s:%d: %s: unexpected YAML node", c.Path, k.Line, key)
 		}
@@ -287,4 +335,9 @@ func (c *Config) Lookup(o Option) (Value, bool) {
 		}
 	}
 	return Value{}, false
+}
+
+// Keys returns every key set, sorted.
+func (c *Config) Keys() []string {
+	return slices.Sorted(maps.Keys(c.entries))
 }

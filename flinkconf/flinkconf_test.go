@@ -178,7 +178,11 @@ func TestDeprecatedKeyOrderAndLastValue(t *testing.T) {
 }
 
 func TestLoadDirectory(t *testing.T) {
-	dir := t.TempDir()
+	home := t.TempDir()
+	dir := filepath.Join(home, "conf")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	std := "high-availability:\n  type: zookeeper\n"
 	if err := os.WriteFile(filepath.Join(dir, StandardFileName), []byte(std), 0o644); err != nil {
 		t.Fatal(err)
@@ -187,12 +191,35 @@ func TestLoadDirectory(t *testing.T) {
 	if err != nil || c.Format != Standard || filepath.Base(c.Path) != StandardFileName {
 		t.Fatalf("%+v %v", c, err)
 	}
-	// flink-conf.yaml wins when both exist, as in Flink.
+	// With both files, Flink 1.x reads flink-conf.yaml and 2.x
+	// config.yaml: the distribution beside the directory decides, and
+	// without one Load refuses to guess.
 	if err := os.WriteFile(filepath.Join(dir, LegacyFileName), []byte("high-availability: zookeeper\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if c, err = Load(dir, Auto); err != nil || c.Format != Legacy {
-		t.Fatalf("%+v %v", c, err)
+	if c, err = Load(dir, Auto); err == nil || !strings.Contains(err.Error(), "holds both") {
+		t.Fatalf("both files, no distribution: %+v %v, want a refusal", c, err)
+	}
+	lib := filepath.Join(home, "lib")
+	if err := os.Mkdir(lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		jar  string
+		want Format
+	}{
+		{"flink-dist_2.12-1.15.4.jar", Legacy},
+		{"flink-dist-1.20.5.jar", Legacy},
+		{"flink-dist-2.3.0.jar", Standard},
+	} {
+		jar := filepath.Join(lib, tc.jar)
+		if err := os.WriteFile(jar, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if c, err = Load(dir, Auto); err != nil || c.Format != tc.want {
+			t.Fatalf("both files beside %s: %+v %v, want %v", tc.jar, c, err, tc.want)
+		}
+		os.Remove(jar)
 	}
 	// An explicit format overrides the name.
 	if c, err = Load(filepath.Join(dir, LegacyFileName), Standard); err != nil || c.Format != Standard {

@@ -54,8 +54,11 @@ func (m Mode) valid() bool { return m >= ModeReplica && m <= ModeFenced }
 // writable reports whether mutations are allowed in m.
 func (m Mode) writable() bool { return m == ModePrimary }
 
-// filtered reports whether the Visibility policy applies in m.
-func (m Mode) filtered() bool { return m == ModeReplica }
+// filtered reports whether the Visibility policy applies in m: in every
+// mode that does not write. A fenced site's JobManager may still run (cut
+// off, or returning after another site took over) and must not open a
+// checkpoint its NAS holds only in part, as a replica's must not.
+func (m Mode) filtered() bool { return m != ModePrimary }
 
 // AllVisible is a Visibility that hides nothing. The mount still hides
 // its own .ckptfs directory.
@@ -80,6 +83,20 @@ type Config struct {
 	// Sealer receives what a primary mount saw written. May be nil: then
 	// no checksums are computed.
 	Sealer manifest.Sealer
+	// DeleteGuard, when set, protects what the newest complete
+	// checkpoint of each job holds for DeleteGrace after the mount is
+	// promoted (SetMode from a mode that does not write to ModePrimary):
+	// an unlink, rmdir or rename of it is refused with EPERM, or, with
+	// DeleteHold, held until the grace period ends. Each is logged and
+	// counted (Stats.DeletionsRefused, DeletionsHeld). After a takeover,
+	// a job that reaches FAILED would otherwise have Flink delete the
+	// checkpoint the failover restored.
+	DeleteGuard manifest.DeletionGuard
+	DeleteGrace time.Duration
+	DeleteHold  bool
+	// Gate, when set, admits every open and opendir before it is served
+	// (nil admits everything).
+	Gate Gate
 	// Logger receives the mount's own log lines and go-fuse's.
 	Logger *slog.Logger
 	// Now is the clock used for Sealer timestamps.
@@ -180,7 +197,7 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"entry", c.EntryTimeout}, {"attribute", c.AttrTimeout}, {"negative", c.NegativeTimeout}, {"fence", c.FenceTimeout}} {
+	}{{"entry", c.EntryTimeout}, {"attribute", c.AttrTimeout}, {"negative", c.NegativeTimeout}, {"fence", c.FenceTimeout}, {"delete grace", c.DeleteGrace}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("negative %s timeout %v", d.name, d.v))
 		}

@@ -31,7 +31,8 @@
 //
 // ModeReplica is read-only and filtered through Visibility. ModePrimary
 // is a plain read-write loopback. ModeFenced is a primary whose site is
-// no longer active: unfiltered, read-only. The reserved directory
+// no longer active: read-only and filtered as a replica is, since a
+// JobManager left running there must not open an incomplete checkpoint. The reserved directory
 // .ckptfs at the root is hidden in every mode and cannot be created,
 // renamed or removed through the mount.
 //
@@ -40,8 +41,10 @@
 // one place (refuseReadOnly): read-only is the mount's mode, not an
 // error of manifest's.
 // Every mutation the daemon serves (including WRITE on a handle opened
-// long ago) holds a shared lock from checking the mode until the backing
-// file system has answered, and SetMode takes it exclusively.
+// long ago) is admitted by the mode and counted until the backing file
+// system has answered; SetMode to a read-only mode refuses new ones at
+// once and waits for those in flight. No lock is held across a backing
+// call, so a hung NAS holds up neither SetMode nor other mutations.
 //
 // # Fencing
 //
@@ -56,7 +59,12 @@
 // FenceTimeout, for them to be released. Precisely:
 //
 //   - when SetMode returns, no new write open, create or other mutation
-//     succeeds, and no write the daemon serves is in progress;
+//     succeeds, and no write the daemon serves is in progress, unless
+//     the NAS did not answer one within FenceTimeout: then the error
+//     wraps ErrFenceIncomplete, and such a change that lands later is
+//     counted (Stats.WritesAfterFence) and logged as an error; a write
+//     open or create that ends after the fence began hands out no
+//     writer (EROFS);
 //   - when it returns nil, every descriptor opened for writing before it
 //     was called is closed too, so nothing written through the mount can
 //     land any more;

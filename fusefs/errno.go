@@ -33,6 +33,8 @@ func (fsys *fileSystem) errnoFor(err error) syscall.Errno {
 		return syscall.EINTR
 	case errors.Is(err, manifest.ErrHidden), errors.Is(err, manifest.ErrIncomplete):
 		return syscall.ENOENT
+	case errors.Is(err, manifest.ErrProtected):
+		return syscall.EPERM
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) && errno != 0 {

@@ -1,7 +1,9 @@
 package fusefs
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path"
 	"sync"
@@ -16,6 +18,7 @@ import (
 type fileSystem struct {
 	// Dependencies.
 	vis     manifest.Visibility
+	gate    Gate      // Config.Gate; nil admits everything
 	reports *reporter // feeds the Sealer; nil: no sealing
 	log     *slog.Logger
 	now     func() time.Time
@@ -23,6 +26,13 @@ type fileSystem struct {
 	// Constant data.
 	passthroughWrites bool // Config.PassthroughWrites
 	fenceTimeout      time.Duration
+	guard             manifest.DeletionGuard // Config.DeleteGuard; nil: none
+	guardGrace        time.Duration
+	guardHold         bool
+
+	// guardUntil is when the deletion guard armed by the last promotion
+	// ends (Unix nanoseconds; 0: not armed).
+	guardUntil atomic.Int64
 
 	// passthrough is set once the kernel agreed to FUSE passthrough, and
 	// cleared for good if a handle that offered a backing file is read
@@ -31,19 +41,32 @@ type fileSystem struct {
 	passthrough atomic.Bool
 
 	// Lock order: modeMu, then node.mu. handle.mu is never held together
-	// with node.mu.
+	// with node.mu. modeMu is never held across a backing call: a hung
+	// NAS must not hold up SetMode, or every mutation behind it.
 	//
-	// modeMu orders mutations against SetMode. A mutation holds it shared
-	// from checking the mode until its backing syscall has returned;
-	// SetMode holds it exclusively. So once SetMode(read-only) returns, no
-	// mutation is running and none will start.
-	modeMu sync.RWMutex
+	// modeMu orders mutations against SetMode. A mutation is admitted
+	// under it (the mode allows writes) and counted in inflight by the
+	// fence epoch it was admitted in, until its backing syscall has
+	// returned. SetMode to a mode that does not write starts a new epoch
+	// under it and waits, at most fenceTimeout, until no mutation of an
+	// older epoch is in flight. So once SetMode(read-only) returns, no
+	// mutation starts; when it returns nil, none is running either.
+	modeMu sync.Mutex
 	// mode is the current mode. GUARDED_BY(modeMu)
 	mode Mode
+	// epoch counts the switches to a mode that does not write.
+	// GUARDED_BY(modeMu)
+	epoch uint64
+	// inflight counts the admitted mutations by epoch. GUARDED_BY(modeMu)
+	inflight map[uint64]int
+	// abandoned is the newest epoch whose fence stopped waiting for
+	// older mutations: one that ends later landed after the fence.
+	abandoned atomic.Uint64
 	// modeNow mirrors mode for readers that must not wait (visibility
-	// checks). INVARIANT: modeNow == mode whenever modeMu is not held
-	// exclusively.
-	modeNow atomic.Int32
+	// checks), epochNow mirrors epoch. INVARIANT: both equal their
+	// fields whenever modeMu is not held.
+	modeNow  atomic.Int32
+	epochNow atomic.Uint64
 
 	// pwMu guards pwriters, the open write handles that use
 	// passthrough: fencing has to revoke them (revoke.go). Lock order:
@@ -76,7 +99,10 @@ type counters struct {
 	metadataCommits   atomic.Uint64
 	revokedWriters    atomic.Uint64
 	writesAfterFence  atomic.Uint64
+	deletionsRefused  atomic.Uint64
+	deletionsHeld     atomic.Uint64
 	openFiles         atomic.Int64
+	gateRefusals      atomic.Uint64
 }
 
 func (c *counters) opened(passthrough, write bool) {
@@ -132,9 +158,16 @@ type Stats struct {
 	// was closed (a write the kernel let through, see revoke.go).
 	RevokedWriters   uint64
 	WritesAfterFence uint64
+	// DeletionsRefused and DeletionsHeld count deletions of what the
+	// newest complete checkpoint of a job holds that the deletion guard
+	// refused or held after a promotion (Config.DeleteGuard).
+	DeletionsRefused uint64
+	DeletionsHeld    uint64
 	// OpenFiles is the number of files open through the mount now (the
 	// kernel releases a file shortly after its last close(2) returned).
 	OpenFiles int64
+	// GateRefusals counts opens and opendirs the Gate refused.
+	GateRefusals uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -154,31 +187,152 @@ func (c *counters) snapshot() Stats {
 		MetadataCommits:   c.metadataCommits.Load(),
 		RevokedWriters:    c.revokedWriters.Load(),
 		WritesAfterFence:  c.writesAfterFence.Load(),
+		DeletionsRefused:  c.deletionsRefused.Load(),
+		DeletionsHeld:     c.deletionsHeld.Load(),
 		OpenFiles:         c.openFiles.Load(),
+		GateRefusals:      c.gateRefusals.Load(),
 	}
 }
 
 func (fsys *fileSystem) currentMode() Mode { return Mode(fsys.modeNow.Load()) }
 
-// setMode switches modes; see modeMu.
-func (fsys *fileSystem) setMode(m Mode) (old Mode) {
+// setMode switches modes and returns the epoch whose older mutations
+// must end before the switch is complete; see modeMu.
+func (fsys *fileSystem) setMode(m Mode) (old Mode, epoch uint64) {
 	fsys.modeMu.Lock()
 	defer fsys.modeMu.Unlock()
 	old = fsys.mode
 	fsys.mode = m
 	fsys.modeNow.Store(int32(m))
-	return old
+	if !m.writable() && old.writable() {
+		fsys.epoch++
+		fsys.epochNow.Store(fsys.epoch)
+	}
+	if m.writable() && !old.writable() && fsys.guard != nil && fsys.guardGrace > 0 {
+		fsys.guardUntil.Store(fsys.now().Add(fsys.guardGrace).UnixNano())
+		what := "refused"
+		if fsys.guardHold {
+			what = "held"
+		}
+		fsys.log.Info("deletion guard armed: deletions of the newest complete checkpoint of a job are "+what, "remaining", fsys.guardGrace.String())
+	}
+	return old, fsys.epoch
+}
+
+// admission is one admitted mutation; done must be called once the
+// backing file system has answered.
+type admission struct {
+	fsys  *fileSystem
+	epoch uint64
+}
+
+// admit admits one mutation, or refuses it (EROFS) if the mode does not
+// write.
+func (fsys *fileSystem) admit() (*admission, syscall.Errno) {
+	fsys.modeMu.Lock()
+	defer fsys.modeMu.Unlock()
+	if !fsys.mode.writable() {
+		return nil, fsys.refuseReadOnly()
+	}
+	if fsys.inflight == nil {
+		fsys.inflight = make(map[uint64]int)
+	}
+	fsys.inflight[fsys.epoch]++
+	return &admission{fsys: fsys, epoch: fsys.epoch}, 0
+}
+
+// done ends the mutation. One whose fence stopped waiting for it landed
+// after the fence: it is counted and logged (Stats.WritesAfterFence).
+func (a *admission) done() {
+	fsys := a.fsys
+	fsys.modeMu.Lock()
+	if fsys.inflight[a.epoch]--; fsys.inflight[a.epoch] == 0 {
+		delete(fsys.inflight, a.epoch)
+	}
+	fsys.modeMu.Unlock()
+	if fsys.abandoned.Load() > a.epoch {
+		fsys.stats.writesAfterFence.Add(1)
+		fsys.log.Error("a change admitted before fencing reached the backing file system after fencing gave up waiting for it (a hung NAS answered late)")
+	}
+}
+
+// fenced reports whether a fence began since the mutation was admitted:
+// a write open that finishes then must not hand out a writer.
+func (a *admission) fenced() bool { return a.fsys.epochNow.Load() != a.epoch }
+
+// guardDelete applies the deletion guard to removing rel: 0 when it may
+// go ahead (at once, or, holding, once the grace period is over), EPERM
+// when it is refused. It must be called before beginMutation: a held
+// deletion must not hold up SetMode.
+func (fsys *fileSystem) guardDelete(ctx context.Context, rel, op string) syscall.Errno {
+	until := fsys.guardUntil.Load()
+	if fsys.guard == nil || until == 0 || !fsys.currentMode().writable() {
+		return 0
+	}
+	left := time.Duration(until - fsys.now().UnixNano())
+	if left <= 0 {
+		return 0
+	}
+	err := fsys.guard.ProtectsDeletion(rel)
+	if err == nil {
+		return 0
+	}
+	if !fsys.guardHold {
+		fsys.stats.deletionsRefused.Add(1)
+		fsys.log.Warn("deletion refused: it would remove the newest complete checkpoint of a job after a takeover", "op", op, "file", rel, "reason", err.Error(), "remaining", left.Round(time.Second).String())
+		return fsys.errnoFor(err)
+	}
+	fsys.stats.deletionsHeld.Add(1)
+	fsys.log.Warn("deletion held until the grace period ends: it would remove the newest complete checkpoint of a job after a takeover", "op", op, "file", rel, "reason", err.Error(), "remaining", left.Round(time.Second).String())
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return 0
+	case <-ctx.Done():
+		return syscall.EINTR
+	}
 }
 
 // beginMutation admits one mutation. On success the caller must call
 // done once the backing file system has answered.
 func (fsys *fileSystem) beginMutation() (done func(), errno syscall.Errno) {
-	fsys.modeMu.RLock()
-	if !fsys.mode.writable() {
-		fsys.modeMu.RUnlock()
-		return nil, fsys.refuseReadOnly()
+	a, errno := fsys.admit()
+	if errno != 0 {
+		return nil, errno
 	}
-	return fsys.modeMu.RUnlock, 0
+	return a.done, 0
+}
+
+// waitMutations waits, at most fenceTimeout, until no mutation admitted
+// before epoch is in flight. If some still are, it gives up on them
+// (they are counted when they end, see admission.done) and says how many.
+func (fsys *fileSystem) waitMutations(epoch uint64) error {
+	deadline := time.Now().Add(fsys.fenceTimeout)
+	for {
+		fsys.modeMu.Lock()
+		n := 0
+		for e, c := range fsys.inflight {
+			if e < epoch {
+				n += c
+			}
+		}
+		fsys.modeMu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			for {
+				old := fsys.abandoned.Load()
+				if old >= epoch || fsys.abandoned.CompareAndSwap(old, epoch) {
+					break
+				}
+			}
+			fsys.log.Error("fenced, but changes admitted before still wait on the backing file system", "changes", n, "waited", fsys.fenceTimeout)
+			return fmt.Errorf("%w: %d changes admitted before fencing still wait on the backing file system after %v", ErrFenceIncomplete, n, fsys.fenceTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // refuseReadOnly is the one answer to a change the mode does not allow

@@ -106,6 +106,9 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if !ok {
 		return nil, 0, syscall.ENOENT
 	}
+	if errno := n.fsys.passGate(ctx, dir); errno != 0 {
+		return nil, 0, errno
+	}
 	if dir != "" && !n.fsys.currentMode().filtered() {
 		return n.LoopbackNode.OpendirHandle(ctx, flags)
 	}
@@ -140,6 +143,18 @@ func (n *node) childDir() (string, syscall.Errno) {
 	return dir, 0
 }
 
+// guardDelete applies the deletion guard to removing name from n.
+func (n *node) guardDelete(ctx context.Context, name, op string) syscall.Errno {
+	if n.fsys.guardUntil.Load() == 0 {
+		return 0
+	}
+	dir, errno := n.childDir()
+	if errno != 0 {
+		return 0 // mutateChild answers it
+	}
+	return n.fsys.guardDelete(ctx, joinRel(dir, name), op)
+}
+
 // mutateChild admits a mutation of name in n.
 func (n *node) mutateChild(name string) (done func(), dir string, errno syscall.Errno) {
 	done, errno = n.fsys.beginMutation()
@@ -160,6 +175,15 @@ func (n *node) mutateChild(name string) (done func(), dir string, errno syscall.
 var _ = (fs.NodeOpener)((*node)(nil))
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if n.fsys.gate != nil {
+		rel, ok := n.rel()
+		if !ok {
+			return nil, 0, syscall.ENOENT
+		}
+		if errno := n.fsys.passGate(ctx, rel); errno != 0 {
+			return nil, 0, errno
+		}
+	}
 	write := opensForWrite(flags)
 	// Refuse a write before waiting on anything, and wait without
 	// holding up SetMode.
@@ -170,18 +194,25 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	done := func() {}
+	var adm *admission
 	if write {
-		if done, errno = n.fsys.beginMutation(); errno != 0 {
+		if adm, errno = n.fsys.admit(); errno != 0 {
 			n.unreserve(passthrough)
 			return nil, 0, errno
 		}
+		defer adm.done()
 	}
-	defer done()
 	fh, fuseFlags, errno := n.LoopbackNode.Open(ctx, flags)
 	if errno != 0 {
 		n.unreserve(passthrough)
 		return nil, 0, errno
+	}
+	if adm != nil && adm.fenced() {
+		// The backing open outlasted a fence (a slow NAS): no writer
+		// may appear after it.
+		fh.(*fs.LoopbackFile).Release(ctx)
+		n.unreserve(passthrough)
+		return nil, 0, n.fsys.refuseReadOnly()
 	}
 	h := newHandle(n, fh.(*fs.LoopbackFile), write, passthrough)
 	n.fsys.stats.opened(passthrough, write)
@@ -328,14 +359,27 @@ func (n *node) otherWriters(h *handle) []*handle {
 var _ = (fs.NodeCreater)((*node)(nil))
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	done, _, errno := n.mutateChild(name)
+	adm, errno := n.fsys.admit()
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	defer done()
+	defer adm.done()
+	dir, errno := n.childDir()
+	if errno == 0 && manifest.IsStateDir(dir, name) {
+		errno = syscall.EPERM
+	}
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
 	ch, fh, fuseFlags, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
 	if errno != 0 {
 		return nil, nil, 0, errno
+	}
+	if adm.fenced() {
+		// The backing create outlasted a fence: the file exists, but no
+		// writer may appear after the fence.
+		fh.(*fs.LoopbackFile).Release(ctx)
+		return nil, nil, 0, n.fsys.refuseReadOnly()
 	}
 	child := ch.Operations().(*node)
 	// A new inode: nothing else has it open, so this does not wait.
@@ -424,6 +468,9 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 var _ = (fs.NodeUnlinker)((*node)(nil))
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	if errno := n.guardDelete(ctx, name, "unlink"); errno != 0 {
+		return errno
+	}
 	done, dir, errno := n.mutateChild(name)
 	if errno != 0 {
 		return errno
@@ -439,6 +486,9 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 var _ = (fs.NodeRmdirer)((*node)(nil))
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	if errno := n.guardDelete(ctx, name, "rmdir"); errno != 0 {
+		return errno
+	}
 	done, _, errno := n.mutateChild(name)
 	if errno != 0 {
 		return errno
@@ -450,6 +500,9 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 var _ = (fs.NodeRenamer)((*node)(nil))
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	if errno := n.guardDelete(ctx, name, "rename"); errno != 0 {
+		return errno
+	}
 	done, dir, errno := n.mutateChild(name)
 	if errno != 0 {
 		return errno

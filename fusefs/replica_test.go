@@ -278,3 +278,35 @@ func mountOptions(t *testing.T, dir string) []string {
 	t.Fatalf("%s is not mounted", dir)
 	return nil
 }
+
+// TestIntegration_FencedFiltersAsReplica: a primary's listing shows every
+// checkpoint; fenced, the mount hides what Visibility hides, as a replica
+// does, including names the kernel had cached while it was primary; back
+// to primary, it shows them again.
+func TestIntegration_FencedFiltersAsReplica(t *testing.T) {
+	vis := mounttest.NewVisibility()
+	m := mounttest.New(t, &mounttest.Options{Mode: fusefs.ModePrimary, Visibility: vis})
+	m.WriteOrig("job/chk-1/_metadata", []byte("m"))
+	m.WriteOrig("job/chk-2/_metadata", []byte("m"))
+	vis.Set("job/chk-2", manifest.ErrIncomplete)
+	if got := readDir(t, m.Path("job")); !slices.Equal(got, []string{"chk-1", "chk-2"}) {
+		t.Fatalf("primary lists %v", got)
+	}
+	if _, err := os.Stat(m.Path("job/chk-2/_metadata")); err != nil {
+		t.Fatalf("primary: %v", err)
+	}
+	if err := m.Server.SetMode(fusefs.ModeFenced); err != nil {
+		t.Fatal(err)
+	}
+	if got := readDir(t, m.Path("job")); !slices.Equal(got, []string{"chk-1"}) {
+		t.Errorf("fenced lists %v, want only the complete chk-1", got)
+	}
+	_, err := os.Stat(m.Path("job/chk-2/_metadata"))
+	wantErrno(t, "fenced: stat of the incomplete checkpoint", err, syscall.ENOENT)
+	if err := m.Server.SetMode(fusefs.ModePrimary); err != nil {
+		t.Fatal(err)
+	}
+	if got := readDir(t, m.Path("job")); !slices.Equal(got, []string{"chk-1", "chk-2"}) {
+		t.Errorf("primary again lists %v", got)
+	}
+}

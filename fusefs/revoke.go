@@ -77,22 +77,36 @@ func (fsys *fileSystem) passthroughWriters() map[*node][]*handle {
 
 // revokeWriters cuts off every passthrough writer open now and waits, at
 // most fenceTimeout, until the kernel released them all. The mode must
-// already refuse writes, so no new passthrough writer appears.
+// already refuse writes, so no new passthrough writer appears. The
+// files are revoked at once, each on its own goroutine: on a hung NAS
+// one file's wait does not hold up the others, and SetMode returns
+// within fenceTimeout however many hang.
 func (s *Server) revokeWriters() error {
 	fsys := s.fsys
 	writers := fsys.passthroughWriters()
 	if len(writers) == 0 {
 		return nil
 	}
-	var errs []error
-	for n, hs := range writers {
-		if err := s.revoke(n, hs); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	deadline := time.NewTimer(fsys.fenceTimeout)
 	defer deadline.Stop()
+	results := make(chan error, len(writers))
+	for n, hs := range writers {
+		go func() { results <- s.revoke(n, hs) }()
+	}
+	var errs []error
 	expired := false
+	for range writers {
+		select {
+		case err := <-results:
+			if err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		case <-deadline.C:
+			expired = true
+		}
+		break
+	}
 	var open []string
 	for n, hs := range writers {
 		for _, h := range hs {
@@ -119,15 +133,34 @@ func (s *Server) revokeWriters() error {
 	return errors.Join(errs...)
 }
 
+// stampTimeout bounds how long revoke waits for the stamp of a file
+// (markRevoked): a hung NAS must not keep its writers from being cut off.
+const stampTimeout = 200 * time.Millisecond
+
 // revoke gets the kernel to mark n's inode bad, which cuts off hs, its
 // passthrough writers. It asks for the inode's attributes through the
 // mount after dropping the cached ones; Getattr answers that one request
-// with revokedSize.
+// with revokedSize, without asking the NAS.
 func (s *Server) revoke(n *node, hs []*handle) error {
 	fsys := s.fsys
+	stamped := make(chan struct{})
+	go func() {
+		for _, h := range hs {
+			h.markRevoked()
+		}
+		close(stamped)
+	}()
+	select {
+	case <-stamped:
+	case <-time.After(stampTimeout):
+		rel, _ := n.rel()
+		fsys.log.Warn("revoking writers without their file's stamp: the backing file system does not answer its stat", "file", rel)
+	}
 	live := 0
 	for _, h := range hs {
-		if h.markRevoked() {
+		select {
+		case <-h.released:
+		default:
 			live++
 		}
 	}
@@ -143,7 +176,13 @@ func (s *Server) revoke(n *node, hs []*handle) error {
 		n.revoking.Store(true)
 		n.EmbeddedInode().NotifyContent(-1, 0) // drops the cached attributes
 		var st unix.Stat_t
+		asked := time.Now()
 		err := unix.Lstat(filepath.Join(s.mountPoint, rel), &st)
+		if time.Since(asked) > revokeTimeout/4 {
+			// The stat waited on the NAS (looking the path up): the
+			// kernel had no chance to ask yet, so the time counts from now.
+			deadline = time.Now().Add(revokeTimeout)
+		}
 		if !n.revoking.Load() {
 			fsys.stats.revokedWriters.Add(uint64(live))
 			fsys.log.Info("revoked writers opened before fencing", "file", rel, "writers", live)
@@ -172,12 +211,11 @@ func allReleased(hs []*handle) bool {
 	return true
 }
 
-// markRevoked records what the file is now, for checkAfterFence, and
-// says whether h is still open.
-func (h *handle) markRevoked() bool {
+// markRevoked records what the file is now, for checkAfterFence.
+func (h *handle) markRevoked() {
 	var out fuse.AttrOut
 	if h.lf.Getattr(context.Background(), &out) != 0 {
-		return false // released meanwhile: the descriptor is closed
+		return // released meanwhile: the descriptor is closed
 	}
 	st := stampOfAttr(&out.Attr)
 	h.mu.Lock()
@@ -185,7 +223,6 @@ func (h *handle) markRevoked() bool {
 	if h.revoked == nil {
 		h.revoked = &st
 	}
-	return true
 }
 
 func stampOfAttr(a *fuse.Attr) fileStamp {
@@ -214,11 +251,13 @@ func (h *handle) checkAfterFence() {
 
 var _ = (fs.NodeGetattrer)((*node)(nil))
 
-// Getattr answers revokedSize once after revoke asked for it.
+// Getattr answers revokedSize once after revoke asked for it, without
+// asking the backing file system, which may hang.
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	errno := n.LoopbackNode.Getattr(ctx, f, out)
-	if errno == 0 && n.revoking.CompareAndSwap(true, false) {
-		out.Size = revokedSize
+	if n.revoking.CompareAndSwap(true, false) {
+		st := n.EmbeddedInode().StableAttr()
+		out.Ino, out.Mode, out.Nlink, out.Size = st.Ino, st.Mode, 1, revokedSize
+		return 0
 	}
-	return errno
+	return n.LoopbackNode.Getattr(ctx, f, out)
 }

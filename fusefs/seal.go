@@ -206,6 +206,7 @@ func (r *reporter) run() {
 	if err != nil {
 		r.log.Debug("reading back at normal priority", "err", err)
 	}
+	defer th.Release()
 	r.mu.Lock()
 	r.thread = th
 	if r.closed {

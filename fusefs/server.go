@@ -52,10 +52,14 @@ func Mount(cfg Config) (*Server, error) {
 
 	fsys := &fileSystem{
 		vis:               cfg.Visibility,
+		gate:              cfg.Gate,
 		log:               log,
 		now:               cfg.Now,
 		passthroughWrites: cfg.PassthroughWrites,
 		fenceTimeout:      cfg.FenceTimeout,
+		guard:             cfg.DeleteGuard,
+		guardGrace:        cfg.DeleteGrace,
+		guardHold:         cfg.DeleteHold,
 		mode:              cfg.Mode,
 	}
 	fsys.modeNow.Store(int32(cfg.Mode))
@@ -164,7 +168,15 @@ func (s *Server) Unmount() error {
 	case err = <-done:
 	case <-time.After(orphanGrace):
 		s.abortOrphan()
-		err = <-done
+		select {
+		case err = <-done:
+		case <-time.After(stuckGrace):
+			// Requests still wait on the backing file system (a hung
+			// NAS): the kernel has given up on them, the goroutines
+			// serving them end when the NAS answers.
+			s.fsys.log.Error("unmounted, but requests still wait on the backing file system; leaving them", "waited", orphanGrace+stuckGrace)
+			return fmt.Errorf("unmount %s: %w", s.mountPoint, ErrRequestsStuck)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("unmount %s: %w", s.mountPoint, err)
@@ -177,8 +189,21 @@ func (s *Server) Unmount() error {
 }
 
 // orphanGrace is how long Unmount waits for the kernel to end the
-// connection once the mount is gone from this mount namespace.
-const orphanGrace = 2 * time.Second
+// connection once the mount is gone from this mount namespace;
+// stuckGrace how long it then waits, once the connection is aborted, for
+// the requests being served to end.
+const (
+	orphanGrace = 2 * time.Second
+	stuckGrace  = 3 * time.Second
+)
+
+// invalidateWait bounds how long SetMode waits for the kernel to drop
+// its cached names.
+const invalidateWait = time.Second
+
+// ErrRequestsStuck: Unmount unmounted, but requests being served still
+// wait on the backing file system (a hung NAS), and it left them.
+var ErrRequestsStuck = errors.New("requests still wait on the backing file system")
 
 // abortOrphan ends the connection of a mount that is gone from this mount
 // namespace but still open: a copy of it in another mount namespace (one
@@ -191,7 +216,7 @@ func (s *Server) abortOrphan() {
 	if mounted, err := IsMounted(s.mountPoint); err != nil || mounted || s.conn == 0 {
 		return // still mounted here: Unmount is retrying, not waiting
 	}
-	s.fsys.log.Warn("unmounted here, but another mount namespace still holds the mount; ending its connection",
+	s.fsys.log.Warn("unmounted here, but the connection goes on (another mount namespace holds the mount, or requests wait on a hung backing file system); ending it",
 		"connection", s.conn)
 	if err := abortConnection(s.conn); err != nil {
 		s.fsys.log.Error("ending the connection", "err", err)
@@ -235,15 +260,23 @@ func (s *Server) SetMode(m Mode) error {
 	}
 	s.transition.Lock()
 	defer s.transition.Unlock()
-	old := s.fsys.setMode(m)
+	old, epoch := s.fsys.setMode(m)
 	if old != m {
 		s.fsys.log.Info("mode changed", "from", old.String(), "to", m.String())
 	}
 	if old.filtered() != m.filtered() {
-		s.invalidateAll()
+		// The kernel takes each directory's lock to invalidate, and a
+		// lookup hung on the NAS holds it: wait a little, not for it.
+		done := make(chan struct{})
+		go func() { s.invalidateAll(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(invalidateWait):
+			s.fsys.log.Warn("dropping the kernel's cached names waits on a directory (a lookup hung on the backing file system); going on", "waited", invalidateWait)
+		}
 	}
 	if !m.writable() {
-		return s.revokeWriters()
+		return errors.Join(s.fsys.waitMutations(epoch), s.revokeWriters())
 	}
 	return nil
 }

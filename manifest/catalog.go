@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -40,12 +41,20 @@ type CatalogConfig struct {
 	HiddenPatterns []string
 	// MaxDepth bounds how deep below Backing job directories are looked for.
 	MaxDepth int
+	// BackingTimeout bounds how long a pass waits for the backing file
+	// system: for the search of job directories, and for each job
+	// directory (its listing and the verification of its checkpoints).
+	// A job directory that does not answer in time (a hung or very slow
+	// NAS) has its checkpoints made unknown, and the pass goes on with
+	// the others; the work still waiting is not started again until it
+	// ends (Stats.Hung says since when).
+	BackingTimeout time.Duration
 }
 
 // DefaultCatalogConfig returns defaults; the caller sets Backing and
 // Verifier.
 func DefaultCatalogConfig() CatalogConfig {
-	return CatalogConfig{Poll: 2 * time.Second, MaxDepth: 4}
+	return CatalogConfig{Poll: 2 * time.Second, MaxDepth: 4, BackingTimeout: 30 * time.Second}
 }
 
 // Validate reports a configuration that cannot work.
@@ -59,6 +68,9 @@ func (c *CatalogConfig) Validate() error {
 	}
 	if c.Poll <= 0 {
 		errs = append(errs, fmt.Errorf("catalog: Poll %v must be positive", c.Poll))
+	}
+	if c.BackingTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("catalog: BackingTimeout %v must be positive", c.BackingTimeout))
 	}
 	if c.MaxDepth < 1 {
 		errs = append(errs, fmt.Errorf("catalog: MaxDepth %d must be at least 1", c.MaxDepth))
@@ -121,6 +133,49 @@ type Catalog struct {
 	listeners []func(Change)
 	// stats: GUARDED_BY(mu). Counters of completed full passes.
 	stats CatalogStats
+	// protected: GUARDED_BY(mu). What the newest complete checkpoint of
+	// each job holds (DeletionGuard).
+	protected protection
+	// haComplete: GUARDED_BY(mu). The HA state files (job graphs, blobs,
+	// job results) found complete, by relative path; haJudged what the
+	// last pass judged, so that a file is judged again only when it
+	// changed.
+	haComplete map[string]bool
+	haJudged   map[string]haJudged
+
+	workMu sync.Mutex
+	// work: GUARDED_BY(workMu). The backing work started and not ended,
+	// by job directory (walkKey: the search for job directories).
+	work map[string]*backingWork
+}
+
+// backingWork is work on the backing file system that a pass waits for
+// at most BackingTimeout.
+type backingWork struct {
+	start time.Time
+	done  chan struct{} // closed when it ends
+}
+
+// walkPrefix starts the work key of a listing by the search for job
+// directories (a relative directory name never starts with it).
+const walkPrefix = "\x00"
+
+// savepointPrefix starts the work key of verifying a directory's
+// savepoints.
+const savepointPrefix = "\x01"
+
+// ErrBackingTimeout: the backing file system did not answer within
+// CatalogConfig.BackingTimeout.
+var ErrBackingTimeout = errors.New("the backing file system did not answer")
+
+// HungWork is backing work that has not ended within BackingTimeout.
+type HungWork struct {
+	// Dir is the directory (relative to Backing); Walk says the search
+	// for job directories waits for its listing, otherwise it is a job
+	// directory being verified.
+	Dir   string
+	Walk  bool
+	Since time.Time
 }
 
 // CatalogStats counts what a catalog's passes did.
@@ -138,6 +193,13 @@ type CatalogStats struct {
 	// ChecksummedBytes is what the Verifier read to check sealed
 	// checksums (Verifier.ChecksummedBytes).
 	ChecksummedBytes uint64
+	// BackingTimeouts counts the times a pass gave up waiting for the
+	// backing file system (BackingTimeout), or found it still busy with
+	// work it had given up on.
+	BackingTimeouts uint64
+	// Hung is the backing work waiting longer than BackingTimeout now,
+	// oldest first.
+	Hung []HungWork
 }
 
 var _ Visibility = (*Catalog)(nil)
@@ -152,7 +214,7 @@ func NewCatalog(cfg CatalogConfig) (*Catalog, error) {
 		return nil, err
 	}
 	cfg.Backing = filepath.Clean(cfg.Backing)
-	c := &Catalog{cfg: cfg, pokec: make(chan struct{}, 1), jobs: map[string]map[string]*Verdict{}, savepoints: map[string]map[string]*Verdict{}}
+	c := &Catalog{cfg: cfg, pokec: make(chan struct{}, 1), jobs: map[string]map[string]*Verdict{}, work: map[string]*backingWork{}, savepoints: map[string]map[string]*Verdict{}}
 	for _, p := range cfg.HiddenPatterns {
 		c.hidden = append(c.hidden, compileHidden(p))
 	}
@@ -190,6 +252,15 @@ func (c *Catalog) Visible(dir, name string) error {
 	}
 	if c.isHiddenName(name) {
 		return ErrHidden
+	}
+	if haFileKind(dir, name) != "" {
+		c.mu.RLock()
+		ok := c.haComplete[strings.TrimPrefix(dir+"/"+name, "/")]
+		c.mu.RUnlock()
+		if !ok {
+			return ErrIncomplete
+		}
+		return nil
 	}
 	verdicts := &c.jobs
 	if _, ok := CheckpointIDFromDirName(name); !ok {
@@ -245,6 +316,7 @@ func (c *Catalog) Stats() CatalogStats {
 	st := c.stats
 	c.mu.RUnlock()
 	st.ChecksummedBytes = c.cfg.Verifier.ChecksummedBytes()
+	st.Hung = c.hung(time.Now())
 	return st
 }
 
@@ -282,39 +354,51 @@ func (c *Catalog) Run(ctx context.Context) error {
 
 // Refresh makes one full pass: it finds every job directory and verifies
 // every checkpoint directory in it (incrementally), then publishes the new
-// state and the changes.
+// state and the changes. A job directory the backing file system fails
+// (an error other than "gone", or no answer within BackingTimeout) keeps
+// the checkpoints the last pass knew, all unknown: hidden, and still
+// listed as the job's.
 func (c *Catalog) Refresh(ctx context.Context) {
 	start := time.Now()
+	c.mu.RLock()
+	old := c.jobs
+	c.mu.RUnlock()
 	found := map[string]map[string]*Verdict{}
-	jobs, holders := c.findJobDirs()
-	for _, job := range jobs {
-		chks, err := ListCheckpoints(filepath.Join(c.cfg.Backing, job))
-		if err != nil {
-			continue // vanished or unreadable: its checkpoints stay hidden
-		}
-		verdicts := make(map[string]*Verdict, len(chks))
-		for _, chk := range chks {
-			if ctx.Err() != nil {
-				return
+	jobs := c.findJobDirs(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	timeouts := jobs.timeouts
+	jobs.jobs = append(jobs.jobs, jobs.keep(old)...)
+	for _, job := range jobs.jobs {
+		verdicts, err := bounded(ctx, c, job, func(ctx context.Context) (map[string]*Verdict, error) { return c.verifyJob(ctx, job) })
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			found[job] = verdicts
+		case errors.Is(err, iofs.ErrNotExist):
+			// Gone: its checkpoints with it.
+		default:
+			if errors.Is(err, ErrBackingTimeout) {
+				timeouts++
 			}
-			verdicts[filepath.Base(chk.Dir)] = c.cfg.Verifier.VerifyDir(ctx, chk.Dir)
+			found[job] = unknownVerdicts(old[job], err)
 		}
-		found[job] = verdicts
 	}
 	savepoints := map[string]map[string]*Verdict{}
-	for _, holder := range holders {
-		names, err := listSavepoints(filepath.Join(c.cfg.Backing, holder))
-		if err != nil {
-			continue // its savepoints stay hidden
+	for _, holder := range jobs.holders {
+		verdicts, err := bounded(ctx, c, savepointPrefix+holder, func(ctx context.Context) (map[string]*Verdict, error) {
+			return c.verifySavepoints(ctx, holder)
+		})
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			savepoints[holder] = verdicts
+		case errors.Is(err, ErrBackingTimeout):
+			timeouts++ // its savepoints stay hidden
 		}
-		verdicts := make(map[string]*Verdict, len(names))
-		for _, name := range names {
-			if ctx.Err() != nil {
-				return
-			}
-			verdicts[name] = c.cfg.Verifier.VerifyDir(ctx, filepath.Join(c.cfg.Backing, holder, name))
-		}
-		savepoints[holder] = verdicts
 	}
 	c.cfg.Verifier.Sweep(func(dir string) bool {
 		rel, err := filepath.Rel(c.cfg.Backing, filepath.Dir(dir))
@@ -325,10 +409,38 @@ func (c *Catalog) Refresh(ctx context.Context) {
 		return err == nil && (found[rel][name] != nil || savepoints[rel][name] != nil)
 	})
 
+	c.mu.RLock()
+	prevHA := c.haJudged
+	c.mu.RUnlock()
+	type haScan struct {
+		complete map[string]bool
+		judged   map[string]haJudged
+	}
+	ha, haErr := bounded(ctx, c, haFilesKey, func(ctx context.Context) (haScan, error) {
+		complete, judged := c.scanHAFiles(ctx, prevHA)
+		return haScan{complete, judged}, ctx.Err()
+	})
+	if ctx.Err() != nil {
+		return
+	}
+	if errors.Is(haErr, ErrBackingTimeout) {
+		timeouts++
+	}
+	judged := prevHA
+	if haErr == nil {
+		judged = ha.judged
+	}
+	protected := c.protectionOf(found, judged)
 	c.mu.Lock()
-	old, oldSavepoints := c.jobs, c.savepoints
+	oldSavepoints := c.savepoints
+	old = c.jobs
 	c.jobs, c.savepoints = found, savepoints
+	c.protected = protected
+	if haErr == nil {
+		c.haComplete, c.haJudged = ha.complete, ha.judged
+	}
 	c.stats.Passes++
+	c.stats.BackingTimeouts += timeouts
 	c.stats.LastPass = time.Now()
 	c.stats.LastPassDuration = c.stats.LastPass.Sub(start)
 	for _, chks := range found {
@@ -351,6 +463,96 @@ func (c *Catalog) Refresh(ctx context.Context) {
 			fn(ch)
 		}
 	}
+}
+
+// verifyJob lists the checkpoint directories of job and verifies each.
+func (c *Catalog) verifyJob(ctx context.Context, job string) (map[string]*Verdict, error) {
+	chks, err := ListCheckpoints(filepath.Join(c.cfg.Backing, job))
+	if err != nil {
+		return nil, err
+	}
+	verdicts := make(map[string]*Verdict, len(chks))
+	for _, chk := range chks {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		verdicts[filepath.Base(chk.Dir)] = c.cfg.Verifier.VerifyDir(ctx, chk.Dir)
+	}
+	return verdicts, nil
+}
+
+// unknownVerdicts are the verdicts of checkpoints known before, made
+// unknown by err.
+func unknownVerdicts(old map[string]*Verdict, err error) map[string]*Verdict {
+	out := make(map[string]*Verdict, len(old))
+	for name, v := range old {
+		u := &Verdict{CheckpointID: v.CheckpointID, Dir: v.Dir}
+		u.addProblem(Problem{Path: ".", Kind: ProblemIOError, Detail: err.Error()})
+		out[name] = u
+	}
+	return out
+}
+
+// bounded runs fn as the work of key, and waits for it at most
+// BackingTimeout (ErrBackingTimeout). Work it gave up on goes on, with
+// its context ended, and its result is dropped: until it ends, bounded
+// does not start key's work again and fails at once. fn may not
+// touch the catalog's state.
+func bounded[T any](ctx context.Context, c *Catalog, key string, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	c.workMu.Lock()
+	if w := c.work[key]; w != nil {
+		c.workMu.Unlock()
+		return zero, fmt.Errorf("%w since %s (waiting for it)", ErrBackingTimeout, w.start.UTC().Format(time.RFC3339))
+	}
+	w := &backingWork{start: time.Now(), done: make(chan struct{})}
+	c.work[key] = w
+	c.workMu.Unlock()
+
+	wctx, cancel := context.WithCancel(ctx)
+	var res T
+	var err error
+	go func() {
+		defer cancel()
+		res, err = fn(wctx)
+		c.workMu.Lock()
+		delete(c.work, key)
+		c.workMu.Unlock()
+		close(w.done)
+	}()
+	t := time.NewTimer(c.cfg.BackingTimeout)
+	defer t.Stop()
+	select {
+	case <-w.done:
+		return res, err
+	case <-t.C:
+		cancel()
+		return zero, fmt.Errorf("%w within %v", ErrBackingTimeout, c.cfg.BackingTimeout)
+	case <-ctx.Done():
+		cancel()
+		return zero, ctx.Err()
+	}
+}
+
+// hung lists the work older than BackingTimeout, oldest first.
+func (c *Catalog) hung(now time.Time) []HungWork {
+	c.workMu.Lock()
+	defer c.workMu.Unlock()
+	var out []HungWork
+	for key, w := range c.work {
+		if now.Sub(w.start) < c.cfg.BackingTimeout {
+			continue
+		}
+		h := HungWork{Dir: key, Since: w.start}
+		if rel, ok := strings.CutPrefix(key, walkPrefix); ok {
+			h = HungWork{Dir: rel, Walk: true, Since: w.start}
+		} else if rel, ok := strings.CutPrefix(key, savepointPrefix); ok {
+			h = HungWork{Dir: rel, Since: w.start}
+		}
+		out = append(out, h)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Since.Before(out[j].Since) })
+	return out
 }
 
 func diffVisibility(old, cur map[string]map[string]*Verdict) []Change {
@@ -376,15 +578,61 @@ func diffVisibility(old, cur map[string]map[string]*Verdict) []Change {
 	return out
 }
 
+// walkResult is what findJobDirs found: the job directories, and the
+// directories it could not list (other than gone ones).
+type walkResult struct {
+	jobs     []string
+	holders  []string // directories holding savepoint directories
+	failed   []string
+	timeouts uint64
+}
+
+// keep returns the job directories of old that the walk could not reach
+// because a directory above them failed: their checkpoints are not gone,
+// only unknown.
+func (w walkResult) keep(old map[string]map[string]*Verdict) []string {
+	if len(w.failed) == 0 {
+		return nil
+	}
+	seen := make(map[string]bool, len(w.jobs))
+	for _, j := range w.jobs {
+		seen[j] = true
+	}
+	var out []string
+	for job := range old {
+		if seen[job] {
+			continue
+		}
+		for _, f := range w.failed {
+			if f == "" || job == f || strings.HasPrefix(job, f+"/") {
+				out = append(out, job)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // findJobDirs lists the directories (relative to Backing) that hold chk-N
 // directories, and those that hold savepoint directories, down to
 // MaxDepth, without descending into checkpoint, savepoint, shared,
-// task-owned or hidden directories.
-func (c *Catalog) findJobDirs() (jobs, holders []string) {
+// task-owned or hidden directories. Each listing is bounded by
+// BackingTimeout: one that hangs fails alone.
+func (c *Catalog) findJobDirs(ctx context.Context) walkResult {
+	var res walkResult
 	var walk func(rel string, depth int)
 	walk = func(rel string, depth int) {
-		entries, err := os.ReadDir(filepath.Join(c.cfg.Backing, rel))
+		entries, err := bounded(ctx, c, walkPrefix+rel, func(context.Context) ([]iofs.DirEntry, error) {
+			return os.ReadDir(filepath.Join(c.cfg.Backing, rel))
+		})
 		if err != nil {
+			if errors.Is(err, ErrBackingTimeout) {
+				res.timeouts++
+			}
+			if !errors.Is(err, iofs.ErrNotExist) {
+				res.failed = append(res.failed, rel)
+			}
 			return
 		}
 		isJob, holds := false, false
@@ -408,20 +656,40 @@ func (c *Catalog) findJobDirs() (jobs, holders []string) {
 			subdirs = append(subdirs, name)
 		}
 		if isJob {
-			jobs = append(jobs, rel)
+			res.jobs = append(res.jobs, rel)
 		}
 		if holds {
-			holders = append(holders, rel)
+			res.holders = append(res.holders, rel)
 		}
 		if depth >= c.cfg.MaxDepth {
 			return
 		}
 		for _, s := range subdirs {
+			if ctx.Err() != nil {
+				return
+			}
 			walk(strings.TrimPrefix(rel+"/"+s, "/"), depth+1)
 		}
 	}
 	walk("", 0)
-	return jobs, holders
+	return res
+}
+
+// verifySavepoints lists the savepoint directories of holder and
+// verifies each.
+func (c *Catalog) verifySavepoints(ctx context.Context, holder string) (map[string]*Verdict, error) {
+	names, err := listSavepoints(filepath.Join(c.cfg.Backing, holder))
+	if err != nil {
+		return nil, err
+	}
+	verdicts := make(map[string]*Verdict, len(names))
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		verdicts[name] = c.cfg.Verifier.VerifyDir(ctx, filepath.Join(c.cfg.Backing, holder, name))
+	}
+	return verdicts, nil
 }
 
 // listSavepoints lists the savepoint directories in dir; like chk-N, a

@@ -34,8 +34,18 @@
 // merges repeated paths, decides which files need a stat, and hands new
 // files to stat workers. Parses on one Verifier take turns.
 //
+// Besides checkpoints, a JobManager recovering a job on another site
+// reads the job graph (execution plan) HA file, the job's blobs and its
+// job result store entries; any of them missing or torn ends the
+// JobManager process. VerifyJobHA judges them per job (hastate.go): the
+// HA file at its recorded size deserializing completely, each blob with
+// the SHA-1 its key names (Flink records no size), each result entry
+// complete JSON. A Catalog hides those that are not complete from a
+// replica mount, as it hides incomplete checkpoints (hafiles.go).
+//
 // The names ckptfs gives a meaning to, .ckptfs (IsStateDir), chk-N
-// (CheckpointIDFromDirName) and savepoint-... (IsSavepointDirName), and what L2-complete means
+// (CheckpointIDFromDirName) and savepoint-... (IsSavepointDirName), and
+// what L2-complete means
 // (PointerVerdict.L2Complete) are defined here once; fusefs, zkbridge and
 // the commands use these definitions rather than their own.
 //

@@ -32,26 +32,67 @@ const populateLimit = 16 << 20
 // the page cache in place spares copying every byte through a read
 // buffer. A file system that cannot map is read instead.
 func decodeFileReferences(f *os.File, size int64, v metadata.Visitor) (metadata.Summary, error) {
+	m, err := mapMetadata(f, size)
+	if err != nil {
+		return metadata.Summary{}, err
+	}
+	defer m.close()
+	return m.decode(v)
+}
+
+// mappedMetadata is an open _metadata, mapped (data) unless the file
+// system cannot map it.
+type mappedMetadata struct {
+	f    *os.File
+	size int64
+	data []byte
+}
+
+// mapMetadata maps the first size bytes of f and, up to populateLimit,
+// reads them in: the reading that can fail or hang on a failing NAS
+// happens here, so a caller can do it before taking a lock that others
+// wait for. Its error is the file system's.
+func mapMetadata(f *os.File, size int64) (*mappedMetadata, error) {
+	m := &mappedMetadata{f: f, size: size}
 	if size <= 0 || size > math.MaxInt {
-		return metadata.DecodeReferences(f, size, metadata.Options{}, v)
+		return m, nil
 	}
-	flags := unix.MAP_SHARED
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return m, nil
+	}
+	m.data = data
 	if size <= populateLimit {
-		flags |= unix.MAP_POPULATE
-	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, flags)
-	if err == nil && size > populateLimit {
+		// Not MAP_POPULATE: when the file system fails a read (EIO from
+		// a NAS), mmap(2) with MAP_POPULATE retries it forever (Linux
+		// 6.18, over FUSE at least). MADV_POPULATE_READ returns the error.
+		if err := unix.Madvise(data, unix.MADV_POPULATE_READ); err != nil && !errors.Is(err, unix.EINVAL) {
+			m.close()
+			return nil, fmt.Errorf("the file system failed a read of %s (%w)", f.Name(), err)
+		}
+	} else {
 		// Read ahead of the parse, and drop what it passed when memory is short.
 		unix.Madvise(data, unix.MADV_SEQUENTIAL)
 	}
-	if err != nil {
-		return metadata.DecodeReferences(f, size, metadata.Options{}, v)
+	return m, nil
+}
+
+func (m *mappedMetadata) close() {
+	if m.data != nil {
+		unix.Munmap(m.data)
+		m.data = nil
 	}
-	defer unix.Munmap(data)
+}
+
+// decode decodes the references, from the mapping or by reading.
+func (m *mappedMetadata) decode(v metadata.Visitor) (metadata.Summary, error) {
+	if m.data == nil {
+		return metadata.DecodeReferences(m.f, m.size, metadata.Options{}, v)
+	}
 	if hook := testHookMapped.Load(); hook != nil {
 		(*hook)()
 	}
-	return decodeMappedReferences(data, v)
+	return decodeMappedReferences(m.data, v)
 }
 
 // decodeMappedReferences decodes a mapped _metadata. A file truncated

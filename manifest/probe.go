@@ -30,6 +30,7 @@ type prober struct {
 	sent    []*probeBatch
 	started int
 	work    chan *probeBatch
+	late    []*probeBatch // sent while the workers were behind
 	wg      sync.WaitGroup
 }
 
@@ -69,6 +70,7 @@ func (p *prober) stop() {
 func (p *prober) reset() {
 	p.batch = &probeBatch{}
 	p.sent = nil
+	p.late = nil
 	p.started = 0
 	p.work = make(chan *probeBatch, p.workers)
 }
@@ -84,6 +86,16 @@ func (p *prober) probe(e *pathEntry, index int) {
 }
 
 func (p *prober) send() {
+	p.sent = append(p.sent, p.batch)
+	p.queue(p.batch, false)
+	p.batch = &probeBatch{}
+}
+
+// queue hands b to the workers, starting one if needed. Unless block, a
+// batch the workers have no room for waits in late, for wait: a parse
+// hands batches over holding the verifier's lock, so it must never wait
+// for a stat here (a slow or hung NAS would hold up every verification).
+func (p *prober) queue(b *probeBatch, block bool) {
 	// Another worker starts only when those started have a batch queued:
 	// the new files of a re-verification, a few per subtask, keep one or
 	// two busy, and starting a goroutine costs as much as a few stats.
@@ -92,14 +104,24 @@ func (p *prober) send() {
 		p.wg.Add(1)
 		go p.worker()
 	}
-	p.sent = append(p.sent, p.batch)
-	p.work <- p.batch
-	p.batch = &probeBatch{}
+	if block {
+		p.work <- b
+		return
+	}
+	select {
+	case p.work <- b:
+	default:
+		p.late = append(p.late, b)
+	}
 }
 
 // wait returns the batches probed since the last wait, in the order the
 // paths were probed, with what their stats found.
+// It is never called holding the verifier's lock.
 func (p *prober) wait() []*probeBatch {
+	for _, b := range p.late {
+		p.queue(b, true)
+	}
 	close(p.work)
 	if len(p.batch.entries) > 0 {
 		p.sent = append(p.sent, p.batch)

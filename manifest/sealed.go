@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -74,7 +76,13 @@ type Recorder struct {
 	// queue: GUARDED_BY(mu). _metadata paths waiting to be sealed.
 	queue []string
 	wake  chan struct{}
+	// attempts counts the seals Run has tried (Attempts).
+	attempts atomic.Uint64
 }
+
+// Attempts is how many seals Run has tried so far: a caller waiting for
+// Run to finish sees whether it makes progress.
+func (r *Recorder) Attempts() uint64 { return r.attempts.Load() }
 
 // writtenFile is what the mount reported for one file. INVARIANT:
 // without hasChecksum, size and crc are zero.
@@ -181,28 +189,96 @@ func (r *Recorder) MetadataCommitted(rel string) {
 }
 
 // Run seals queued checkpoints until ctx ends, then seals what is left.
+// A seal that fails on the backing file system (an I/O error, no space, a
+// checkpoint it cannot read yet) is tried again, after sealRetryMin and
+// then twice as long each time up to sealRetryMax, for sealRetryFor; once
+// ctx has ended, it is tried once more.
 func (r *Recorder) Run(ctx context.Context) {
+	var retries []sealRetry
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
 		r.mu.Lock()
 		queue := r.queue
 		r.queue = nil
 		r.mu.Unlock()
+		now := r.cfg.Now()
+		var due []sealRetry
+		kept := retries[:0]
+		for _, rt := range retries {
+			if ctx.Err() != nil || !rt.next.After(now) {
+				due = append(due, rt)
+			} else {
+				kept = append(kept, rt)
+			}
+		}
+		retries = kept
 		for _, rel := range queue {
-			chkRel := filepath.Dir(rel)
+			due = append(due, sealRetry{rel: rel, first: now, delay: sealRetryMin})
+		}
+		for _, rt := range due {
+			chkRel := filepath.Dir(rt.rel)
 			p, err := r.Seal(chkRel)
+			r.attempts.Add(1)
 			if r.cfg.OnSealed != nil {
 				r.cfg.OnSealed(chkRel, p, err)
+			}
+			if err != nil && retryableSeal(err) && ctx.Err() == nil && now.Sub(rt.first) < sealRetryFor {
+				rt.next = now.Add(rt.delay)
+				rt.delay = min(2*rt.delay, sealRetryMax)
+				retries = append(retries, rt)
 			}
 		}
 		if len(queue) > 0 {
 			continue
 		}
+		if ctx.Err() != nil {
+			return
+		}
+		wait := time.Hour
+		for _, rt := range retries {
+			wait = min(wait, rt.next.Sub(now))
+		}
+		timer.Reset(max(wait, 0))
 		select {
 		case <-ctx.Done():
-			return
 		case <-r.wake:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
 		}
 	}
+}
+
+// sealRetry is a seal to try again.
+type sealRetry struct {
+	rel         string // the _metadata, relative to Backing
+	first, next time.Time
+	delay       time.Duration
+}
+
+// The retries of a seal that failed on the backing file system.
+const (
+	sealRetryMin = 500 * time.Millisecond
+	sealRetryMax = 30 * time.Second
+	sealRetryFor = 30 * time.Minute
+)
+
+// ErrNotComplete: Seal refused a checkpoint that its backing directory
+// does not hold completely (a file missing or short): a sealed manifest
+// vouches for what the primary holds, so none is written.
+var ErrNotComplete = errors.New("not complete on the primary")
+
+// retryableSeal reports whether a seal failed on the backing file system
+// rather than on the checkpoint: a checkpoint that is gone, does not
+// parse or is not complete does not get better by waiting.
+func retryableSeal(err error) bool {
+	var pe *metadata.ParseError
+	return !errors.Is(err, iofs.ErrNotExist) && !errors.As(err, &pe) && !errors.Is(err, ErrNotComplete)
 }
 
 // Seal writes the sealed manifest of the checkpoint directory chkRel now
@@ -210,6 +286,15 @@ func (r *Recorder) Run(ctx context.Context) {
 func (r *Recorder) Seal(chkRel string) (string, error) {
 	dir := filepath.Join(r.cfg.Backing, chkRel)
 	metaPath := filepath.Join(dir, MetadataFile)
+	if r.cfg.Verifier != nil {
+		switch v := r.cfg.Verifier.VerifyDir(context.Background(), dir); {
+		case v.Complete:
+		case v.Unknown:
+			return "", fmt.Errorf("seal %s: cannot verify it: %s", chkRel, v.Problems[0])
+		default:
+			return "", fmt.Errorf("seal %s: %w: %s", chkRel, ErrNotComplete, v.Problems[0])
+		}
+	}
 	m, err := metadata.DecodeFile(metaPath, metadata.Options{})
 	if err != nil {
 		return "", fmt.Errorf("seal %s: %w", chkRel, err)

@@ -162,19 +162,29 @@ func (v *Verifier) loadManifest(dir string, probes *prober, judge judge) (parsed
 		return e, need
 	}
 	parsed, need = v.parse(local, f, &st, probes, judge)
-	v.cache.putManifest(path, parsed)
+	if parsed.prob == nil || parsed.prob.Kind != ProblemIOError {
+		// A read that failed says nothing about the file: read it again.
+		v.cache.putManifest(path, parsed)
+	}
 	return parsed, need
 }
 
 // parse builds the manifest of the open _metadata of the checkpoint
 // directory local, whose stat is st, holding cache.pathsMu: parses on one
-// Verifier take turns.
+// Verifier take turns. The file is read in before: a read that hangs (a
+// failing NAS) holds up this verification only.
 func (v *Verifier) parse(local string, f *os.File, st *unix.Stat_t, probes *prober, judge judge) (parsed manifestEntry, need []int) {
+	parsed.stamp = VersionOf(st)
+	m, err := mapMetadata(f, st.Size)
+	if err != nil {
+		parsed.prob = &Problem{Path: MetadataFile, Kind: ProblemIOError, Detail: err.Error()}
+		return parsed, nil
+	}
+	defer m.close()
 	v.cache.pathsMu.Lock()
 	defer v.cache.pathsMu.Unlock()
-	parsed.stamp = VersionOf(st)
 	b := v.newManifestBuilder(local, st.Size, probes, judge)
-	sum, err := decodeFileReferences(f, st.Size, b)
+	sum, err := m.decode(b)
 	if err != nil {
 		parsed.prob = parseProblem(err)
 		return parsed, nil

@@ -53,6 +53,12 @@ type Backup struct {
 	// lock it again.
 	ACL      []ACL `json:"acl,omitempty"`
 	LocksACL []ACL `json:"locks_acl,omitempty"`
+	// Kept: the takeover kept this pointer and backed it up anyway
+	// (Reason "kept"), so that restore-pruned can bring it back if Flink
+	// deletes it afterwards (a job that reaches FAILED loses all its
+	// pointers). A later retraction of the same pointer turns it into a
+	// backup of a retracted pointer.
+	Kept bool `json:"kept,omitempty"`
 }
 
 func (b *Backup) encode() ([]byte, error) { return json.Marshal(b) }

@@ -85,6 +85,11 @@ type Config struct {
 	// HA file of the job is readable here.
 	CheckpointsDirs []string
 
+	// JobResultStore is Flink's job-result-store.storage-path as Flink
+	// wrote it. Empty means Flink's default, beside the directory of each
+	// job graph's HA file (manifest.JobHARef).
+	JobResultStore string
+
 	// MaxBufferSize bounds a ZooKeeper reply (the server's jute.maxbuffer
 	// bounds what it sends anyway).
 	MaxBufferSize int

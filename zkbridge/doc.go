@@ -39,6 +39,10 @@
 //
 // A pointer's bytes name its HA file; the Verifier judges it at level L2
 // (HA file and the chk-N it names, every file present with its size).
+// The job graph znode's bytes name the job graph HA file; the Verifier
+// judges it with the job's blobs and job result entries (VerifyJobHA),
+// and DecideJob refuses a job Flink could not recover here, with a
+// RefusalReason, before any pointer is planned.
 //
 // # What it writes
 //
@@ -47,7 +51,7 @@
 //	epoch                         decimal activation counter
 //	active-site                   the site allowed to write
 //	takeover/_c_<guid>-lock-<seq> the takeover lock (ephemeral, sequential, protected)
-//	pruned/<job>/<%019d>          backup of a retracted pointer (JSON, Backup)
+//	pruned/<job>/<%019d>          backup of a retracted or kept pointer (JSON, Backup)
 //	sites/<site>/jobs/<job>       marker: newest complete checkpoint (JSON)
 //
 // In Flink's namespace it only ever deletes pointers (and their locks
@@ -55,8 +59,8 @@
 // that the takeover lock is still held (so nothing is written after our
 // session expired) and creates the backup; and RestorePruned creates them
 // again, with their bytes. It never touches state files, _metadata, HA
-// files, job graphs, the checkpoint id counter, leader or latch nodes, or
-// the job result store.
+// files, job graphs, blobs, the checkpoint id counter, leader or latch
+// nodes, or the job result store (it reads some of them).
 //
 // # ZooKeeper discipline
 //

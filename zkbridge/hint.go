@@ -41,6 +41,9 @@ func (b *Bridge) restoreHint(ctx context.Context, l *Layout, js *JobState) *Rest
 			}
 		}
 	}
+	if i := strings.LastIndexByte(strings.TrimRight(js.MarkerPath, "/"), '/'); i > 0 {
+		addDir(js.MarkerPath[:i])
+	}
 	for _, d := range b.cfg.CheckpointsDirs {
 		addDir(strings.TrimRight(d, "/") + "/" + js.JobID)
 	}

@@ -486,6 +486,10 @@ func (b *Bridge) discover(ctx context.Context) (*Layout, error) {
 
 // leaderEvidence reads the leader election znodes, which differ in every
 // generation and stay (as persistent parents) after the JobManagers died.
+// Every clue it gives is weak: Flink 1.15-1.17 with
+// high-availability.use-old-ha-services elects leaders as 1.14 does but
+// keeps 1.15's pointers, so the persistent locks child (lockEvidence)
+// must decide where both are present.
 func (b *Bridge) leaderEvidence(ctx context.Context, ns string, has func(string) bool, ev *evidence) error {
 	if has("leaderlatch") {
 		kids, _, err := b.zk.children(ctx, join(ns, "leaderlatch"))

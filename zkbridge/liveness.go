@@ -179,19 +179,47 @@ func (b *Bridge) walkEphemeral(ctx context.Context, ns, root string, depth int, 
 	return nil
 }
 
-// waitDead waits until no JobManager is alive, at most wait. It re-reads
+// waitDead waits until no JobManager is alive, at most wait, and then
+// until none was seen for quiet (TakeoverOptions.Quiet). It re-reads
 // liveness whenever a watched ephemeral node changes and every
 // LivenessPoll (a new JobManager creates nodes nobody watches yet). It
-// returns the last liveness read.
-func (b *Bridge) waitDead(ctx context.Context, l *Layout, wait time.Duration) (*Liveness, error) {
+// returns the last liveness read. counts, when set, keeps what must
+// vanish (TakeoverOptions.Counts).
+func (b *Bridge) waitDead(ctx context.Context, l *Layout, wait, quiet time.Duration, counts func(*Liveness) *Liveness) (*Liveness, error) {
 	deadline := time.Now().Add(wait)
 	// armed holds one watch per ephemeral node until it fires.
 	armed := map[string]<-chan zk.Event{}
 	var lastSessions string
+	var clear time.Time // since when no JobManager was seen
 	for {
 		live, err := b.liveness(ctx, l)
-		if err != nil || !live.Alive {
+		if err == nil && counts != nil {
+			live = counts(live)
+		}
+		if err != nil {
 			return live, err
+		}
+		if !live.Alive {
+			if clear.IsZero() {
+				clear = time.Now()
+				if quiet > 0 {
+					b.log.Info("no Flink JobManager in ZooKeeper: making sure none comes back", "remaining", quiet.String())
+				}
+			}
+			left := quiet - time.Since(clear)
+			if left <= 0 {
+				return live, nil
+			}
+			select {
+			case <-ctx.Done():
+				return live, ctx.Err()
+			case <-time.After(min(left, b.cfg.LivenessPoll)):
+			}
+			continue
+		}
+		if !clear.IsZero() {
+			b.log.Warn("a Flink JobManager is in ZooKeeper again", "waited", time.Since(clear).Round(time.Millisecond).String())
+			clear = time.Time{}
 		}
 		remaining := time.Until(deadline)
 		if remaining <= 0 {

@@ -37,6 +37,25 @@ type lockHolder struct {
 // lock expired and a second takeover started.
 type takeoverLock struct {
 	node string
+	// lease, when set, guards the writes made under the lock too.
+	lease *LeaseGuard
+}
+
+// leaseCheck is the lease guard of a retraction, if any.
+func (l *takeoverLock) leaseCheck() []txOp {
+	if l.lease == nil {
+		return nil
+	}
+	return []txOp{l.lease.check()}
+}
+
+// leaseRevoke is the lease guard of an activation by site at epoch, if
+// any.
+func (l *takeoverLock) leaseRevoke(site string, epoch int64) []txOp {
+	if l.lease == nil {
+		return nil
+	}
+	return []txOp{l.lease.revoke(site, epoch)}
 }
 
 const lockPrefix = "lock-"

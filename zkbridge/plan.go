@@ -28,6 +28,9 @@ const (
 	// ReasonHAFileUnreadable: the pointer's HA file is not readable here;
 	// Flink 1.12.5+ fails the whole recovery on it.
 	ReasonHAFileUnreadable RetractReason = "ha_file_unreadable"
+	// ReasonKept marks the backup of a pointer the takeover kept
+	// (Backup.Kept): not a retraction.
+	ReasonKept RetractReason = "kept"
 )
 
 // Retraction is one pointer to retract.

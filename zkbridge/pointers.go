@@ -52,6 +52,17 @@ type JobState struct {
 	Counter int64
 	// Notes are oddities found while reading (skipped names, ...).
 	Notes []string
+	// HasGraph: the job graph (execution plan) znode exists; Graph is its
+	// decoded data, GraphErr why it does not decode.
+	HasGraph bool
+	Graph    *flinkha.StateHandle
+	GraphErr error
+	// HA is the verdict on the job graph, blobs and job results, filled
+	// by verification.
+	HA *manifest.JobHAVerdict
+	// MarkerPath is the checkpoint this site's marker names, where the
+	// restore hint also looks.
+	MarkerPath string
 }
 
 // pointer returns the pointer with id, or nil.
@@ -81,6 +92,17 @@ func (b *Bridge) readJob(ctx context.Context, jl JobLayout) (*JobState, error) {
 				break
 			}
 			js.Notes = append(js.Notes, fmt.Sprintf("checkpoint counter %s holds %d bytes, want 4", jl.CounterPath, len(data)))
+		}
+	}
+	if jl.JobGraph != "" {
+		data, _, err := b.zk.get(ctx, jl.JobGraph)
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+		case err != nil:
+			return nil, err
+		default:
+			js.HasGraph = true
+			js.Graph, js.GraphErr = flinkha.DecodeStateHandle(data)
 		}
 	}
 	if jl.PointerDir == "" {
@@ -234,6 +256,24 @@ func (b *Bridge) verifyJob(ctx context.Context, js *JobState) {
 	for _, p := range js.Pointers {
 		p.Verdict = b.verifyPointer(ctx, p)
 	}
+	if b.verifier != nil && (js.Graph != nil || b.cfg.JobResultStore != "") {
+		js.HA = b.verifier.VerifyJobHA(ctx, manifest.JobHARef{JobID: js.JobID, Graph: js.Graph, JobResultStore: b.cfg.JobResultStore})
+	}
+}
+
+// jobFacts gathers what DecideJob needs; marker is this site's marker of
+// the job (id -1 when none), backups the job's backups.
+func jobFacts(js *JobState, plan JobPlan, marker int64, backups []int64, acceptStateLoss bool) JobFacts {
+	f := JobFacts{HA: js.HA, HasGraph: js.HasGraph, Plan: plan, MarkerID: marker, Backups: backups, AcceptStateLoss: acceptStateLoss}
+	if js.HasGraph && js.Graph == nil {
+		f.GraphUnreadable = fmt.Sprint(js.GraphErr)
+	}
+	for _, p := range js.Pointers {
+		if p.Visible {
+			f.Visible++
+		}
+	}
+	return f
 }
 
 func (b *Bridge) verifyPointer(ctx context.Context, p *Pointer) *manifest.PointerVerdict {

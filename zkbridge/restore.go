@@ -3,9 +3,11 @@ package zkbridge
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/go-zookeeper/zk"
 
@@ -22,6 +24,13 @@ type RestoreOptions struct {
 	Unverified bool
 	// DryRun reports and writes nothing.
 	DryRun bool
+	// RecreateJob puts pointers back also for a job whose checkpoint
+	// store Flink removed (a job that reached FAILED): the missing
+	// parents of the pointer and the checkpoint id counter (the highest
+	// id put back plus one) are created with the pointer's ACL, in the
+	// same multi. Flink recovers the job only if its job graph is there
+	// too; otherwise the pointers name its checkpoints for people.
+	RecreateJob bool
 }
 
 // RestoreReport is what RestorePruned did.
@@ -103,7 +112,7 @@ func (b *Bridge) RestorePruned(ctx context.Context, opts RestoreOptions) (*Resto
 		if len(opts.Jobs) > 0 && !slices.Contains(opts.Jobs, job) {
 			continue
 		}
-		jr, err := b.restoreJob(ctx, paths, lock, ep, layouts[job], job, opts)
+		jr, err := b.restoreJob(ctx, paths, lock, ep, l, layouts[job], job, opts)
 		if err != nil {
 			return rep, err
 		}
@@ -112,7 +121,7 @@ func (b *Bridge) RestorePruned(ctx context.Context, opts RestoreOptions) (*Resto
 	return rep, nil
 }
 
-func (b *Bridge) restoreJob(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, jl JobLayout, job string, opts RestoreOptions) (*JobRestore, error) {
+func (b *Bridge) restoreJob(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, l *Layout, jl JobLayout, job string, opts RestoreOptions) (*JobRestore, error) {
 	jr := &JobRestore{JobID: job, Restored: []int64{}, Skipped: []SkippedBackup{}}
 	ids, err := b.backupIDs(ctx, paths, job)
 	if err != nil {
@@ -155,26 +164,46 @@ func (b *Bridge) restoreJob(ctx context.Context, paths ckptfsPaths, lock *takeov
 				counter = v
 			}
 		}
+		// With RecreateJob, what Flink removed with the job is created
+		// again in the restore's multi: missing parents, then the counter.
+		var recreate []txOp
+		pointerACL, locksACL := bk.restoreACLs()
 		if counter < 0 {
-			skip(id, "the job's checkpoint counter %s is missing: the job is gone", counterPath)
-			continue
+			if !opts.RecreateJob || counterPath == "" {
+				skip(id, "the job's checkpoint counter %s is missing: the job is gone (--recreate-job puts it back)", counterPath)
+				continue
+			}
+			// Above every backup of the job, so that all fit below it.
+			counter = slices.Max(ids) + 1
+			recreate = append(recreate, txOp{name: "counter", op: &zk.CreateRequest{Path: counterPath, Data: encodeCounter(counter), Acl: pointerACL}})
 		}
 		if id > counter-1 {
 			skip(id, "id is not below the checkpoint counter %d", counter)
 			continue
 		}
 		parent := bk.Znode[:len(bk.Znode)-len(checkpointName(id))-1]
-		if pstat, err := b.zk.exists(ctx, parent); err != nil {
+		missing, err := b.missingParents(ctx, parent, l.Namespace)
+		if err != nil {
 			return nil, err
-		} else if pstat == nil {
-			skip(id, "%s is gone: Flink removed the job's checkpoint store", parent)
+		}
+		if len(missing) > 0 && !opts.RecreateJob {
+			skip(id, "%s is gone: Flink removed the job's checkpoint store (--recreate-job puts it back)", parent)
 			continue
 		}
+		var parents []txOp
+		for _, m := range missing {
+			parents = append(parents, txOp{name: "parent " + m, op: &zk.CreateRequest{Path: m, Acl: pointerACL}})
+		}
+		// The counter's own parent may be among them.
+		recreate = append(parents, recreate...)
 		cur, _, err := b.zk.get(ctx, bk.Znode)
 		if err == nil {
-			if bytes.Equal(cur, bk.Data) {
+			switch {
+			case bytes.Equal(cur, bk.Data) && bk.Kept:
+				skip(id, "kept by a takeover and still in ZooKeeper (the backup stays)")
+			case bytes.Equal(cur, bk.Data):
 				skip(id, "%s exists already with the same bytes", bk.Znode)
-			} else {
+			default:
 				skip(id, "%s exists with other bytes", bk.Znode)
 			}
 			continue
@@ -198,12 +227,8 @@ func (b *Bridge) restoreJob(ctx context.Context, paths ckptfsPaths, lock *takeov
 			jr.Restored = append(jr.Restored, id)
 			continue
 		}
-		pointerACL, locksACL := bk.restoreACLs()
-		ops := []txOp{
-			epochGuard(paths, ep),
-			lock.guard(),
-			{name: "pointer", op: &zk.CreateRequest{Path: bk.Znode, Data: bk.Data, Acl: pointerACL}},
-		}
+		ops := append([]txOp{epochGuard(paths, ep), lock.guard()}, recreate...)
+		ops = append(ops, txOp{name: "pointer", op: &zk.CreateRequest{Path: bk.Znode, Data: bk.Data, Acl: pointerACL}})
 		if bk.HadLocks {
 			ops = append(ops, txOp{name: "locks child", op: &zk.CreateRequest{Path: join(bk.Znode, "locks"), Data: bk.LocksData, Acl: locksACL}})
 		}
@@ -246,4 +271,26 @@ func (b *Bridge) restoreApplied(ctx context.Context, bk *Backup, bpath string) (
 		return false, err
 	}
 	return st == nil && bytes.Equal(cur, bk.Data), nil
+}
+
+// missingParents lists, top-down, the znodes from below the namespace ns
+// down to path that do not exist.
+func (b *Bridge) missingParents(ctx context.Context, path, ns string) ([]string, error) {
+	var missing []string
+	for p := path; len(p) > len(ns) && strings.HasPrefix(p, ns+"/"); p = p[:strings.LastIndexByte(p, '/')] {
+		st, err := b.zk.exists(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if st != nil {
+			break
+		}
+		missing = append([]string{p}, missing...)
+	}
+	return missing, nil
+}
+
+// encodeCounter writes what decodeCounter reads.
+func encodeCounter(v int64) []byte {
+	return binary.BigEndian.AppendUint32(nil, uint32(int32(v)))
 }

@@ -45,3 +45,7 @@ func (s *siteVerifier) ListCheckpointDirs(flinkJobDir string) ([]int64, error) {
 func (s *siteVerifier) VerifyPointer(ctx context.Context, ref PointerRef) *manifest.PointerVerdict {
 	return s.v.VerifyPointer(ctx, ref.CheckpointID, ref.Handle)
 }
+
+func (s *siteVerifier) VerifyJobHA(ctx context.Context, ref manifest.JobHARef) *manifest.JobHAVerdict {
+	return s.v.VerifyJobHA(ctx, ref)
+}

@@ -3,6 +3,7 @@ package zkbridge
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ckptfs/ckptfs/manifest"
@@ -15,10 +16,12 @@ type StatusReport struct {
 	ClusterID string  `json:"cluster_id"`
 	Layout    *Layout `json:"layout"`
 	// JobManager says whether a Flink JobManager is alive, and where.
-	JobManager *Liveness    `json:"jobmanager"`
-	ActiveSite string       `json:"active_site"`
-	Epoch      int64        `json:"epoch"`
-	Jobs       []*JobStatus `json:"jobs"`
+	JobManager *Liveness `json:"jobmanager"`
+	ActiveSite string    `json:"active_site"`
+	Epoch      int64     `json:"epoch"`
+	// Leases are the sites' liveness leases (design §5.10).
+	Leases []LeaseInfo  `json:"leases"`
+	Jobs   []*JobStatus `json:"jobs"`
 }
 
 // JobStatus is one job's pointers and markers.
@@ -43,6 +46,14 @@ type JobStatus struct {
 	Markers map[string]Marker `json:"markers"`
 	// Pruned are the ids with a backup (retracted by a takeover).
 	Pruned []int64 `json:"pruned"`
+	// KeptBackups are pointers a takeover kept and backed up: if Flink
+	// deleted them since, restore-pruned brings them back.
+	KeptBackups []int64 `json:"kept_backups,omitempty"`
+	// HA is the verdict on the job graph, blobs and job results here.
+	HA *manifest.JobHAVerdict `json:"ha,omitempty"`
+	// Takeover is what a takeover on this site would decide for the job
+	// now (without --accept-state-loss).
+	Takeover JobDecision `json:"takeover"`
 	// Summary says it in one sentence.
 	Summary string   `json:"summary"`
 	Notes   []string `json:"notes,omitempty"`
@@ -91,6 +102,9 @@ func (b *Bridge) Status(ctx context.Context) (*StatusReport, error) {
 	if rep.ActiveSite, _, err = b.readActiveSite(ctx, paths); err != nil {
 		return nil, err
 	}
+	if rep.Leases, err = b.readLeases(ctx, paths); err != nil {
+		return nil, err
+	}
 	markers, err := b.readMarkers(ctx, paths)
 	if err != nil {
 		return nil, err
@@ -107,11 +121,20 @@ func (b *Bridge) Status(ctx context.Context) (*StatusReport, error) {
 				st.Markers[site] = m
 			}
 		}
-		if st.Pruned, err = b.backupIDs(ctx, paths, jl.JobID); err != nil {
+		if st.Pruned, st.KeptBackups, err = b.backups(ctx, paths, jl.JobID); err != nil {
 			return nil, err
 		}
 		if st.Pruned == nil {
 			st.Pruned = []int64{}
+		}
+		marker := int64(-1)
+		if m, ok := markers[b.cfg.Site][jl.JobID]; ok && b.cfg.Site != "" {
+			marker = m.CheckpointID
+		}
+		st.HA = js.HA
+		st.Takeover = DecideJob(jobFacts(js, PlanJob(facts(js)), marker, append(slices.Clone(st.Pruned), st.KeptBackups...), false))
+		if st.Takeover.Refused {
+			st.Summary += fmt.Sprintf("; a takeover here would refuse the job (%s)", st.Takeover.Reason)
 		}
 		if js.LockStyle == LockStyleUnknown && len(js.Pointers) > 0 {
 			st.Notes = append(st.Notes, "cannot tell Flink 1.14 from 1.15+: whether these pointers are visible to Flink is unknown")

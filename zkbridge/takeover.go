@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/ckptfs/ckptfs/manifest"
 )
 
 // Errors of Takeover and RestorePruned.
@@ -35,20 +38,41 @@ type TakeoverOptions struct {
 	// wait). Config.DefaultTakeoverWait is Flink's session timeout plus a
 	// margin.
 	Wait time.Duration
+	// Quiet is how long no JobManager may be seen before the takeover
+	// believes none is alive (at most Wait). A JobManager that lost its
+	// connection but not its site (cut off from this site only) has no
+	// ephemeral nodes from when Flink revokes its leadership until it
+	// reconnects and is elected again, within Flink's session timeout:
+	// one read in that gap must not let the takeover through. Zero: the
+	// first read without one suffices.
+	Quiet time.Duration
 	// DryRun computes and reports the plan and writes nothing (not even
 	// the lock).
 	DryRun bool
 	// ActivateAnyway makes this site active although some job was
 	// refused.
 	ActivateAnyway bool
+	// AcceptStateLoss lets Flink start a job with no checkpoint pointer
+	// although it had a complete checkpoint (RefusedCheckpointsLost).
+	AcceptStateLoss bool
+	// Lease, when set, guards every write: the retractions check that the
+	// active site's lease is still at the version found expired, and the
+	// activation revokes it (design §5.10). An automatic takeover sets it.
+	Lease *LeaseGuard
+	// Counts, when set, keeps of the liveness only what must vanish
+	// before the takeover writes (an automatic takeover ignores this
+	// site's own JobManagers and standby contenders, design §5.11); nil
+	// counts every ephemeral node.
+	Counts func(*Liveness) *Liveness
 
 	// beforeRetraction is a test seam, called before every retraction.
 	beforeRetraction func(job string, id int64)
 }
 
-// DefaultTakeoverOptions waits Config.DefaultTakeoverWait.
+// DefaultTakeoverOptions waits Config.DefaultTakeoverWait, and wants no
+// JobManager seen for Flink's session timeout.
 func (b *Bridge) DefaultTakeoverOptions() TakeoverOptions {
-	return TakeoverOptions{Wait: b.cfg.DefaultTakeoverWait()}
+	return TakeoverOptions{Wait: b.cfg.DefaultTakeoverWait(), Quiet: b.cfg.FlinkSessionTimeout}
 }
 
 // TakeoverReport is what a takeover decided and did.
@@ -97,10 +121,18 @@ type JobTakeover struct {
 	// would retract), newest first; Retractions gives the reasons.
 	Retracted   []int64      `json:"retracted"`
 	Retractions []Retraction `json:"retractions"`
-	// AlreadyPruned are backups of earlier runs.
+	// AlreadyPruned are backups of pointers earlier runs retracted.
 	AlreadyPruned []int64 `json:"already_pruned,omitempty"`
+	// BackedUp are the kept pointers backed up (marked kept) by this run
+	// or an earlier one: restore-pruned brings them back if Flink deletes
+	// them afterwards.
+	BackedUp []int64 `json:"backed_up,omitempty"`
 	// Ignored are 1.15+ pointers without locks, which Flink skips.
 	Ignored []int64 `json:"ignored,omitempty"`
+	// Refusal names why a refused job was refused.
+	Refusal RefusalReason `json:"refusal,omitempty"`
+	// HA is the verdict on the job graph, blobs and job results here.
+	HA *manifest.JobHAVerdict `json:"ha,omitempty"`
 	// RestoreHint says how to start a refused job by hand.
 	RestoreHint *RestoreHint `json:"restore_hint"`
 }
@@ -181,10 +213,11 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 			return nil, err
 		}
 		defer b.releaseLock(lock)
+		lock.lease = opts.Lease
 	}
 
 	start := time.Now()
-	live, err := b.waitDead(ctx, l, opts.Wait)
+	live, err := b.waitDead(ctx, l, opts.Wait, min(opts.Quiet, opts.Wait), opts.Counts)
 	rep.Waited = Duration(time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		return nil, err
@@ -222,8 +255,16 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 		return nil, err
 	}
 	rep.Epoch, rep.ActiveSite = ep.value, active
+	markers, err := b.readMarkers(ctx, paths)
+	if err != nil {
+		return nil, err
+	}
 	for _, jl := range l.Jobs {
-		jt, err := b.takeoverJob(ctx, paths, lock, ep, l, jl, opts)
+		marker, ok := markers[b.cfg.Site][jl.JobID]
+		if !ok {
+			marker = NoMarker(jl.JobID)
+		}
+		jt, err := b.takeoverJob(ctx, paths, lock, ep, l, jl, marker, opts)
 		if err != nil {
 			rep.Decision = fmt.Sprintf("stopped at job %s: %v", jl.JobID, err)
 			return rep, err
@@ -318,14 +359,15 @@ const maxJobRounds = 6
 
 // takeoverJob re-reads, verifies and plans one job until a plan needs no
 // retraction, retracting as planned in between.
-func (b *Bridge) takeoverJob(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, l *Layout, jl JobLayout, opts TakeoverOptions) (*JobTakeover, error) {
+func (b *Bridge) takeoverJob(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, l *Layout, jl JobLayout, marker Marker, opts TakeoverOptions) (*JobTakeover, error) {
 	log := b.log.With("job", jl.JobID)
 	jt := &JobTakeover{JobID: jl.JobID, Status: StatusOK, Kept: []int64{}, Retracted: []int64{}, Retractions: []Retraction{}}
-	pruned, err := b.backupIDs(ctx, paths, jl.JobID)
+	pruned, kept, err := b.backups(ctx, paths, jl.JobID)
 	if err != nil {
 		return nil, err
 	}
 	jt.AlreadyPruned = pruned
+	allBackups := append(slices.Clone(pruned), kept...)
 	for round := 0; ; round++ {
 		js, err := b.readJob(ctx, jl)
 		if err != nil {
@@ -341,12 +383,14 @@ func (b *Bridge) takeoverJob(ctx context.Context, paths ckptfsPaths, lock *takeo
 			nc := plan.NewestComplete
 			jt.NewestComplete = &nc
 		}
-		if plan.Refused {
-			jt.Status = StatusRefused
+		jt.HA = js.HA
+		if d := DecideJob(jobFacts(js, plan, marker.CheckpointID, allBackups, opts.AcceptStateLoss)); d.Refused {
+			jt.Status, jt.Refusal = StatusRefused, d.Reason
 			jt.Kept = plan.Keep
-			jt.Reason = fmt.Sprintf("none of its %d checkpoint pointer(s) is complete on this site at L2; nothing changed: with no pointer left Flink would start the job from empty state", len(plan.Keep))
+			jt.Reason = d.Detail + "; nothing changed for the job"
+			js.MarkerPath = marker.Path
 			jt.RestoreHint = b.restoreHint(ctx, l, js)
-			log.Warn("job refused: no pointer complete on this site", "pointers", fmt.Sprint(plan.Keep))
+			log.Warn("job refused", "reason", string(d.Reason)+": "+d.Detail, "pointers", fmt.Sprint(plan.Keep))
 			return jt, nil
 		}
 		if len(plan.Retract) == 0 || opts.DryRun {
@@ -358,6 +402,11 @@ func (b *Bridge) takeoverJob(ctx context.Context, paths ckptfsPaths, lock *takeo
 				}
 			}
 			jt.Reason = jobReason(plan, jt, js, opts.DryRun)
+			if !opts.DryRun {
+				if jt.BackedUp, err = b.backupKept(ctx, paths, lock, ep, js, plan.Keep); err != nil {
+					return nil, err
+				}
+			}
 			return jt, nil
 		}
 		if round == maxJobRounds {
@@ -429,6 +478,123 @@ func jobReason(plan JobPlan, jt *JobTakeover, js *JobState, dryRun bool) string 
 	return s
 }
 
+// backups lists the backups of a job: of retracted pointers, and of
+// kept ones (Backup.Kept). An unreadable backup counts as retracted.
+func (b *Bridge) backups(ctx context.Context, paths ckptfsPaths, job string) (retracted, kept []int64, err error) {
+	ids, err := b.backupIDs(ctx, paths, job)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, id := range ids {
+		data, _, err := b.zk.get(ctx, paths.pruned(job, id))
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if bk, derr := decodeBackup(data); derr == nil && bk.Kept {
+			kept = append(kept, id)
+		} else {
+			retracted = append(retracted, id)
+		}
+	}
+	return retracted, kept, nil
+}
+
+// backupKept backs up the kept pointers that have no backup yet, each in
+// one fenced multi, marked kept, and returns every kept pointer with a
+// backup. A pointer that changed meanwhile is left for the next run.
+func (b *Bridge) backupKept(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, js *JobState, keep []int64) ([]int64, error) {
+	var out []int64
+	if len(keep) > 0 {
+		if err := b.zk.ensure(ctx, paths.prunedJob(js.JobID)); err != nil {
+			return nil, err
+		}
+	}
+	for _, id := range keep {
+		p := js.pointer(id)
+		if p == nil {
+			continue
+		}
+		backupPath := paths.pruned(p.JobID, p.ID)
+		old, _, err := b.zk.get(ctx, backupPath)
+		switch {
+		case err == nil:
+			if prev, derr := decodeBackup(old); derr == nil && prev.sameOriginal(p.Znode, p.Data, p.HasLocksNode) {
+				out = append(out, id)
+			} else {
+				b.log.Warn("a backup of another pointer is in the way: the kept pointer is not backed up", "job", p.JobID, "checkpoint", p.ID, "backup", backupPath)
+			}
+			continue
+		case !errors.Is(err, zk.ErrNoNode):
+			return nil, err
+		}
+		bk, ok, err := b.backupOf(ctx, ep, js, p, ReasonKept)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		bk.Kept = true
+		data, err := bk.encode()
+		if err != nil {
+			return nil, err
+		}
+		err = b.fencedMulti("back up kept "+p.Znode, epochGuard(paths, ep), lock.guard(),
+			txOp{name: "backup", op: &zk.CreateRequest{Path: backupPath, Data: data, Acl: b.zk.acls.forPath(backupPath)}})
+		switch {
+		case err == nil, errors.Is(err, zk.ErrNodeExists):
+		case errors.Is(err, ErrEpochChanged), errors.Is(err, ErrLockLost):
+			return nil, err
+		case errors.Is(err, errOutcomeUnknown):
+			if st, xerr := b.zk.exists(ctx, backupPath); xerr != nil || st == nil {
+				return nil, fmt.Errorf("backing up kept pointer %s: %w", p.Znode, err)
+			}
+		default:
+			return nil, err
+		}
+		b.log.Info("kept pointer backed up", "job", p.JobID, "checkpoint", p.ID, "backup", backupPath)
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// backupOf is the backup of pointer p as read now: its bytes, its locks
+// child's bytes and both ACLs at the versions read. ok is false when the
+// pointer changed since it was read.
+func (b *Bridge) backupOf(ctx context.Context, ep epochState, js *JobState, p *Pointer, reason RetractReason) (*Backup, bool, error) {
+	bk := &Backup{
+		Format: backupFormat, JobID: p.JobID, CheckpointID: p.ID, Znode: p.Znode, Data: p.Data,
+		HadLocks: p.HasLocksNode, CounterZnode: js.CounterPath, Reason: reason,
+		Site: b.cfg.Site, Epoch: ep.value, RetractedAt: time.Now().UTC(),
+	}
+	if p.HasLocksNode {
+		// The locks child's bytes, at the version the multi deletes: the
+		// backup holds what it removes.
+		data, stat, err := b.zk.get(ctx, join(p.Znode, "locks"))
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			return nil, false, nil
+		case err != nil:
+			return nil, false, err
+		case stat.Version != p.LocksStat.Version:
+			return nil, false, nil
+		}
+		bk.LocksData = data
+	}
+	if p.Handle != nil {
+		bk.HAFile = p.Handle.URI
+	}
+	acl, locksACL, same, err := b.backupACLs(ctx, p)
+	if err != nil || !same {
+		return nil, false, err
+	}
+	bk.ACL, bk.LocksACL = acl, locksACL
+	return bk, true, nil
+}
+
 // backupIDs lists the backups of a job.
 func (b *Bridge) backupIDs(ctx context.Context, paths ckptfsPaths, job string) ([]int64, error) {
 	names, _, err := b.zk.children(ctx, paths.prunedJob(job))
@@ -455,40 +621,18 @@ func (b *Bridge) backupIDs(ctx context.Context, paths ckptfsPaths, job string) (
 func (b *Bridge) retract(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, js *JobState, p *Pointer, r Retraction) (bool, error) {
 	log := b.log.With("job", p.JobID, "checkpoint", p.ID, "znode", p.Znode, "version", p.Stat.Version)
 	backupPath := paths.pruned(p.JobID, p.ID)
-	bk := &Backup{
-		Format: backupFormat, JobID: p.JobID, CheckpointID: p.ID, Znode: p.Znode, Data: p.Data,
-		HadLocks: p.HasLocksNode, CounterZnode: js.CounterPath, Reason: r.Reason,
-		Site: b.cfg.Site, Epoch: ep.value, RetractedAt: time.Now().UTC(),
-	}
-	if p.HasLocksNode {
-		// The locks child's bytes, at the version the multi deletes: the
-		// backup holds what it removes.
-		data, stat, err := b.zk.get(ctx, join(p.Znode, "locks"))
-		switch {
-		case errors.Is(err, zk.ErrNoNode):
-			log.Info("locks child gone since read")
-			return false, nil
-		case err != nil:
-			return false, err
-		case stat.Version != p.LocksStat.Version:
-			log.Info("locks child changed since read")
-			return false, nil
+	bk, ok, err := b.backupOf(ctx, ep, js, p, r.Reason)
+	if err != nil || !ok {
+		if err == nil {
+			log.Info("pointer, its locks child or their ACLs changed since read")
 		}
-		bk.LocksData = data
-	}
-	if p.Handle != nil {
-		bk.HAFile = p.Handle.URI
-	}
-	acl, locksACL, same, err := b.backupACLs(ctx, p)
-	if err != nil || !same {
 		return false, err
 	}
-	bk.ACL, bk.LocksACL = acl, locksACL
 	data, err := bk.encode()
 	if err != nil {
 		return false, err
 	}
-	ops := []txOp{epochGuard(paths, ep), lock.guard()}
+	ops := append([]txOp{epochGuard(paths, ep), lock.guard()}, lock.leaseCheck()...)
 	old, oldStat, err := b.zk.get(ctx, backupPath)
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
@@ -500,8 +644,14 @@ func (b *Bridge) retract(ctx context.Context, paths ckptfsPaths, lock *takeoverL
 		if derr != nil || !prev.sameOriginal(p.Znode, p.Data, p.HasLocksNode) {
 			return false, fmt.Errorf("%w: %s holds another pointer than %s (version %d); move it away first", ErrBackupConflict, backupPath, p.Znode, p.Stat.Version)
 		}
-		log.Info("backup of this pointer exists already: reusing it")
-		ops = append(ops, txOp{name: "backup", op: &zk.CheckVersionRequest{Path: backupPath, Version: oldStat.Version}})
+		if prev.Kept {
+			// The backup of a kept pointer becomes that of a retracted one.
+			log.Info("backup of this pointer (kept by an earlier takeover) exists: marking it retracted")
+			ops = append(ops, txOp{name: "backup", op: &zk.SetDataRequest{Path: backupPath, Data: data, Version: oldStat.Version}})
+		} else {
+			log.Info("backup of this pointer exists already: reusing it")
+			ops = append(ops, txOp{name: "backup", op: &zk.CheckVersionRequest{Path: backupPath, Version: oldStat.Version}})
+		}
 	}
 	if p.HasLocksNode {
 		ops = append(ops, txOp{name: "locks child", op: &zk.DeleteRequest{Path: join(p.Znode, "locks"), Version: p.LocksStat.Version}})
@@ -516,7 +666,7 @@ func (b *Bridge) retract(ctx context.Context, paths ckptfsPaths, lock *takeoverL
 	case errors.Is(err, errOutcomeUnknown):
 		log.Warn("retraction outcome unknown: re-reading", "err", err)
 		return b.retractionApplied(ctx, p, backupPath)
-	case errors.Is(err, ErrEpochChanged), errors.Is(err, ErrLockLost):
+	case errors.Is(err, ErrEpochChanged), errors.Is(err, ErrLockLost), errors.Is(err, ErrLeaseRenewed):
 		return false, err
 	case errors.Is(err, zk.ErrNotEmpty):
 		return false, fmt.Errorf("%w: %s got a lock during the takeover: %w", ErrJobManagerAlive, p.Znode, err)
@@ -559,7 +709,7 @@ func (b *Bridge) activate(ctx context.Context, paths ckptfsPaths, lock *takeover
 	site := []byte(b.cfg.Site)
 	next := []byte(strconv.FormatInt(ep.value+1, 10))
 	for attempt := 0; attempt < 5; attempt++ {
-		ops := []txOp{lock.guard(), epochBump(paths, ep, next)}
+		ops := append([]txOp{lock.guard(), epochBump(paths, ep, next)}, lock.leaseRevoke(b.cfg.Site, ep.value+1)...)
 		if activeStat == nil {
 			ops = append(ops, txOp{name: "active-site", op: &zk.CreateRequest{Path: paths.activeSite(), Data: site, Acl: b.zk.acls.forPath(paths.activeSite())}})
 		} else {
@@ -569,7 +719,7 @@ func (b *Bridge) activate(ctx context.Context, paths ckptfsPaths, lock *takeover
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, ErrLockLost), errors.Is(err, ErrEpochChanged):
+		case errors.Is(err, ErrLockLost), errors.Is(err, ErrEpochChanged), errors.Is(err, ErrLeaseRenewed):
 			return err
 		case refusedBy(err) == "active-site" || errors.Is(err, errOutcomeUnknown):
 			// Re-read: did it apply, or did active-site change beside the

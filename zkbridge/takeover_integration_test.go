@@ -204,14 +204,15 @@ func TestIntegration_Takeover(t *testing.T) {
 			if err != nil || !rep.AlreadyActive || rep.Epoch != 1 {
 				t.Fatalf("second takeover: %v, %+v", err, rep)
 			}
-			if jt := jobReport(t, rep, s.job); len(jt.Retracted) != 0 || !slices.Equal(jt.AlreadyPruned, []int64{3, 5}) {
+			if jt := jobReport(t, rep, s.job); len(jt.Retracted) != 0 || !slices.Equal(jt.AlreadyPruned, []int64{3, 5}) || !slices.Equal(jt.BackedUp, []int64{4}) {
 				t.Errorf("second takeover job: %+v", jt)
 			}
 			requireSameTree(t, "a second takeover", afterFirst, e.dump(b.Conn()))
 
-			// Restore: only what is complete here now, unless unverified.
+			// Restore: only what is complete here now, unless unverified;
+			// the kept pointer 4 is still there and keeps its backup.
 			rr, err := b.RestorePruned(ctx, RestoreOptions{})
-			if err != nil || len(rr.Jobs) != 1 || len(rr.Jobs[0].Restored) != 0 || len(rr.Jobs[0].Skipped) != 2 {
+			if err != nil || len(rr.Jobs) != 1 || len(rr.Jobs[0].Restored) != 0 || len(rr.Jobs[0].Skipped) != 3 {
 				t.Fatalf("restore with the replica still behind: %+v, %v", rr, err)
 			}
 			s.undo[0]() // checkpoint 5 arrives
@@ -226,8 +227,8 @@ func TestIntegration_Takeover(t *testing.T) {
 			// Flink's namespace is byte-identical to what the JobManager
 			// left, locks child included.
 			requireSameTree(t, "takeover and restore", before.WithoutEphemeral(), e.flinkTree(b.Conn()))
-			if kids, _, _ := b.Conn().Children(e.ckptfs + "/default/pruned/" + s.job); len(kids) != 0 {
-				t.Errorf("backups left after restore: %v", kids)
+			if kids, _, _ := b.Conn().Children(e.ckptfs + "/default/pruned/" + s.job); !slices.Equal(kids, []string{checkpointName(4)}) {
+				t.Errorf("backups left after restore: %v, want only the kept pointer 4's", kids)
 			}
 		})
 	}
@@ -400,8 +401,8 @@ func TestIntegration_TakeoverConcurrent(t *testing.T) {
 	}
 	kids, _, err := b1.Conn().Children(e.ckptfs + "/default/pruned/" + s.job)
 	slices.Sort(kids)
-	if err != nil || !slices.Equal(kids, []string{checkpointName(3), checkpointName(5)}) {
-		t.Errorf("backups %v, %v", kids, err)
+	if err != nil || !slices.Equal(kids, []string{checkpointName(3), checkpointName(4), checkpointName(5)}) {
+		t.Errorf("backups %v, %v; want 3 and 5 retracted, 4 kept", kids, err)
 	}
 }
 
@@ -685,7 +686,7 @@ func TestIntegration_RestorePrunedRules(t *testing.T) {
 	}
 	before := e.dump(b.Conn())
 	rr, err := b.RestorePruned(ctx, RestoreOptions{Unverified: true, DryRun: true})
-	if err != nil || len(rr.Jobs[0].Restored) != 0 || len(rr.Jobs[0].Skipped) != 2 {
+	if err != nil || len(rr.Jobs[0].Restored) != 0 || len(rr.Jobs[0].Skipped) != 3 {
 		t.Fatalf("dry run: %+v, %v", rr, err)
 	}
 	requireSameTree(t, "a restore dry run", before, e.dump(b.Conn()))
@@ -694,7 +695,7 @@ func TestIntegration_RestorePrunedRules(t *testing.T) {
 		t.Fatalf("restore: %+v, %v", rr, err)
 	}
 	for _, sk := range rr.Jobs[0].Skipped {
-		want := map[int64]string{3: "exists with other bytes", 5: "not below the checkpoint counter"}[sk.ID]
+		want := map[int64]string{3: "exists with other bytes", 4: "kept by a takeover", 5: "not below the checkpoint counter"}[sk.ID]
 		if !strings.Contains(sk.Reason, want) {
 			t.Errorf("skipped %d: %q, want %q", sk.ID, sk.Reason, want)
 		}
@@ -743,5 +744,41 @@ func TestIntegration_RestorePrunedRules(t *testing.T) {
 		if locks, _, err := b.Conn().Get(s.cps[id].Znode + "/locks"); err != nil || !bytes.Equal(locks, want) {
 			t.Errorf("pointer %d: locks child holds %q, %v; want %q", id, locks, err, want)
 		}
+	}
+}
+
+// TestIntegration_TakeoverWaitsOutAReturningJobManager: a JobManager
+// that lost its session but not its site comes back within Flink's
+// session timeout (a partition that leaves its site the quorum). A
+// takeover that reads the gap must not go through: with Quiet it waits
+// for none to be seen that long, sees it back, and refuses after its
+// wait.
+func TestIntegration_TakeoverWaitsOutAReturningJobManager(t *testing.T) {
+	c := zktest.StartCluster(t, 1)
+	e := newEnv(t, c)
+	layout := flinkemu.Layouts()[len(flinkemu.Layouts())-1]
+	s, _ := newLagScenario(t, e, layout, false)
+	b := e.bridge("dc2")
+	ctx := testContext(t, time.Minute)
+	s.jm.Close()
+	back := make(chan struct{})
+	go func() {
+		defer close(back)
+		time.Sleep(time.Second)
+		e.startJM(layout, false)
+	}()
+	start := time.Now()
+	rep, err := b.Takeover(ctx, TakeoverOptions{Wait: 5 * time.Second, Quiet: 3 * time.Second})
+	<-back
+	if !errors.Is(err, ErrJobManagerAlive) || rep == nil || !rep.JobManager.Alive {
+		t.Fatalf("takeover across a JobManager's return: %v, %+v (after %v)", err, rep, time.Since(start))
+	}
+	// The returning JobManager changed Flink's tree; the takeover wrote
+	// nothing.
+	if site, epoch, err := b.ActiveSite(ctx); err != nil || site != "" || epoch != 0 {
+		t.Errorf("after a refused takeover: active site %q, epoch %d, %v", site, epoch, err)
+	}
+	if rep.Activated || len(rep.Jobs) > 0 {
+		t.Errorf("a refused takeover reports %+v", rep)
 	}
 }

@@ -19,6 +19,9 @@ type Verifier interface {
 	// ListCheckpointDirs returns the ids of the chk-N directories in a
 	// job's checkpoint directory (given as Flink wrote it), ascending.
 	ListCheckpointDirs(flinkJobDir string) ([]int64, error)
+	// VerifyJobHA judges what recovering a job reads besides its
+	// pointers: the job graph HA file, the job's blobs, its job results.
+	VerifyJobHA(ctx context.Context, ref manifest.JobHARef) *manifest.JobHAVerdict
 }
 
 // PointerRef is what a pointer znode says.

@@ -64,6 +64,13 @@ func TestConfigCheckRunsEachCommandsValidation(t *testing.T) {
 	if code != exitOK || !regexp.MustCompile(`lease +line 2 +used by mount`).MatchString(out) {
 		t.Errorf("partial file: exit %d %s\n%s", code, stderr, out)
 	}
+	// With Flink's configuration, its retention and restart strategy
+	// are checked too (issue 16): warnings with the keys, exit 0.
+	flinkConf := writeFile(t, dir, "config.yaml", "execution.checkpointing.externalized-checkpoint-retention: RETAIN_ON_CANCELLATION\nrestart-strategy.type: fixed-delay\nrestart-strategy.fixed-delay.attempts: 3\n")
+	if _, stderr, code := ckptfs(t, "config", "check", "--config", partial, "--flink-conf", flinkConf); code != exitOK ||
+		!strings.Contains(stderr, "restart-strategy.fixed-delay.attempts 3") || !strings.Contains(stderr, "set restart-strategy.type: exponential-delay") || strings.Contains(stderr, "retention") {
+		t.Errorf("--flink-conf: exit %d, stderr %q", code, stderr)
+	}
 	if _, stderr, code := ckptfs(t, "config", "check", "--config", filepath.Join(dir, "absent.yaml")); code != exitUsage || !strings.Contains(stderr, "no such file") {
 		t.Errorf("absent file: exit %d %s", code, stderr)
 	}

@@ -36,8 +36,11 @@ func newFromFlinkCmd() *cobra.Command {
 		Long: `From-flink reads Flink's configuration as Flink reads it and prints the
 ckptfs settings it implies. PATH is flink-conf.yaml (the flat format of
 Flink up to 1.19: old and new key names), config.yaml (Flink 1.19 and 2.x:
-standard YAML, nested or dotted keys), or Flink's conf directory
-(flink-conf.yaml if present, else config.yaml, as Flink looks them up).
+standard YAML, nested or dotted keys), or Flink's conf directory, read
+as Flink looks it up: Flink 1.x reads flink-conf.yaml if present, else
+config.yaml; 2.x reads config.yaml only. A directory holding both is read
+as the Flink distribution beside it (../lib) would read it, and refused
+when there is none; then give the file.
 
 It derives:
   zk                     high-availability.zookeeper.quorum (port 2181 added where missing)
@@ -65,8 +68,14 @@ znodes Flink made with client.acl creator. The password is never printed.
 A Flink that authenticates by Kerberos or a JAAS file gets a note on what
 ckptfs needs instead.
 
+It warns (on stderr) when Flink's settings let it delete what ckptfs
+keeps for a failover: a checkpoint retention other than
+RETAIN_ON_CANCELLATION, or a restart strategy that ends in FAILED after
+bounded failures (each warning names the Flink key to set).
+
 Exit status:
-  0  configuration printed (warnings about lines Flink skips on stderr)
+  0  configuration printed (warnings about lines Flink skips, and about
+     retention and restart strategy, on stderr)
   3  unreadable file, not a Flink configuration, high availability not
      ZooKeeper's, or a value missing or malformed`,
 		Args: cobra.ExactArgs(1),
@@ -88,7 +97,7 @@ Exit status:
 			if err != nil {
 				return fail("%v", err)
 			}
-			for _, w := range fc.Warnings {
+			for _, w := range append(fc.Warnings, fc.RecoveryWarnings()...) {
 				fmt.Fprintln(cmd.ErrOrStderr(), "ckptfs: warning:", w)
 			}
 			ha, err := fc.ZooKeeperHA()
@@ -317,6 +326,7 @@ func (d *derivedConfig) writeYAML(w io.Writer, fc *flinkconf.Config) error {
 }
 
 func newConfigCheckCmd(checks settingsChecks) *cobra.Command {
+	var flinkConf string
 	cmd := &cobra.Command{
 		Use:   "check --config FILE",
 		Short: "Check a configuration file against every command",
@@ -327,6 +337,12 @@ its settings must pass (the values it refuses when it runs). It prints
 which commands use each key. A setting a command requires but the file
 leaves out (mount's backing, takeover's site, ...) may still come from
 the command line or the environment: check does not require it.
+
+With --flink-conf, it also warns when Flink's checkpoint retention is not
+RETAIN_ON_CANCELLATION or its restart strategy ends in FAILED after
+bounded failures: a job that reaches FAILED after a failover loses its
+pointers, HA files and job graph, and without that retention its
+checkpoint data, deleted by Flink itself (each warning names the key).
 
 With zk, it warns (on stderr, exit status 0) when ckptfs would connect
 anonymously, so that every ZooKeeper client could write its znodes; when
@@ -380,6 +396,13 @@ Exit status:
 				fmt.Fprintf(w, "  %-22s line %-4d used by %s\n", k, file.entries[k].line, strings.Join(users[k], ", "))
 			}
 			warnings, identity := fileConnectionWarnings(file)
+			if flinkConf != "" {
+				fc, err := flinkconf.Load(flinkConf, flinkconf.Auto)
+				if err != nil {
+					return fail("%v", err)
+				}
+				warnings = append(warnings, fc.RecoveryWarnings()...)
+			}
 			if identity != "" {
 				fmt.Fprintf(w, "ZooKeeper identity: %s (for zk-acl entries and ACLs naming ckptfs)\n", identity)
 			}
@@ -390,6 +413,7 @@ Exit status:
 		},
 	}
 	cmd.Flags().String(configFlag, "", "YAML configuration `FILE` (default $"+configEnv+")")
+	cmd.Flags().StringVar(&flinkConf, "flink-conf", "", "also check Flink's configuration `FILE` (config.yaml or flink-conf.yaml) for settings that let Flink delete checkpoints after a failover")
 	return cmd
 }
 

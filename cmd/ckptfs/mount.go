@@ -31,9 +31,12 @@ type mountConfig struct {
 	MountPoint string
 	Mode       string
 	Poll       time.Duration
-	Hidden     []string
-	Maps       []string
-	Roots      []string
+	// BackingTimeout bounds how long a verification pass waits for one
+	// directory of the backing file system.
+	BackingTimeout time.Duration
+	Hidden         []string
+	Maps           []string
+	Roots          []string
 	// ReadUnwritten hashes, when sealing, files this mount did not see
 	// written.
 	ReadUnwritten bool
@@ -50,6 +53,21 @@ type mountConfig struct {
 	zkSettings
 	// Lease turns a primary read-only when its ZooKeeper session is lost.
 	Lease bool
+	// DeleteGrace is how long after a promotion the newest complete
+	// checkpoint of each job is kept from deletion (0: not);
+	// DeleteGuard is "refuse" or "hold".
+	DeleteGrace time.Duration
+	DeleteGuard string
+	// LeaseDuration is the liveness lease of this site's daemons (0:
+	// none); Takeover is auto or manual; TakeoverActivateAnyway lets an
+	// automatic takeover activate a site with a refused job;
+	// SiteJobManagers are this site's JobManager addresses; HoldTimeout
+	// bounds a held open (design §5.10-5.12).
+	LeaseDuration          time.Duration
+	Takeover               string
+	TakeoverActivateAnyway bool
+	SiteJobManagers        []string
+	HoldTimeout            time.Duration
 	// MetricsAddr is where /metrics and /healthz are served (HOST:PORT;
 	// empty: not served). LagInterval is how often the lag behind
 	// Flink's pointers is computed for them (with ZK).
@@ -62,8 +80,10 @@ type mountConfig struct {
 
 func defaultMountConfig() mountConfig {
 	return mountConfig{
-		Mode: "replica", Poll: 2 * time.Second, AllowOther: true, Passthrough: true,
+		Mode: "replica", Poll: 2 * time.Second, BackingTimeout: 30 * time.Second, AllowOther: true, Passthrough: true,
 		LogFormat: "text", LogLevel: "info", zkSettings: defaultZKSettings(), LagInterval: 10 * time.Second,
+		DeleteGrace: 30 * time.Minute, DeleteGuard: "refuse",
+		Takeover: "manual", HoldTimeout: 2 * time.Minute,
 	}
 }
 
@@ -86,6 +106,9 @@ func (c *mountConfig) validate() error {
 	}
 	if c.Poll < 10*time.Millisecond {
 		errs = append(errs, badSetting("poll", "poll %v is too short", c.Poll))
+	}
+	if c.BackingTimeout < 100*time.Millisecond {
+		errs = append(errs, badSetting("backing-timeout", "backing-timeout %v is too short", c.BackingTimeout))
 	}
 	for _, p := range c.Hidden {
 		if err := manifest.CheckHiddenPattern(p); err != nil {
@@ -112,6 +135,7 @@ func (c *mountConfig) validate() error {
 var daemonFieldSettings = map[string]string{
 	"Backing": "backing", "MountPoint": "mountpoint", "Resolver": "map", "Mount.Mode": "mode", "ZooKeeper": "zk",
 	"Site": "site", "Lease": "lease", "MetricsAddr": "metrics-addr", "LagInterval": "lag-interval",
+	"Mount.DeleteGrace": "delete-guard-grace", "LeaseDuration": "lease-duration", "Takeover": "takeover", "SiteJobManagers": "site-jobmanagers", "HoldTimeout": "hold-timeout",
 }
 
 // daemonSettingErrors names the setting behind each of the daemon's
@@ -158,12 +182,21 @@ func (c *mountConfig) daemonConfig(log *slog.Logger, sink *logsink.Sink) (daemon
 	// is noticed within two poll intervals, and a pass costs about half
 	// of the files.
 	d.Verifier.MaxAge = 2 * c.Poll
-	d.Catalog.Poll = c.Poll
+	d.Catalog.Poll, d.Catalog.BackingTimeout = c.Poll, c.BackingTimeout
 	d.Catalog.HiddenPatterns = append(append([]string(nil), manifest.DefaultHiddenPatterns...), c.Hidden...)
 	d.Recorder.ReadUnwritten = c.ReadUnwritten
 	d.Mount.Mode, _ = fusefs.ParseMode(c.Mode)
 	d.Mount.AllowOther, d.Mount.Passthrough, d.Mount.Debug = c.AllowOther, c.Passthrough, c.Debug
+	d.Mount.DeleteGrace = c.DeleteGrace
+	switch c.DeleteGuard {
+	case "refuse", "hold":
+		d.Mount.DeleteHold = c.DeleteGuard == "hold"
+	default:
+		errs = append(errs, badSetting("delete-guard", "delete-guard %q: want refuse or hold", c.DeleteGuard))
+	}
 	d.Lease, d.MetricsAddr, d.LagInterval, d.Version = c.Lease, c.MetricsAddr, c.LagInterval, version
+	d.LeaseDuration, d.TakeoverActivateAnyway, d.SiteJobManagers, d.HoldTimeout = c.LeaseDuration, c.TakeoverActivateAnyway, c.SiteJobManagers, c.HoldTimeout
+	d.Takeover = daemon.TakeoverMode(c.Takeover)
 	if c.MetricsTLSCert != "" || c.MetricsTLSKey != "" || c.MetricsTLSClientCA != "" {
 		tc, err := tlsconf.Server(c.MetricsTLSCert, c.MetricsTLSKey, c.MetricsTLSClientCA)
 		if err != nil {
@@ -308,6 +341,7 @@ Exit status:
 		f.StringVar(&cfg.Mode, "mode", cfg.Mode, "replica or primary")
 		f.StringVar(&cfg.Site, "site", "", "this site's `NAME` (for logs and ZooKeeper)")
 		f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "interval of full verification passes")
+		f.DurationVar(&cfg.BackingTimeout, "backing-timeout", cfg.BackingTimeout, "how long a verification pass waits for one directory of the backing file system before its checkpoints count as unknown (a hung NAS)")
 		f.StringArrayVar(&cfg.Hidden, "hidden", nil, "extra `PATTERN` of names never shown (repeatable)")
 		f.StringArrayVar(&cfg.Maps, "map", nil, "`URI_PREFIX=LOCAL_DIR` for the absolute paths Flink stored (repeatable)")
 		f.StringArrayVar(&cfg.Roots, "root", nil, "extra local `DIR` referenced files may lie in (repeatable)")
@@ -322,6 +356,14 @@ Exit status:
 		f.StringVar(&cfg.ClusterID, "cluster-id", "", "Flink's high-availability.cluster-id")
 		f.StringVar(&cfg.PathRoot, "path-root", cfg.PathRoot, "Flink's high-availability.zookeeper.path.root")
 		f.BoolVar(&cfg.Lease, "lease", false, "turn read-only when the ZooKeeper session is lost")
+		f.DurationVar(&cfg.FlinkSessionTimeout, "flink-session-timeout", cfg.FlinkSessionTimeout, "Flink's high-availability.zookeeper.client.session-timeout: a lease must fence the mount before it ends")
+		f.DurationVar(&cfg.DeleteGrace, "delete-guard-grace", cfg.DeleteGrace, "after a promotion, keep the newest complete checkpoint of each job from deletion this long (0: not): Flink deletes it when a job reaches FAILED")
+		f.StringVar(&cfg.DeleteGuard, "delete-guard", cfg.DeleteGuard, "what the guard does with such a deletion: refuse (EPERM) or hold (until the grace period ends)")
+		f.DurationVar(&cfg.LeaseDuration, "lease-duration", 0, "liveness lease of this site's daemons: renewed every 1/8 while the site is active, a primary fences itself 1/2 after its last renewal, another site may take over after seeing it unchanged this long (default: no lease)")
+		f.StringVar(&cfg.Takeover, "takeover", cfg.Takeover, "manual (ckptfs takeover only) or auto (take over when the active site's lease expired and none of its JobManagers leads; needs lease-duration)")
+		f.BoolVar(&cfg.TakeoverActivateAnyway, "takeover-activate-anyway", false, "let an automatic takeover activate this site although a job has no complete recovery point here")
+		f.StringArrayVar(&cfg.SiteJobManagers, "site-jobmanagers", nil, "this site's JobManager `HOST[:PORT]` as Flink publishes it (repeatable): tells this site's ZooKeeper sessions from the others'")
+		f.DurationVar(&cfg.HoldTimeout, "hold-timeout", cfg.HoldTimeout, "with takeover auto, how long one of Flink's opens is held until this site's takeover decided")
 		addConnectionSettings(f, &cfg.zkSettings)
 		f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz at `HOST:PORT` (:9477 listens on loopback only; 0.0.0.0:9477 on every interface; default: not served)")
 		f.StringVar(&cfg.MetricsTLSCert, "metrics-tls-cert", "", "serve metrics-addr over TLS with the certificate in `FILE` (PEM)")

@@ -42,6 +42,7 @@ func (f *zkFlags) add(cmd *cobra.Command) {
 		fl.StringVar(&f.zk.PathRoot, "path-root", f.zk.PathRoot, "`PATH` of Flink's high-availability.zookeeper.path.root")
 		fl.StringVar(&f.zk.FlinkVersion, "flink-version", "", "Flink `VERSION` (for example 1.14 or 1.17) when ZooKeeper does not tell")
 		fl.StringArrayVar(&f.zk.CheckpointsDirs, "checkpoints-dir", nil, "Flink's state.checkpoints.dir as a `URI` Flink writes, to find checkpoints no pointer names (repeatable)")
+		fl.StringVar(&f.zk.JobResultStore, "job-result-store", "", "Flink's job-result-store.storage-path as a `URI` Flink writes (default: Flink's, <high-availability.storageDir>/job-result-store/<cluster-id>)")
 		fl.DurationVar(&f.zk.FlinkSessionTimeout, "flink-session-timeout", f.zk.FlinkSessionTimeout, "Flink's high-availability.zookeeper.client.session-timeout: how long a dead JobManager's nodes may stay")
 		addConnectionSettings(fl, &f.zk)
 		fl.StringVar(&f.logFormat, "log-format", "text", "format of the log on stderr: text or json")
@@ -205,6 +206,9 @@ func writeStatusText(w io.Writer, rep *zkbridge.StatusReport) {
 	}
 	fmt.Fprintf(w, "this site: %s; active site: %s; epoch %d\n", site, active, rep.Epoch)
 	fmt.Fprintf(w, "JobManager: %s\n", rep.JobManager)
+	for _, l := range rep.Leases {
+		fmt.Fprintf(w, "liveness lease: %s\n", l)
+	}
 	for _, j := range rep.Jobs {
 		fmt.Fprintf(w, "\njob %s\n", j.JobID)
 		if len(j.Pointers) > 0 {
@@ -248,6 +252,12 @@ func writeStatusText(w io.Writer, rep *zkbridge.StatusReport) {
 		}
 		if len(j.Pruned) > 0 {
 			fmt.Fprintf(w, "  retracted by a takeover (restore-pruned puts them back): %v\n", j.Pruned)
+		}
+		if len(j.KeptBackups) > 0 {
+			fmt.Fprintf(w, "  kept by a takeover and backed up (restore-pruned brings back those Flink deleted): %v\n", j.KeptBackups)
+		}
+		if j.Takeover.Refused {
+			fmt.Fprintf(w, "  a takeover here would refuse the job (%s): %s\n", j.Takeover.Reason, j.Takeover.Detail)
 		}
 		for _, n := range j.Notes {
 			fmt.Fprintf(w, "  note: %s\n", n)

@@ -16,7 +16,7 @@ import (
 
 // Exit codes of takeover and restore-pruned.
 const (
-	exitRefused = 4 // some job has no L2-complete pointer: nothing changed for it
+	exitRefused = 4 // some job was refused: nothing changed for it
 	exitAlive   = 5 // a Flink JobManager stayed alive past the wait
 )
 
@@ -27,6 +27,7 @@ func newTakeoverCmd(checks settingsChecks) *cobra.Command {
 		wait           time.Duration
 		dryRun         bool
 		activateAnyway bool
+		acceptLoss     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "takeover --zk HOST:PORT --site NAME --map P=D... [--wait D] [--dry-run] [-o json]",
@@ -34,7 +35,8 @@ func newTakeoverCmd(checks settingsChecks) *cobra.Command {
 		Long: `Takeover is the gate before Flink starts on this site. It takes ckptfs's
 takeover lock, waits (at most --wait, by default Flink's ZooKeeper session
 timeout plus 15s) until no Flink JobManager of the cluster is alive, and
-then, for every job:
+none has come back for Flink's session timeout (a JobManager that can still
+reach a quorum is re-elected within it), and then, for every job:
 
   - keeps the newest checkpoint pointer this site holds completely at level
     L2 (its HA file and every file it needs), and every older pointer whose
@@ -43,9 +45,19 @@ then, for every job:
     readable here (Flink would fail on it): each in one version-checked
     ZooKeeper transaction that also stores a backup under
     /ckptfs/<cluster>/pruned (restore-pruned puts them back);
-  - changes nothing for a job none of whose pointers is complete here, and
-    prints the newest checkpoint this site holds at L1 with the command to
-    start the job from it by hand.
+  - changes nothing for a job it refuses, and prints the reason and the
+    newest checkpoint this site holds at L1 with the command to start the
+    job from it by hand. Reasons (docs/runbook.md says what to do for each):
+      job_graph_incomplete   the job graph / execution plan HA file is
+                             missing or torn here
+      blobs_incomplete       a blob of the job (user jar, artifact) is
+                             missing here or not its SHA-1
+      job_result_incomplete  an entry of the job result store is torn here
+      no_complete_pointer    no checkpoint pointer is complete here at L2
+      checkpoints_lost       the job has no pointer Flink reads, but this
+                             site's marker or a backup shows it had a
+                             complete checkpoint (--accept-state-loss
+                             starts it from empty state anyway)
 
 Finally it sets /ckptfs/<cluster>/active-site to this site and bumps the
 epoch, unless a job was refused (--activate-anyway overrides). It never
@@ -56,7 +68,7 @@ failure is safe: it converges to the same result.
 Exit status:
   0  every job is ok (and the site is active)
   3  usage, ZooKeeper or I/O error (nothing is left half-done: run it again)
-  4  some job has no pointer complete on this site: nothing changed for it
+  4  some job was refused (see the reasons): nothing changed for it
   5  a Flink JobManager stayed alive past --wait: nothing changed`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -75,7 +87,7 @@ Exit status:
 			if cmd.Flags().Changed("wait") {
 				opts.Wait = wait
 			}
-			opts.DryRun, opts.ActivateAnyway = dryRun, activateAnyway
+			opts.DryRun, opts.ActivateAnyway, opts.AcceptStateLoss = dryRun, activateAnyway, acceptLoss
 			rep, err := b.Takeover(ctx, opts)
 			if rep != nil {
 				if out == "json" {
@@ -105,6 +117,7 @@ Exit status:
 	})
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and write nothing")
 	cmd.Flags().BoolVar(&activateAnyway, "activate-anyway", false, "make this site active even when a job was refused")
+	cmd.Flags().BoolVar(&acceptLoss, "accept-state-loss", false, "let Flink start a job that has no checkpoint pointer left although it had a complete checkpoint (checkpoints_lost)")
 	return cmd
 }
 
@@ -122,11 +135,18 @@ func writeTakeoverText(w io.Writer, rep *zkbridge.TakeoverReport) {
 		verb = "would retract"
 	}
 	for _, j := range rep.Jobs {
-		fmt.Fprintf(w, "\njob %s: %s\n", j.JobID, strings.ToUpper(j.Status))
+		if j.Refusal != "" {
+			fmt.Fprintf(w, "\njob %s: %s (%s)\n", j.JobID, strings.ToUpper(j.Status), j.Refusal)
+		} else {
+			fmt.Fprintf(w, "\njob %s: %s\n", j.JobID, strings.ToUpper(j.Status))
+		}
 		fmt.Fprintf(w, "  why: %s\n", j.Reason)
 		fmt.Fprintf(w, "  kept: %s\n", ids(j.Kept))
 		if len(j.Retracted) > 0 {
 			fmt.Fprintf(w, "  %s: %s\n", verb, ids(j.Retracted))
+		}
+		if len(j.BackedUp) > 0 {
+			fmt.Fprintf(w, "  backed up (kept; restore-pruned brings them back if Flink deletes them): %s\n", ids(j.BackedUp))
 		}
 		if len(j.AlreadyPruned) > 0 {
 			fmt.Fprintf(w, "  retracted earlier: %s\n", ids(j.AlreadyPruned))
@@ -165,6 +185,7 @@ func newRestorePrunedCmd(checks settingsChecks) *cobra.Command {
 		jobs       []string
 		unverified bool
 		dryRun     bool
+		recreate   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "restore-pruned --zk HOST:PORT --site NAME --map P=D... [--job ID]... [--dry-run] [-o json]",
@@ -177,6 +198,13 @@ it is absent, its id is below the job's checkpoint counter and, unless
 --unverified, its checkpoint is now complete on this site at L2 (Flink
 restores the newest pointer). Each is one version-checked transaction that also deletes the
 backup. It refuses while a Flink JobManager is alive.
+
+A takeover also backs up the pointers it keeps (marked kept): when Flink
+deletes them afterwards (a job that reached FAILED loses its pointers,
+its counter and its job graph), restore-pruned brings them back;
+--recreate-job creates the job's pointer directory and checkpoint counter
+again when Flink removed them. A kept pointer still in ZooKeeper keeps
+its backup.
 
 Exit status:
   0  done (skipped backups are listed with the reason)
@@ -195,7 +223,7 @@ Exit status:
 				return result
 			}
 			defer b.Close()
-			rep, err := b.RestorePruned(ctx, zkbridge.RestoreOptions{Jobs: jobs, Unverified: unverified, DryRun: dryRun})
+			rep, err := b.RestorePruned(ctx, zkbridge.RestoreOptions{Jobs: jobs, Unverified: unverified, DryRun: dryRun, RecreateJob: recreate})
 			if rep != nil && err == nil {
 				if out == "json" {
 					if werr := writeJSON(cmd.OutOrStdout(), rep); werr != nil {
@@ -218,6 +246,7 @@ Exit status:
 	checks[cmd] = zf.check(true)
 	cmd.Flags().StringArrayVar(&jobs, "job", nil, "restore only this job `ID` (repeatable)")
 	cmd.Flags().BoolVar(&unverified, "unverified", false, "put pointers back even when their checkpoint is not complete here")
+	cmd.Flags().BoolVar(&recreate, "recreate-job", false, "also for a job whose checkpoint store Flink removed (it reached FAILED): create its pointer directory and checkpoint counter again")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be put back and write nothing")
 	return cmd
 }

@@ -18,7 +18,7 @@ import (
 
 func TestTakeoverHelpDocumentsExitCodes(t *testing.T) {
 	for cmd, want := range map[string][]string{
-		"takeover":       {"4  some job has no pointer complete", "5  a Flink JobManager stayed alive", "--dry-run", "--activate-anyway", "--wait"},
+		"takeover":       {"4  some job was refused", "5  a Flink JobManager stayed alive", "--dry-run", "--activate-anyway", "--accept-state-loss", "checkpoints_lost", "--wait"},
 		"restore-pruned": {"5  a Flink JobManager is alive", "--unverified"},
 		"status":         {"3  usage, ZooKeeper or I/O error", "--map", "--cluster-id", "--path-root"},
 	} {

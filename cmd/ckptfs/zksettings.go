@@ -29,6 +29,9 @@ type zkSettings struct {
 	FlinkVersion        string
 	CheckpointsDirs     []string
 	FlinkSessionTimeout time.Duration
+	// JobResultStore is Flink's job-result-store.storage-path ("" is
+	// Flink's default).
+	JobResultStore string
 	// The connection (addConnectionSettings): who ckptfs is to ZooKeeper,
 	// how it talks to it, and the ACL of what it creates.
 	AuthFile       string
@@ -76,6 +79,7 @@ var zkFieldSettings = map[string]string{
 	"PathRoot":            "path-root",
 	"FlinkVersion":        "flink-version",
 	"CheckpointsDirs":     "checkpoints-dir",
+	"JobResultStore":      "job-result-store",
 	"FlinkSessionTimeout": "flink-session-timeout",
 	"Auth":                "zk-auth-file",
 	"ACL":                 "zk-acl",
@@ -103,6 +107,7 @@ func (s *zkSettings) bridgeConfig(log *slog.Logger) (zkbridge.Config, error) {
 	}
 	cfg.Site, cfg.ClusterID, cfg.PathRoot = s.Site, s.ClusterID, s.PathRoot
 	cfg.FlinkVersion, cfg.CheckpointsDirs, cfg.FlinkSessionTimeout = gen, s.CheckpointsDirs, s.FlinkSessionTimeout
+	cfg.JobResultStore = s.JobResultStore
 	cfg.SessionTimeout, cfg.RetryTimeout = s.SessionTimeout, retryPerSession*s.SessionTimeout
 	cfg.Logger = log
 	errs = append(errs, s.connection(&cfg)...)

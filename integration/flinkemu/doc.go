@@ -21,8 +21,9 @@
 //     <cluster>;
 //   - per job: the user jar in the HA blob store (ha/<cluster>/blob/
 //     job_<job>/blob_p-<sha1>-<random>), the job graph znode (execution
-//     plan in 2.x) pointing to a submittedJobGraph file (placeholder
-//     bytes, not a serialized JobGraph), the checkpoint id counter
+//     plan in 2.x) pointing to a submittedJobGraph file (a JobGraph, in
+//     2.x a StreamGraph, with only the fields ckptfs reads: job id, name
+//     and the jar's blob key), the checkpoint id counter
 //     (Curator's SharedCount: a 4-byte big-endian int), the running job
 //     registry entry (1.5-1.14), checkpoints/<job>/shared and taskowned;
 //   - per checkpoint, written through whatever Config.Storage is (a ckptfs

@@ -40,6 +40,12 @@ type Config struct {
 	// 1.15, 4 in 1.16-1.20, 5 in 2.0, 6 from 2.1) and 2.3's application
 	// store (the applications znode, ha/application-result-store/).
 	Release string
+	// OldHAServices is Flink 1.15-1.17's high-availability.
+	// use-old-ha-services: leader election as 1.14 (a latch and
+	// connection_info per component, jobs/<job>/leader/), everything else
+	// (persistent locks children, the job result store) as 1.15. Only
+	// with Layout Flink1_17.
+	OldHAServices bool
 	// PathRoot and ClusterID are Flink's high-availability.zookeeper.
 	// path.root and high-availability.cluster-id.
 	PathRoot  string
@@ -123,6 +129,9 @@ func (c *Config) Validate() error {
 	}
 	if !filepath.IsAbs(c.Storage) || c.FlinkStorage == "" {
 		errs = append(errs, fmt.Errorf("flinkemu: Storage %q must be absolute and FlinkStorage set", c.Storage))
+	}
+	if c.OldHAServices && c.Layout != Flink1_17 {
+		errs = append(errs, fmt.Errorf("flinkemu: OldHAServices is a setting of Flink 1.15-1.17, not %s", c.Layout))
 	}
 	if c.Retained < 1 {
 		errs = append(errs, fmt.Errorf("flinkemu: Retained %d must be at least 1", c.Retained))
@@ -273,7 +282,7 @@ func Start(ctx context.Context, cfg Config) (*JobManager, error) {
 		return nil, err
 	}
 	jm := &JobManager{
-		cfg: cfg, p: paths{l: cfg.Layout, ns: cfg.Namespace()},
+		cfg: cfg, p: paths{l: cfg.Layout, ns: cfg.Namespace(), oldHA: cfg.OldHAServices},
 		graphLockID: newUUID(), leaderSession: newUUID(), acl: zk.WorldACL(zk.PermAll),
 		lockIDs: map[string]string{}, jobs: map[string][]*Checkpoint{}, shared: map[string]map[string]*sharedFile{},
 	}
@@ -449,7 +458,7 @@ func (jm *JobManager) elect(c component) error {
 		}
 	}
 	session := newUUID()
-	if jm.cfg.Layout.oneLeaderSession() {
+	if jm.cfg.Layout.oneLeaderSession() && !jm.cfg.OldHAServices {
 		session = jm.leaderSession
 	}
 	data, err := flinkha.EncodeLeaderInfo(flinkha.LeaderInfo{Address: c.addr, SessionID: session})
@@ -513,13 +522,16 @@ func (jm *JobManager) SubmitJob(jobID string) error {
 	if err := jm.usable(); err != nil {
 		return err
 	}
-	if err := jm.writeJarBlob(jobID); err != nil {
+	jar, err := jm.writeJarBlob(jobID)
+	if err != nil {
 		return err
 	}
-	// ckptfs never reads job graphs: the file only has to exist (real
-	// Flink writes a Java-serialized JobGraph, in 2.3 a StreamGraph,
-	// naming the jar's blob key).
-	graph := []byte("job graph of " + jobID + " (not a real JobGraph)")
+	// Real Flink writes a Java-serialized JobGraph (in 2.3 a StreamGraph)
+	// naming the jar's blob key; this one has the fields ckptfs reads.
+	graph, err := flinkha.EncodeJobGraph(jobID, "job "+jobID, jm.cfg.Layout == Flink2, []flinkha.BlobKey{jar})
+	if err != nil {
+		return err
+	}
 	_, haFlink, err := jm.writeHAFile(prefix, graph)
 	if err != nil {
 		return err
@@ -620,16 +632,16 @@ var emptyJar = append([]byte("PK\x05\x06"), make([]byte, 18)...)
 // writeJarBlob puts the user jar into the HA blob store as the BlobServer
 // does on submission: ha/<cluster>/blob/job_<job>/blob_p-<SHA-1 of the
 // content>-<random 16 bytes> (BlobUtils, a PermanentBlobKey).
-func (jm *JobManager) writeJarBlob(jobID string) error {
+func (jm *JobManager) writeJarBlob(jobID string) (flinkha.BlobKey, error) {
 	dir := filepath.Join(jm.cfg.haDir(), "blob", "job_"+jobID)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return flinkha.BlobKey{}, err
 	}
 	var random [16]byte
 	_, _ = rand.Read(random[:])
 	sum := sha1.Sum(emptyJar)
-	name := "blob_p-" + hex.EncodeToString(sum[:]) + "-" + hex.EncodeToString(random[:])
-	return os.WriteFile(filepath.Join(dir, name), emptyJar, 0o644)
+	k := flinkha.BlobKey{Permanent: true, Hash: hex.EncodeToString(sum[:]), Random: hex.EncodeToString(random[:])}
+	return k, os.WriteFile(filepath.Join(dir, k.FileName()), emptyJar, 0o644)
 }
 
 // addAndLock is ZooKeeperStateHandleStore.addAndLock: the node and its

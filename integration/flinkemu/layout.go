@@ -148,6 +148,16 @@ func (l Layout) FieldSet() flinkha.FieldSet {
 type paths struct {
 	l  Layout
 	ns string
+	// oldHA: leader election as 1.14 (Config.OldHAServices).
+	oldHA bool
+}
+
+// leaderLayout is the layout whose leader election the paths follow.
+func (p paths) leaderLayout() Layout {
+	if p.oldHA {
+		return Flink1_14
+	}
+	return p.l
 }
 
 func (p paths) join(el ...string) string { return p.ns + "/" + strings.Join(el, "/") }
@@ -204,10 +214,10 @@ func (p paths) clusterComponents(host, resourceManager, dispatcher string) []com
 	var out []component
 	for _, name := range []string{"resource_manager", "dispatcher", "rest_server"} {
 		var c component
-		switch {
-		case p.l == Flink1_13:
+		switch l := p.leaderLayout(); {
+		case l == Flink1_13:
 			c = component{latch: p.join("leaderlatch", name+"_lock"), leader: p.join("leader", name+"_lock")}
-		case p.l == Flink1_14:
+		case l == Flink1_14:
 			c = component{latch: p.join("leader", name, "latch"), leader: p.join("leader", name, "connection_info")}
 		default:
 			c = component{latch: p.join("leader", "latch"), leader: p.join("leader", name, "connection_info")}
@@ -222,7 +232,7 @@ func (p paths) clusterComponents(host, resourceManager, dispatcher string) []com
 // is the JobMaster's RPC endpoint name (JobManager.rpcName).
 func (p paths) jobComponent(job, host, endpoint string) component {
 	addr := p.rpcAddress(host, endpoint)
-	switch p.l {
+	switch p.leaderLayout() {
 	case Flink1_13:
 		return component{latch: p.join("leaderlatch", job, "job_manager_lock"), leader: p.join("leader", job, "job_manager_lock"), addr: addr}
 	case Flink1_14:

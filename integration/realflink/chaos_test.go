@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,7 +23,10 @@ import (
 // between checkpoints, while one is written, while its HA file is; one
 // run in four is the baseline (DC2 without ckptfs: Flink must loop on the
 // checkpoint whenever ZooKeeper pointed past DC2, and restore the newest
-// otherwise). It prints a table; a failed run is an invariant violation,
+// otherwise); one run with ckptfs in four loses DC1 before the job graph
+// or the job's blob directory reached DC2 (the takeover must refuse the
+// job with job_graph_incomplete or blobs_incomplete, then, once it
+// arrives, pass, and Flink restore). It prints a table; a failed run is an invariant violation,
 // replayed alone with its own seed (CKPTFS_CHAOS_FLINK_REPLAY).
 func TestChaosFlink(t *testing.T) {
 	runs, _ := strconv.Atoi(os.Getenv("CKPTFS_CHAOS_FLINK_RUNS"))
@@ -37,12 +41,18 @@ func TestChaosFlink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// CKPTFS_CHAOS_FLINK_VERSIONS="1.20.5 2.3.0" limits the releases.
+	only := strings.Fields(os.Getenv("CKPTFS_CHAOS_FLINK_VERSIONS"))
 	var dists []Dist
 	for _, r := range all {
-		if r.Use == "test" || r.Use == "runs" {
+		if (r.Use == "test" || r.Use == "runs") && (len(only) == 0 || slices.Contains(only, r.Version)) {
 			dists = append(dists, FindDist(t, r))
 		}
 	}
+	// CKPTFS_CHAOS_FLINK_MODE=hotstandby runs every run as
+	// TestIntegration_HotStandby does: Flink on both sites, takeover
+	// auto, nothing run after the loss (no baseline runs).
+	hot := os.Getenv("CKPTFS_CHAOS_FLINK_MODE") == "hotstandby"
 	mounttest.RequireFUSE(t)
 	c := zktest.StartCluster(t, 5, func(cfg *zktest.Config) { cfg.MaxSessionTimeout = 5 * time.Second })
 	rng := rand.New(rand.NewPCG(series, 0xc4a05))
@@ -74,7 +84,7 @@ func TestChaosFlink(t *testing.T) {
 	for i := range runs {
 		d := dists[rng.IntN(len(dists))]
 		seed := rng.Uint64() % 1_000_000
-		withCkptfs := rng.IntN(4) != 0
+		withCkptfs := rng.IntN(4) != 0 || hot
 		if replay.release != "" {
 			if i > 0 {
 				break
@@ -89,16 +99,27 @@ func TestChaosFlink(t *testing.T) {
 		if !withCkptfs {
 			name += "-plain"
 		}
+		if hot {
+			name += "-hotstandby"
+		}
 		ok := t.Run(name, func(t *testing.T) {
 			t.Setenv(seedEnvVar, strconv.FormatUint(seed, 10))
 			r = newRun(t, d, withCkptfs)
-			runFailover(t, c, r)
+			if hot {
+				runHotStandby(t, c, r, standbyAuto)
+			} else {
+				runFailover(t, c, r)
+			}
 		})
 		rows = append(rows, row{r, r.out, ok})
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nchaos-flink: %d runs, series seed %d\n", len(rows), series)
-	fmt.Fprintf(&b, "%-4s %-7s %-8s %-10s %-6s %-17s %-7s %-8s %-8s %-9s %-10s %-14s %s\n",
+	mode := ""
+	if hot {
+		mode = ", hot standby (takeover auto)"
+	}
+	fmt.Fprintf(&b, "\nchaos-flink: %d runs, series seed %d%s\n", len(rows), series, mode)
+	fmt.Fprintf(&b, "%-4s %-7s %-8s %-10s %-6s %-28s %-7s %-8s %-8s %-9s %-10s %-14s %s\n",
 		"run", "flink", "seed", "repl", "dc2", "loss", "ahead", "optimal", "restored", "takeover", "loss→run", "result", "caught on DC1")
 	violations, harness := 0, 0
 	var total time.Duration
@@ -120,19 +141,24 @@ func TestChaosFlink(t *testing.T) {
 		case !x.ok:
 			res = "failed before the loss"
 			harness++
+		case x.out.Refused:
+			res = "ok: refused (none complete)"
 		}
 		if x.r.ckptfs && x.out.LossToRunning > 0 {
 			total += x.out.LossToRunning
 			restores++
 		}
-		fmt.Fprintf(&b, "%-4d %-7s %-8d %-10s %-6s %-17s %-7v %-8d %-8d %-9s %-10v %-14s %s\n", i, x.r.dist.Version, x.r.seed, x.r.kind, dc2,
-			fmt.Sprintf("%s+%v", x.r.moment, x.r.lossDelay.Round(time.Millisecond)), x.out.Ahead, x.out.Optimal, x.out.Restored,
+		fmt.Fprintf(&b, "%-4d %-7s %-8d %-10s %-6s %-28s %-7v %-8d %-8d %-9s %-10v %-14s %s\n", i, x.r.dist.Version, x.r.seed, x.r.kind, dc2,
+			lossColumn(x.r), x.out.Ahead, x.out.Optimal, x.out.Restored,
 			takeover, x.out.LossToRunning.Round(100*time.Millisecond), res, x.out.Hit)
 	}
 	ahead, inFlight, orphanHA := 0, 0, 0
-	byMoment := map[string]int{}
+	byMoment, held := map[string]int{}, map[string]int{}
 	for _, x := range rows {
 		byMoment[x.r.moment]++
+		if x.r.heldBack != "" {
+			held[x.r.heldBack]++
+		}
 		if x.out.Ahead {
 			ahead++
 		}
@@ -146,6 +172,9 @@ func TestChaosFlink(t *testing.T) {
 	fmt.Fprintf(&b, "moments of loss:")
 	for _, m := range moments {
 		fmt.Fprintf(&b, " %s %d", m.name, byMoment[m.name])
+	}
+	for _, h := range heldBackParts {
+		fmt.Fprintf(&b, "; job's %s not on DC2 %d", h, held[h])
 	}
 	fmt.Fprintf(&b, "; caught on DC1: a checkpoint being written in %d runs, an HA file without its pointer in %d\n", inFlight, orphanHA)
 	fmt.Fprintf(&b, "invariant violations: %d of %d runs (and %d runs failed before the loss); ZooKeeper ahead of DC2 at the loss: %d runs", violations, len(rows), harness, ahead)
@@ -163,4 +192,14 @@ func findDist(dists []Dist, version string) Dist {
 		}
 	}
 	return Dist{}
+}
+
+// lossColumn is the table's moment of loss, with what of the job's HA
+// state was held back from DC2.
+func lossColumn(r *run) string {
+	s := fmt.Sprintf("%s+%v", r.moment, r.lossDelay.Round(time.Millisecond))
+	if r.heldBack != "" {
+		s += "+no-" + r.heldBack
+	}
+	return s
 }

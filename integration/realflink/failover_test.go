@@ -3,6 +3,7 @@
 package realflink
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -103,9 +104,12 @@ func TestIntegration_RealFlinkFailover(t *testing.T) {
 	}
 	mounttest.RequireFUSE(t)
 	c := zktest.StartCluster(t, 5, func(cfg *zktest.Config) { cfg.MaxSessionTimeout = 5 * time.Second })
-	for _, d := range dists {
+	for i, d := range dists {
 		t.Run(d.Version, func(t *testing.T) {
 			r := newRun(t, d, true)
+			// Each release also shows a takeover refusing the job while
+			// part of its HA state has not reached DC2 (issue 16).
+			r.heldBack = heldBackParts[i%len(heldBackParts)]
 			runFailover(t, c, r)
 		})
 	}
@@ -133,6 +137,17 @@ type run struct {
 	// lossDelay how long after its event.
 	moment    string
 	lossDelay time.Duration
+	// heldBack, in a run with ckptfs, is what of the job's HA state has
+	// not reached DC2 at the loss (heldBackParts): the takeover must
+	// refuse the job with its reason, and once it arrives, pass.
+	heldBack string
+	// failRestore: the checkpoint DC2's Flink restores has, on DC2, a
+	// state file of the right size with wrong content (ckptfs sees only
+	// sizes; its seal on DC2 is gone too), and Flink runs with a bounded
+	// restart strategy and NO_EXTERNALIZED_CHECKPOINTS: the job reaches
+	// FAILED and Flink deletes its checkpoints through the promoted
+	// mount. noGuard runs DC2's mount without the deletion guard.
+	failRestore, noGuard bool
 	// out is what the run measured, as far as it got.
 	out outcome
 	// story narrates the run (make demo); nil in tests.
@@ -150,8 +165,18 @@ func newRun(t *testing.T, d Dist, ckptfs bool) *run {
 	if m.maxDelay > 0 {
 		r.lossDelay = time.Duration(rng.Int64N(int64(m.maxDelay)))
 	}
+	// Drawn last, so the draws above stay what they were for a seed.
+	if ckptfs && rng.IntN(4) == 0 {
+		r.heldBack = heldBackParts[rng.IntN(len(heldBackParts))]
+	}
 	return r
 }
+
+// heldBackParts are the parts of a job's HA state a run can hold back
+// from DC2 at the loss, with the refusal a takeover must give then.
+var heldBackParts = []string{"job-graph", "blobs"}
+
+var heldBackReason = map[string]string{"job-graph": "job_graph_incomplete", "blobs": "blobs_incomplete"}
 
 func (r *run) String() string {
 	dc2 := "ckptfs replica mount"
@@ -161,6 +186,9 @@ func (r *run) String() string {
 	loss := fmt.Sprintf("once DC2 holds a complete checkpoint, DC1 lost at the moment %q (+%v)", r.moment, r.lossDelay.Round(time.Millisecond))
 	if r.ahead {
 		loss = "the replication stops once DC2 holds a complete checkpoint, DC1 lost two checkpoints later"
+	}
+	if r.heldBack != "" {
+		loss += fmt.Sprintf(", the job's %s not yet on DC2", r.heldBack)
 	}
 	return fmt.Sprintf("Flink %s, %s replication, %s, DC2: %s", r.dist.Version, r.kind, loss, dc2)
 }
@@ -185,11 +213,14 @@ type world struct {
 	root      string // the test's directory on the host
 	flink     string // Flink's storage path in both sites
 	clusterID string
-	job       string
-	dc1, dc2  *Site
-	backing   map[string]string // site -> its NAS
-	local     map[string]string // site -> its machine's local disk (host path)
-	mounts    map[string]*Process
+	// zkRoot is Flink's path root when not pathRoot (a run whose first
+	// takeover needs a root without other clusters).
+	zkRoot   string
+	job      string
+	dc1, dc2 *Site
+	backing  map[string]string // site -> its NAS
+	local    map[string]string // site -> its machine's local disk (host path)
+	mounts   map[string]*Process
 }
 
 // say narrates: to the test log, and in the demo to the terminal.
@@ -206,6 +237,14 @@ func (w *world) say(t *testing.T, format string, args ...any) {
 }
 
 func (w *world) uri() string { return "file:" + w.flink }
+
+// flinkRoot is Flink's ZooKeeper path root in this run.
+func (w *world) flinkRoot() string {
+	if w.zkRoot != "" {
+		return w.zkRoot
+	}
+	return pathRoot
+}
 
 // reportPath is the job's report file as Flink's TaskManagers see it: a
 // local disk of each site's machine, so each site's report is its own.
@@ -271,8 +310,12 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 		}
 	}
 	mountArgs := func(site string) []string {
-		return []string{"--zk", c.ConnectString(), "--cluster-id", w.clusterID, "--path-root", pathRoot,
+		args := []string{"--zk", c.ConnectString(), "--cluster-id", w.clusterID, "--path-root", pathRoot,
 			"--map", w.uri() + "=" + w.backing[site], "--poll", "100ms"}
+		if r.noGuard {
+			args = append(args, "--delete-guard-grace", "0")
+		}
+		return args
 	}
 	var err error
 	if w.mounts["dc1"], err = w.dc1.StartMount("ckptfs", binary, "primary", w.backing["dc1"], w.flink, mountArgs("dc1")...); err != nil {
@@ -375,6 +418,13 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 		return *out
 	}
 
+	// 4a. Part of the job's HA state has not reached DC2 yet: the
+	// takeover refuses the job with the reason and changes nothing; then
+	// the replication delivers it.
+	if r.heldBack != "" && loss.optimal >= 0 {
+		w.holdBack(t, c, zc2.Conn)
+	}
+
 	// 4. ckptfs takeover on DC2 changes no file of DC2's NAS.
 	before := treeHashes(t, w.backing["dc2"])
 	takeoverStart := time.Now()
@@ -393,6 +443,11 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 	}
 	if code != 0 {
 		t.Fatalf("takeover exited %d", code)
+	}
+
+	if r.failRestore {
+		w.failedJob(ctx, t, c, fl2, zc2.Conn, loss)
+		return *out
 	}
 
 	// 5. Flink on DC2, same configuration, recovers the job by itself.
@@ -436,9 +491,18 @@ func (w *world) cluster(t *testing.T, c *zktest.Cluster, s *Site) *Cluster {
 	ports := freePorts(t, siteAddr, 2)
 	cfg := ClusterConfig{
 		Dist: w.r.dist, Dir: filepath.Join(w.root, s.Name), Addr: siteAddr, RESTPort: ports[0], RPCPort: ports[1],
-		ZK: c.ConnectString(), PathRoot: pathRoot, ClusterID: w.clusterID, SessionTimeout: flinkSession,
+		ZK: c.ConnectString(), PathRoot: w.flinkRoot(), ClusterID: w.clusterID, SessionTimeout: flinkSession,
 		CheckpointsDir: filepath.Join(w.flink, "checkpoints"), HADir: filepath.Join(w.flink, "ha"),
 		Interval: interval, Retained: retained,
+	}
+	if w.r.failRestore {
+		// What lets Flink destroy the checkpoints (config check warns).
+		cfg.Extra = map[string]string{
+			"execution.checkpointing.externalized-checkpoint-retention": "NO_EXTERNALIZED_CHECKPOINTS",
+			"restart-strategy.fixed-delay.attempts":                     "1",
+			// The clean job result entry stays, for the decoder's check.
+			"job-result-store.delete-on-commit": "false",
+		}
 	}
 	fl, err := NewCluster(s, cfg)
 	if err != nil {
@@ -590,8 +654,11 @@ func (w *world) baseline(ctx context.Context, t *testing.T, fl *Cluster, loss *a
 				attempts = append(attempts, "job failed: "+firstLine(e.Stacktrace))
 			}
 		}
-		if cp, err := fl.REST.Checkpoints(ctx, w.job); err == nil && cp.Latest.Restored != nil {
-			t.Fatalf("baseline: Flink restored checkpoint %d over a replica ZooKeeper points past", cp.Latest.Restored.ID)
+		// REST's latest.restored is set when the JobManager assigns the
+		// checkpoint's state, before a task reads a file of it: only the
+		// job's own report says that a keyed subtask restored its state.
+		if rep := w.report("dc2"); len(rep.Restores) > 0 {
+			t.Fatalf("baseline: Flink's keyed subtasks restored checkpoint(s) %v over a replica ZooKeeper points past", rep.Restores)
 		}
 	}
 	for i, a := range attempts {
@@ -719,7 +786,7 @@ func newVerifier(t *testing.T, uri, backing string) *manifest.Verifier {
 
 // pointerDir is where Flink 1.15+ and 2.x keep a job's pointers.
 func (w *world) pointerDir() string {
-	return pathRoot + w.clusterID + "/jobs/" + w.job + "/checkpoints"
+	return w.flinkRoot() + w.clusterID + "/jobs/" + w.job + "/checkpoints"
 }
 
 func (w *world) pointerIDs(conn *zk.Conn) ([]int64, error) {
@@ -816,6 +883,51 @@ func (w *world) takeover(t *testing.T, c *zktest.Cluster) (int, string) {
 	return 0, string(out)
 }
 
+// holdBack takes the run's held-back part of the job's HA state out of
+// DC2's NAS (the job graph HA file, or the job's blob directory), as a
+// replication that has not delivered it yet; runs the takeover, which
+// must refuse the job with the part's reason and change neither
+// ZooKeeper's pointers nor DC2's NAS; and delivers the part.
+func (w *world) holdBack(t *testing.T, c *zktest.Cluster, conn *zk.Conn) {
+	t.Helper()
+	ha := filepath.Join(w.backing["dc2"], "ha", w.clusterID)
+	var path string
+	switch w.r.heldBack {
+	case "job-graph":
+		graphs, _ := filepath.Glob(filepath.Join(ha, "submitted*"))
+		if len(graphs) != 1 {
+			t.Fatalf("job graph HA files on DC2: %v", graphs)
+		}
+		path = graphs[0]
+	case "blobs":
+		path = filepath.Join(ha, "blob", "job_"+w.job)
+	default:
+		t.Fatalf("unknown held-back part %q", w.r.heldBack)
+	}
+	away := filepath.Join(w.root, "held-back")
+	if err := os.Rename(path, away); err != nil {
+		t.Fatalf("hold back %s: %v", path, err)
+	}
+	pointers, _ := w.pointerIDs(conn)
+	nas := treeHashes(t, w.backing["dc2"])
+	code, said := w.takeover(t, c)
+	want := heldBackReason[w.r.heldBack]
+	w.say(t, "ckptfs takeover on DC2 with the job's %s held back: exit %d\n%s", w.r.heldBack, code, said)
+	if code != 4 || !strings.Contains(said, "REFUSED ("+want+")") || !strings.Contains(said, "not activated") {
+		t.Fatalf("takeover with the job's %s held back: exit %d, want 4 and the job refused (%s)", w.r.heldBack, code, want)
+	}
+	if after, _ := w.pointerIDs(conn); !slices.Equal(after, pointers) {
+		t.Fatalf("the refused takeover changed the pointers: %v, then %v", pointers, after)
+	}
+	if diff := diffTrees(nas, treeHashes(t, w.backing["dc2"])); diff != "" {
+		t.Fatalf("the refused takeover changed DC2's NAS: %s", diff)
+	}
+	if err := os.Rename(away, path); err != nil {
+		t.Fatal(err)
+	}
+	w.say(t, "the job's %s reached DC2", w.r.heldBack)
+}
+
 // marker returns the checkpoint a site's marker names, -1 without one.
 func (w *world) marker(conn *zk.Conn, site string) int64 {
 	data, _, err := conn.Get(fmt.Sprintf("/ckptfs/%s/sites/%s/jobs/%s", strings.Trim(w.clusterID, "/"), site, w.job))
@@ -883,4 +995,182 @@ func diffTrees(a, b map[string]string) string {
 	}
 	slices.Sort(d)
 	return strings.Join(d, ", ")
+}
+
+// poisonRestore gives the checkpoint DC2 will restore a state file of the
+// right size with wrong content on DC2's NAS, and removes DC2's seal of
+// it, so that ckptfs (sizes, L2) still finds it complete. It returns the
+// checkpoint's files on DC2's NAS.
+func (w *world) poisonRestore(t *testing.T, loss *atLoss) []string {
+	t.Helper()
+	id := loss.optimal
+	man := loss.verdicts[id].Verdict.Manifest
+	chkRel := filepath.Join("checkpoints", w.job, "chk-"+strconv.FormatInt(id, 10))
+	// _metadata first: without it the checkpoint cannot be restored.
+	files := []string{filepath.Join(w.backing["dc2"], chkRel, manifest.MetadataFile)}
+	poisoned := ""
+	for _, f := range man.Files {
+		var local string
+		switch {
+		case f.IsDir():
+			continue
+		case f.Relative:
+			local = filepath.Join(w.backing["dc2"], chkRel, f.Path)
+		default:
+			rest, ok := strings.CutPrefix(f.Path, w.uri()+"/")
+			if !ok {
+				t.Fatalf("state file %s outside %s", f.Path, w.uri())
+			}
+			local = filepath.Join(w.backing["dc2"], rest)
+		}
+		files = append(files, local)
+		if poisoned == "" && f.Size > 0 && filepath.Base(local) != manifest.MetadataFile {
+			poisoned = local
+		}
+	}
+	if poisoned == "" {
+		t.Fatalf("checkpoint %d has no state file to poison", id)
+	}
+	fi, err := os.Stat(poisoned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(poisoned, bytes.Repeat([]byte{0x5a}, int(fi.Size())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(manifest.SealedPath(w.backing["dc2"], chkRel)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	w.say(t, "DC2: %s of checkpoint %d has its %d bytes, all wrong (ckptfs sees sizes only)", strings.TrimPrefix(poisoned, w.backing["dc2"]), id, fi.Size())
+	return files
+}
+
+// failedJob starts Flink on DC2, whose restore of the poisoned
+// checkpoint fails until the bounded restart strategy gives up: the job
+// reaches FAILED and Flink deletes its pointers, HA files, job graph and
+// checkpoints through the promoted mount. With the guard (DC2's mount's
+// default) every file of the checkpoint the takeover kept is still on
+// DC2's NAS, refusals logged; without it, Flink deleted them: the harm.
+func (w *world) failedJob(ctx context.Context, t *testing.T, c *zktest.Cluster, fl *Cluster, conn *zk.Conn, loss *atLoss) {
+	t.Helper()
+	files := w.poisonRestore(t, loss)
+	jm, tm := w.startFlink(t, fl, "dc2")
+	waitJob(ctx, t, fl, w.job, "FAILED")
+	w.say(t, "DC2: the job reached FAILED (a bounded restart strategy, restores that fail)")
+	graph := pathRoot + w.clusterID + "/jobgraphs/" + w.job
+	if w.r.dist.Release.AtLeast(2, 0) {
+		graph = pathRoot + w.clusterID + "/execution-plans/" + w.job
+	}
+	waitUntil(t, stepTimeout, "Flink's clean-up of the FAILED job (its job graph gone from ZooKeeper)", func() bool {
+		ok, _, err := conn.Exists(graph)
+		return err == nil && !ok
+	})
+	time.Sleep(2 * time.Second) // the checkpoints' discard runs beside it
+	// The job result store entry real Flink wrote decodes as this job's.
+	entry := filepath.Join(w.backing["dc2"], "ha", "job-result-store", strings.Trim(w.clusterID, "/"), w.job+flinkha.JobResultCleanSuffix)
+	waitUntil(t, stepTimeout, "the job's clean job result entry", func() bool { _, err := os.Stat(entry); return err == nil })
+	if data, err := os.ReadFile(entry); err != nil {
+		t.Fatal(err)
+	} else if jr, err := flinkha.DecodeJobResult(data); err != nil || jr.JobID != w.job || jr.ApplicationStatus != "FAILED" {
+		t.Fatalf("job result entry %s: %+v, %v\n%s", entry, jr, err, data)
+	} else {
+		t.Logf("DC2's job result entry (%d bytes): %s", len(data), data)
+	}
+	var gone []string
+	for _, f := range files {
+		if _, err := os.Stat(f); err != nil {
+			gone = append(gone, strings.TrimPrefix(f, w.backing["dc2"]))
+		}
+	}
+	refused := w.mounts["dc2"].Count("deletion refused")
+	for _, l := range w.mounts["dc2"].Lines() {
+		if strings.Contains(l, "deletion") {
+			t.Logf("DC2's mount: %s", l)
+		}
+	}
+	if data, err := os.ReadFile(jm.FlinkLog); err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.Contains(l, "discard") || strings.Contains(l, "Discard") || strings.Contains(l, "clean") && strings.Contains(l, "heckpoint") {
+				t.Logf("DC2's JobManager: %s", l)
+			}
+		}
+	}
+	out, _ := exec.Command("find", filepath.Join(w.backing["dc2"], "checkpoints"), filepath.Join(w.backing["dc2"], "ha")).CombinedOutput()
+	t.Logf("DC2's NAS after the clean-up:\n%s", out)
+	w.say(t, "DC2: after Flink's clean-up, %d of the %d files of checkpoint %d are gone; the mount refused %d deletions", len(gone), len(files), loss.optimal, refused)
+	if w.r.noGuard {
+		if len(gone) == 0 {
+			t.Fatalf("without the guard Flink deleted nothing of checkpoint %d: the harm is not shown", loss.optimal)
+		}
+		return
+	}
+	if len(gone) > 0 || refused == 0 {
+		t.Fatalf("with the guard, Flink deleted %v of checkpoint %d (refusals logged: %d)", gone, loss.optimal, refused)
+	}
+	// Flink removed the pointers; the guard kept the checkpoint and its
+	// HA file, the takeover a backup of the pointer: restore-pruned
+	// --recreate-job puts it back, verified complete (once DC2's stopped
+	// JobManager's session has expired).
+	if ids, _ := w.pointerIDs(conn); len(ids) != 0 {
+		t.Fatalf("pointers %v after the FAILED job's clean-up", ids)
+	}
+	jm.Kill()
+	tm.Kill()
+	var code int
+	var said string
+	waitUntil(t, stepTimeout, "restore-pruned --recreate-job", func() bool {
+		code, said = w.restorePruned(t, c, "--recreate-job", "--job", w.job)
+		return code != 5
+	})
+	ids, _ := w.pointerIDs(conn)
+	w.say(t, "ckptfs restore-pruned --recreate-job on DC2: exit %d, pointers now %v\n%s", code, ids, said)
+	if code != 0 || !slices.Contains(ids, loss.optimal) {
+		t.Fatalf("restore-pruned --recreate-job: exit %d, pointers %v; want %d back", code, ids, loss.optimal)
+	}
+}
+
+// restorePruned runs ckptfs restore-pruned on DC2.
+func (w *world) restorePruned(t *testing.T, c *zktest.Cluster, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"restore-pruned", "--zk", c.ConnectString(2, 3, 4), "--site", "dc2",
+		"--cluster-id", w.clusterID, "--path-root", pathRoot, "--map", w.uri() + "=" + w.backing["dc2"],
+		"--flink-session-timeout", flinkSession.String()}, args...)...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(out)
+	} else if err != nil {
+		t.Fatalf("restore-pruned: %v", err)
+	}
+	return 0, string(out)
+}
+
+// TestIntegration_RealFlinkFailedJob: after a correct takeover, the
+// checkpoint DC2's Flink restores fails for a reason ckptfs cannot see (a
+// state file of the right size with wrong content) and a bounded restart
+// strategy ends the job in FAILED: Flink deletes its pointers, HA files,
+// job graph and, with NO_EXTERNALIZED_CHECKPOINTS, the checkpoint data,
+// through DC2's promoted mount. With the deletion guard the checkpoint's
+// files stay; without it (--delete-guard-grace 0) they are gone. One
+// release (the first of make test), one to two minutes per case: run by
+// make guard-flink (CKPTFS_FAILED_JOB=1), not by make test.
+func TestIntegration_RealFlinkFailedJob(t *testing.T) {
+	if os.Getenv("CKPTFS_FAILED_JOB") == "" {
+		t.Skip("set CKPTFS_FAILED_JOB=1 (make guard-flink): real Flink reaching FAILED after a takeover, one to two minutes per case")
+	}
+	d := FindDist(t, TestReleases(t)[0])
+	mounttest.RequireFUSE(t)
+	c := zktest.StartCluster(t, 5, func(cfg *zktest.Config) { cfg.MaxSessionTimeout = 5 * time.Second })
+	for _, noGuard := range []bool{false, true} {
+		name := "guard"
+		if noGuard {
+			name = "no guard"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := newRun(t, d, true)
+			r.heldBack, r.ahead, r.moment, r.lossDelay = "", false, "between", 0
+			r.failRestore, r.noGuard = true, noGuard
+			runFailover(t, c, r)
+		})
+	}
 }

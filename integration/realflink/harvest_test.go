@@ -51,7 +51,7 @@ const (
 	harvestParallelism = 2
 	harvestStep        = 180 * time.Second
 	harvestAddr        = "127.0.0.1"
-	harvestCopyMax     = 128 << 10 // HA files up to this size are copied
+	harvestCopyMax     = 128 << 10 // HA files (and blobs) up to this size are copied
 	// harvestInline is the largest state chunk Flink keeps inline in
 	// _metadata (and the HA file) instead of writing a file. Flink's
 	// default, 20 KiB, which the failover test keeps, puts all of this
@@ -360,7 +360,7 @@ func fixturePrintable(b []byte) bool {
 
 // dumpFiles lists every file and directory below backing (but ckptfs's
 // own .ckptfs) with its modification time and picks the files to copy: every _metadata, and the HA
-// files that are not blobs and at most harvestCopyMax bytes.
+// files (blobs too: a takeover checks their SHA-1) of at most harvestCopyMax bytes.
 func dumpFiles(backing string, ph harvestPlaceholders) (*fixtureFiles, map[string][]byte, error) {
 	l := &fixtureFiles{Root: phRoot}
 	copies := map[string][]byte{} // fixture path -> content
@@ -389,7 +389,7 @@ func dumpFiles(backing string, ph harvestPlaceholders) (*fixtureFiles, map[strin
 			ent.Size = fi.Size()
 			base := filepath.Base(p)
 			top, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
-			if base == "_metadata" || top == "ha" && !strings.HasPrefix(base, "blob_") && fi.Size() <= harvestCopyMax {
+			if base == "_metadata" || top == "ha" && fi.Size() <= harvestCopyMax {
 				data, err := os.ReadFile(p)
 				if err != nil {
 					return err

@@ -29,10 +29,14 @@ import (
 // gone, the kernel removes the namespace and every mount in it.
 type Site struct {
 	Name string
+	// Addr is the site's address on its WAN (NewNetSite); "" when the
+	// site shares the test's network.
+	Addr string
 
 	t      testing.TB
 	holder *exec.Cmd
 	logDir string
+	net    bool // a network namespace of its own
 
 	mu    sync.Mutex
 	procs []*Process // GUARDED_BY(mu)
@@ -41,6 +45,11 @@ type Site struct {
 // NewSite makes a site's namespace. logDir receives the logs of the
 // processes started in it.
 func NewSite(t testing.TB, name, logDir string) *Site {
+	t.Helper()
+	return newSite(t, name, logDir, false)
+}
+
+func newSite(t testing.TB, name, logDir string, netns bool) *Site {
 	t.Helper()
 	RequireRoot(t)
 	if _, err := exec.LookPath("nsenter"); err != nil {
@@ -52,15 +61,19 @@ func NewSite(t testing.TB, name, logDir string) *Site {
 	holder := exec.Command("sleep", "infinity")
 	// Go makes the new namespace's mounts private (MS_REC|MS_PRIVATE on
 	// /), so nothing mounted in the site propagates to the host.
+	flags := uintptr(syscall.CLONE_NEWNS)
+	if netns {
+		flags |= syscall.CLONE_NEWNET
+	}
 	holder.SysProcAttr = &syscall.SysProcAttr{
-		Unshareflags: syscall.CLONE_NEWNS,
+		Unshareflags: flags,
 		Setpgid:      true,
 		Pdeathsig:    syscall.SIGKILL,
 	}
 	if err := holder.Start(); err != nil {
 		t.Fatalf("realflink: site %s: a mount namespace: %v", name, err)
 	}
-	s := &Site{Name: name, t: t, holder: holder, logDir: logDir}
+	s := &Site{Name: name, t: t, holder: holder, logDir: logDir, net: netns}
 	t.Cleanup(s.close)
 	return s
 }
@@ -77,8 +90,17 @@ func (s *Site) Path(p string) string {
 // Command returns a command that runs argv inside the site. Start it with
 // Start.
 func (s *Site) Command(argv ...string) *exec.Cmd {
-	args := append([]string{"--target", fmt.Sprint(s.PID()), "--mount", "--"}, argv...)
-	return exec.Command("nsenter", args...)
+	return exec.Command("nsenter", append(s.Enter(), argv...)...)
+}
+
+// Enter is the arguments of nsenter(1) that enter the site's namespaces,
+// up to and including "--".
+func (s *Site) Enter() []string {
+	args := []string{"--target", fmt.Sprint(s.PID()), "--mount"}
+	if s.net {
+		args = append(args, "--net")
+	}
+	return append(args, "--")
 }
 
 // Process is a process started in a site, with its output in a log file.

@@ -158,7 +158,10 @@ func newCluster(t testing.TB, n int, cfg Config, inst installation) (*Cluster, e
 	}
 	peers := make([]peer, n)
 	for i := range peers {
-		peers[i] = peer{id: i + 1, clientPort: ps[i*perServer]}
+		peers[i] = peer{id: i + 1, host: "127.0.0.1", clientPort: ps[i*perServer]}
+		if cfg.Place != nil {
+			peers[i].host = cfg.Place(i).Addr
+		}
 		if n > 1 {
 			peers[i].quorumPort, peers[i].electionPort = ps[i*perServer+1], ps[i*perServer+2]
 		}
@@ -239,7 +242,11 @@ func (c *Cluster) spawn(s *server) error {
 			return fmt.Errorf("zktest: server %d is already running", s.index)
 		}
 	}
-	cmd := exec.Command(c.inst.java, c.jvmArgs(s)...)
+	argv := append([]string{c.inst.java}, c.jvmArgs(s)...)
+	if c.cfg.Place != nil {
+		argv = append(slices.Clone(c.cfg.Place(s.index).Enter), argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = s.dir
 	// One writer for both streams: exec then uses one pipe, keeping order.
 	cmd.Stdout, cmd.Stderr = s.out, s.out
@@ -599,4 +606,4 @@ func (c *Cluster) server(i int) *server {
 	return c.servers[i]
 }
 
-func (s *server) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.peer.clientPort) }
+func (s *server) addr() string { return fmt.Sprintf("%s:%d", s.peer.host, s.peer.clientPort) }

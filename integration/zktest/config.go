@@ -66,6 +66,21 @@ type Config struct {
 	// Security, when set, secures the servers: a digest super user,
 	// enforced authentication, SASL users, clients over TLS only.
 	Security *Security
+
+	// Place, when set, puts server i on a host of the test's own network
+	// rather than 127.0.0.1 (a site that is a network namespace): every
+	// port of the server binds Host.Addr, which peers and clients use,
+	// and the server runs as Host.Enter followed by its command line.
+	Place func(i int) Host
+}
+
+// Host is where a server runs (Config.Place).
+type Host struct {
+	// Addr is an IPv4 address the server binds and is reached at.
+	Addr string
+	// Enter is the argv prefix that runs a program on the host, such as
+	// nsenter(1) with its arguments up to "--".
+	Enter []string
 }
 
 // Option changes a Config before StartCluster validates it.
@@ -103,6 +118,9 @@ var logLevels = map[string]bool{"TRACE": true, "DEBUG": true, "INFO": true, "WAR
 func (cfg Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if cfg.Place != nil && cfg.Security != nil && cfg.Security.TLS {
+		bad("Place with Security.TLS: the servers' certificates name 127.0.0.1")
+	}
 
 	if cfg.TickTime < time.Millisecond || cfg.TickTime%time.Millisecond != 0 {
 		bad("TickTime %v must be a positive whole number of milliseconds", cfg.TickTime)
@@ -179,7 +197,8 @@ func (cfg Config) maxSessionTimeout() time.Duration {
 
 // peer is one ensemble member as seen from zoo.cfg.
 type peer struct {
-	id           int // myid, 1-based
+	id           int    // myid, 1-based
+	host         string // the address every port binds
 	clientPort   int
 	quorumPort   int
 	electionPort int
@@ -199,9 +218,9 @@ func (cfg Config) zooCfg(self peer, peers []peer, dataDir string) string {
 		"dataDir=" + dataDir,
 	}
 	if cfg.Security != nil && cfg.Security.TLS {
-		lines = append(lines, "secureClientPortAddress=127.0.0.1", fmt.Sprintf("secureClientPort=%d", self.clientPort))
+		lines = append(lines, "secureClientPortAddress="+self.host, fmt.Sprintf("secureClientPort=%d", self.clientPort))
 	} else {
-		lines = append(lines, "clientPortAddress=127.0.0.1", fmt.Sprintf("clientPort=%d", self.clientPort))
+		lines = append(lines, "clientPortAddress="+self.host, fmt.Sprintf("clientPort=%d", self.clientPort))
 	}
 	lines = append(lines,
 		"admin.enableServer=false",
@@ -220,7 +239,7 @@ func (cfg Config) zooCfg(self peer, peers []peer, dataDir string) string {
 	}
 	if len(peers) > 1 {
 		for _, p := range peers {
-			lines = append(lines, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", p.id, p.quorumPort, p.electionPort))
+			lines = append(lines, fmt.Sprintf("server.%d=%s:%d:%d", p.id, p.host, p.quorumPort, p.electionPort))
 		}
 	}
 	keys := make([]string, 0, len(cfg.Extra))

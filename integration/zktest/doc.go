@@ -73,6 +73,15 @@
 // A client needs to be unable to reach every server, so every address it
 // was given must go through a blocked proxy.
 //
+// # Servers on other hosts
+//
+// Config.Place puts each server on a host of the test's own making, such
+// as a network namespace with an address of its own (the realflink
+// package's sites on its WAN): the server binds that address and runs
+// behind the host's argv prefix (nsenter). Partitions are then the
+// network's, and the harness reaches the servers through it as any
+// client does.
+//
 // # Secured ensembles
 //
 // Config.Security secures the servers as production ensembles are:

@@ -54,7 +54,7 @@ func TestConfig_ValidateRejects(t *testing.T) {
 func TestConfig_ZooCfg(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Extra = map[string]string{"snapCount": "1000", "globalOutstandingLimit": "500"}
-	peers := []peer{{1, 2181, 2888, 3888}, {2, 2182, 2889, 3889}, {3, 2183, 2890, 3890}}
+	peers := []peer{{1, "127.0.0.1", 2181, 2888, 3888}, {2, "127.0.0.1", 2182, 2889, 3889}, {3, "127.0.0.1", 2183, 2890, 3890}}
 
 	got := cfg.zooCfg(peers[1], peers, "/data/zk1")
 	for _, want := range []string{

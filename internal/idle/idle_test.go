@@ -84,3 +84,61 @@ func TestLower(t *testing.T) {
 		}
 	}
 }
+
+// TestRelease: Release gives the thread the normal policy back and
+// returns it to the runtime, so that it outlives the goroutine (a thread
+// that ends kills the children it started with a parent-death signal).
+// Several goroutines hold their threads at once, so that most are not
+// the main thread, which the runtime never ends.
+func TestRelease(t *testing.T) {
+	type result struct {
+		tid    int
+		err    error
+		policy uint32
+	}
+	const n = 4
+	locked := make(chan struct{}, n)
+	release := make(chan struct{})
+	got := make(chan result, n)
+	for range n {
+		go func() {
+			th, err := Lower()
+			locked <- struct{}{}
+			<-release
+			if err == nil {
+				err = th.Release()
+			}
+			r := result{tid: th.TID(), err: err}
+			if a, err := unix.SchedGetAttr(0, 0); err == nil {
+				r.policy = a.Policy
+			}
+			got <- r
+		}()
+	}
+	for range n {
+		<-locked
+	}
+	close(release)
+	var tids []int
+	for range n {
+		r := <-got
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.policy != unix.SCHED_NORMAL {
+			t.Errorf("thread %d after Release: policy %d, want SCHED_NORMAL", r.tid, r.policy)
+		}
+		if r.tid != os.Getpid() {
+			tids = append(tids, r.tid)
+		}
+	}
+	if len(tids) < n-1 {
+		t.Fatalf("%d goroutines locked to threads %v: want %d distinct threads", n, tids, n)
+	}
+	time.Sleep(300 * time.Millisecond) // the goroutines have ended
+	for _, tid := range tids {
+		if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); err != nil {
+			t.Errorf("thread %d ended with its goroutine after Release: %v", tid, err)
+		}
+	}
+}

@@ -44,6 +44,8 @@ var Keys = map[string]string{
 	"namespace":          "Flink's ZooKeeper namespace",
 	"holder":             "the holder of the takeover lock",
 	"remaining":          "time left of a wait",
+	"changes":            "how many changes to the backing file system are in flight",
+	"detail":             "what a reason means in this case",
 	"retry":              "time until a retry",
 	"backup":             "the znode of a pointer's backup",
 	"restored":           "the znode of a restored pointer",

@@ -30,6 +30,11 @@ type Sources struct {
 	// Backing reports a backing directory that is no longer the one the
 	// mount was pinned to (nil: not checked).
 	Backing func() error
+	// Probe reports a backing file system that does not answer the
+	// daemon's probe in time, or fails it; ProbeDuration is how long the
+	// last probe took (nil: not probed).
+	Probe         func() error
+	ProbeDuration func() time.Duration
 }
 
 // NewRegistry returns a registry with ckptfs's collector, Go's runtime
@@ -69,6 +74,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if cat := c.src.Catalog; cat != nil {
 		collectCatalog(cat, gauge, counter)
 	}
+	if c.src.ProbeDuration != nil {
+		gauge(BackingProbeDuration, c.src.ProbeDuration().Seconds())
+	}
 	if srv := c.src.Mount; srv != nil {
 		collectMount(ch, srv, gauge, counter)
 	}
@@ -92,6 +100,12 @@ func collectCatalog(cat *manifest.Catalog, gauge gaugeFunc, counter counterFunc)
 	counter(Verifications, st.Incomplete, "incomplete")
 	counter(Verifications, st.Unknown, "unknown")
 	counter(CatalogPasses, st.Passes)
+	counter(BackingTimeouts, st.BackingTimeouts)
+	hung := 0.0
+	if len(st.Hung) > 0 {
+		hung = time.Since(st.Hung[0].Since).Seconds()
+	}
+	gauge(BackingHung, hung)
 	counter(ChecksummedBytes, st.ChecksummedBytes, "verify")
 	if st.Passes > 0 {
 		gauge(CatalogLastPass, unixSeconds(st.LastPass))
@@ -133,6 +147,8 @@ func collectMount(ch chan<- prometheus.Metric, srv *fusefs.Server, gauge gaugeFu
 	counter(FUSEReadOnlyRefusals, st.ReadOnlyRefusals)
 	counter(FencedWriters, st.RevokedWriters)
 	counter(WritesAfterFence, st.WritesAfterFence)
+	counter(GuardedDeletions, st.DeletionsRefused, "refused")
+	counter(GuardedDeletions, st.DeletionsHeld, "held")
 	counter(FUSEOpens, st.PassthroughOpens, "passthrough")
 	counter(FUSEOpens, st.DaemonOpens, "daemon")
 	counter(ChecksummedBytes, st.ReadBackBytes, "seal")
@@ -170,6 +186,22 @@ func collectZooKeeper(z *ZooKeeper, site string, gauge gaugeFunc, counter counte
 		gauge(ActiveSiteEpoch, float64(a.Epoch))
 		gauge(SiteActive, boolValue(site != "" && a.Site == site))
 		gauge(ActiveSiteLastRead, unixSeconds(a.Read))
+	}
+	if z.Failover != nil {
+		f := z.Failover()
+		if f.LeaseDuration > 0 {
+			gauge(LeaseClaiming, boolValue(f.Claiming))
+			counter(LeaseRenewals, f.Renewals, "ok")
+			counter(LeaseRenewals, f.RenewalFailures, "failed")
+		}
+		if f.Observed != nil {
+			gauge(LeaseObservedUnchanged, time.Duration(f.Observed.Unchanged).Seconds(), f.Observed.Site)
+		}
+		gauge(MountHolding, boolValue(f.Holding))
+		for _, r := range AutoTakeoverResults {
+			counter(AutoTakeovers, f.Runs[r], r)
+		}
+		gauge(StandbyJobManagers, float64(len(f.StandbyJobManagers)))
 	}
 	if p := z.publisher.Load(); p != nil {
 		st := p.Stats()

@@ -109,7 +109,7 @@ func TestAlertRulesUseExportedMetrics(t *testing.T) {
 		}
 	}
 	// What the rules must cover.
-	for _, want := range []string{"CkptfsLagHigh", "CkptfsNoCompleteCheckpoint", "CkptfsZooKeeperSessionDown", "CkptfsHiddenCheckpointAccess", "CkptfsTakeoverRefused"} {
+	for _, want := range []string{"CkptfsLagHigh", "CkptfsNoCompleteCheckpoint", "CkptfsZooKeeperSessionDown", "CkptfsHiddenCheckpointAccess", "CkptfsTakeoverRefused", "CkptfsBackingHung"} {
 		if !alerts[want] {
 			t.Errorf("no alert %s", want)
 		}
@@ -166,7 +166,8 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 	}
 	// The panels the dashboard exists for.
 	for _, want := range []string{LagCheckpoints, LagSeconds, FlinkPointer, SiteNewestComplete, IncompleteCheckpoints,
-		HiddenCheckpointAccesses, FUSERequestDuration, ZooKeeperSessionState, TakeoverActions, ReconcileActions} {
+		HiddenCheckpointAccesses, FUSERequestDuration, ZooKeeperSessionState, TakeoverActions, ReconcileActions,
+		ZooKeeperSessionLosses, ZooKeeperLastOutage, ActiveSiteLastRead, ZooKeeperStateSince} {
 		if !used[want] {
 			t.Errorf("no panel shows %s", want)
 		}

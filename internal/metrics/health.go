@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -46,6 +47,7 @@ type ZooKeeperHealth struct {
 	// ActiveSite is what active-site said when last read, and when.
 	ActiveSite *ActiveSite  `json:"active_site,omitempty"`
 	Lag        *LagSnapshot `json:"lag,omitempty"`
+	Failover   *Failover    `json:"failover,omitempty"`
 }
 
 // Outage is a time without a ZooKeeper session.
@@ -68,7 +70,8 @@ type Thresholds struct {
 // NoThresholds checks no lag.
 var NoThresholds = Thresholds{MaxLag: -1, MaxLagSeconds: -1}
 
-// A verification counts as stalled (a hung NFS server, for example)
+// A verification counts as stalled (a pass that never ends; a hung NAS
+// does not do that, a pass waits BackingTimeout per directory at most)
 // when no pass has finished for stallFactor poll intervals, or
 // stallFactor times the last pass's duration (a large replica takes
 // long), and at least minStall.
@@ -92,10 +95,20 @@ func CheckHealth(src Sources, th Thresholds, now time.Time) Health {
 		if limit := max(stallFactor*src.Poll, stallFactor*st.LastPassDuration, minStall); st.Passes > 0 && now.Sub(st.LastPass) > limit {
 			h.Problems = append(h.Problems, fmt.Sprintf("verification stalled: the last pass ended %s ago", now.Sub(st.LastPass).Round(time.Second)))
 		}
+		for _, w := range st.Hung {
+			what := "verifying job directory " + w.Dir
+			if w.Walk {
+				what = "listing " + cmp.Or(w.Dir, ".")
+			}
+			h.Problems = append(h.Problems, fmt.Sprintf("backing file system not answering: %s has waited %s (since %s); the checkpoints there are unknown, so hidden",
+				what, now.Sub(w.Since).Round(time.Second), w.Since.UTC().Format(time.RFC3339)))
+		}
 	}
-	if src.Backing != nil {
-		if err := src.Backing(); err != nil {
-			h.Problems = append(h.Problems, err.Error())
+	for _, check := range []func() error{src.Backing, src.Probe} {
+		if check != nil {
+			if err := check(); err != nil {
+				h.Problems = append(h.Problems, err.Error())
+			}
 		}
 	}
 	if z := src.ZooKeeper; z != nil {
@@ -118,6 +131,11 @@ func CheckHealth(src Sources, th Thresholds, now time.Time) Health {
 			h.ZooKeeper.LastOutage = o
 			h.Notes = append(h.Notes, fmt.Sprintf("ZooKeeper: the last outage lasted %s and ended %s ago (%d session loss(es), %d expired, since the daemon started)",
 				o.End.Sub(o.Start).Round(time.Second), now.Sub(o.End).Round(time.Second), s.Losses, s.Expirations))
+		}
+		if z.Failover != nil {
+			f := z.Failover()
+			h.ZooKeeper.Failover = &f
+			h.Problems = append(h.Problems, failoverProblems(f)...)
 		}
 		if z.Lag != nil {
 			lag := z.Lag.Snapshot()

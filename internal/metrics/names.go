@@ -26,11 +26,15 @@ const (
 	CatalogLastPass          = "ckptfs_catalog_last_pass_timestamp_seconds"
 	CatalogLastPassDuration  = "ckptfs_catalog_last_pass_duration_seconds"
 	ChecksummedBytes         = "ckptfs_checksummed_bytes_total"
+	BackingTimeouts          = "ckptfs_backing_timeouts_total"
+	BackingHung              = "ckptfs_backing_hung_seconds"
+	BackingProbeDuration     = "ckptfs_backing_probe_duration_seconds"
 	HiddenCheckpointAccesses = "ckptfs_hidden_checkpoint_accesses_total"
 	FUSERequestDuration      = "ckptfs_fuse_request_duration_seconds"
 	FUSEReadOnlyRefusals     = "ckptfs_fuse_readonly_refusals_total"
 	FencedWriters            = "ckptfs_fenced_writers_total"
 	WritesAfterFence         = "ckptfs_writes_after_fence_total"
+	GuardedDeletions         = "ckptfs_guarded_deletions_total"
 	FUSEOpens                = "ckptfs_fuse_opens_total"
 	ZooKeeperSessionState    = "ckptfs_zookeeper_session_state"
 	ZooKeeperExpirations     = "ckptfs_zookeeper_session_expirations_total"
@@ -51,22 +55,33 @@ const (
 	TakeoverActions          = "ckptfs_takeover_actions_total"
 	TakeoverLastRun          = "ckptfs_takeover_last_run_timestamp_seconds"
 	TakeoverLastExitCode     = "ckptfs_takeover_last_exit_code"
+	LeaseClaiming            = "ckptfs_lease_claiming"
+	LeaseRenewals            = "ckptfs_lease_renewals_total"
+	LeaseObservedUnchanged   = "ckptfs_lease_observed_unchanged_seconds"
+	MountHolding             = "ckptfs_mount_holding"
+	AutoTakeovers            = "ckptfs_auto_takeovers_total"
+	StandbyJobManagers       = "ckptfs_standby_jobmanager_sessions"
 )
+
+// AutoTakeoverResults are the values of the result label of
+// ckptfs_auto_takeovers_total.
+var AutoTakeoverResults = []string{"activated", "refused", "jobmanager-alive", "lost-race", "failed"}
 
 // Label names.
 const (
-	labelJob     = "job_id"
-	labelSite    = "site"
-	labelResult  = "result"
-	labelAction  = "action"
-	labelState   = "state"
-	labelOp      = "op"
-	labelMode    = "mode"
-	labelKind    = "kind"
-	labelVersion = "version"
-	labelGo      = "goversion"
-	labelPath    = "path"
-	labelReader  = "reader"
+	labelJob       = "job_id"
+	labelSite      = "site"
+	labelResult    = "result"
+	labelAction    = "action"
+	labelState     = "state"
+	labelOp        = "op"
+	labelMode      = "mode"
+	labelKind      = "kind"
+	labelVersion   = "version"
+	labelGo        = "goversion"
+	labelLeaseSite = "lease_site"
+	labelPath      = "path"
+	labelReader    = "reader"
 )
 
 // Families are every metric family ckptfs exports. Every daemon series
@@ -85,6 +100,12 @@ var Families = []Family{
 		Help: "chk-N directories of the job that are not complete on this site (being written, being copied, or torn)."},
 	{Name: Verifications, Type: "counter", Labels: []string{labelResult},
 		Help: "Checkpoint verifications by result: complete, incomplete, or unknown (an I/O error). Every pass verifies every checkpoint, incrementally."},
+	{Name: BackingTimeouts, Type: "counter",
+		Help: "Times a verification pass gave up waiting for the backing file system (a job directory or the search for them did not answer within the catalog's backing timeout); that job's checkpoints became unknown."},
+	{Name: BackingHung, Type: "gauge",
+		Help: "How long the oldest work on the backing file system that a verification pass gave up on has been waiting; 0 when none waits (the NAS answers)."},
+	{Name: BackingProbeDuration, Type: "gauge",
+		Help: "How long the daemon's last probe of the backing file system (a statfs) took, or how long the one in flight has waited if longer."},
 	{Name: CatalogPasses, Type: "counter",
 		Help: "Completed verification passes over the backing directory."},
 	{Name: CatalogLastPass, Type: "gauge",
@@ -103,6 +124,8 @@ var Families = []Family{
 		Help: "Files open for writing whose writes fencing cut off (passthrough handles revoked when the mount turned read-only)."},
 	{Name: WritesAfterFence, Type: "counter",
 		Help: "Files found changed when a handle fencing had cut off was closed: a write the kernel let through after the fence. Should stay 0."},
+	{Name: GuardedDeletions, Type: "counter", Labels: []string{labelAction},
+		Help: "Deletions of the newest complete checkpoint of a job after a promotion that the deletion guard refused or held (action): Flink deleting what the failover restored, a job that reached FAILED."},
 	{Name: FUSEOpens, Type: "counter", Labels: []string{labelPath},
 		Help: "File opens by data path: passthrough (the kernel reads the backing file) or daemon."},
 	{Name: ZooKeeperSessionState, Type: "gauge", Labels: []string{labelState},
@@ -143,6 +166,18 @@ var Families = []Family{
 		Help: "When the last takeover or restore-pruned on this machine ended (Unix time)."},
 	{Name: TakeoverLastExitCode, Type: "gauge", Textfile: true,
 		Help: "The exit status of the last takeover or restore-pruned on this machine."},
+	{Name: LeaseClaiming, Type: "gauge",
+		Help: "1 while this daemon claims its site: its last successful renewal of the site's liveness lease started less than half the lease ago (design 5.10). With lease-duration only."},
+	{Name: LeaseRenewals, Type: "counter", Labels: []string{labelResult},
+		Help: "Renewals of this site's liveness lease by this daemon, by result (ok, failed)."},
+	{Name: LeaseObservedUnchanged, Type: "gauge", Labels: []string{labelLeaseSite},
+		Help: "How long this daemon has seen the active site's liveness lease unchanged (another site active, takeover auto)."},
+	{Name: MountHolding, Type: "gauge",
+		Help: "1 while the mount holds Flink's opens of its HA and checkpoint directories until this site's takeover decided (takeover auto)."},
+	{Name: AutoTakeovers, Type: "counter", Labels: []string{labelResult},
+		Help: "Automatic takeovers this daemon ran, by result (activated, refused, jobmanager-alive, lost-race, failed)."},
+	{Name: StandbyJobManagers, Type: "gauge",
+		Help: "Leader sessions of this site's JobManagers (site-jobmanagers) seen while another site is active; with takeover manual a health failure."},
 }
 
 // descs are the descriptors of Families, by name.

@@ -19,6 +19,9 @@ type ZooKeeper struct {
 	active    atomic.Pointer[ActiveSite]
 	// Lag computes the lag behind Flink's pointers (nil: not exported).
 	Lag *LagTracker
+	// Failover reports the lease and the automatic takeover (nil: not
+	// exported).
+	Failover func() Failover
 }
 
 // ActiveSite is what ZooKeeper's active-site and epoch nodes said when

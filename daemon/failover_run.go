@@ -1,0 +1,393 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/ckptfs/ckptfs/fusefs"
+	"github.com/ckptfs/ckptfs/internal/metrics"
+	"github.com/ckptfs/ckptfs/zkbridge"
+)
+
+// failover renews this site's liveness lease, watches the active site's,
+// runs the automatic takeover (DecideTakeover) and is the mount's Gate:
+// with takeover auto a mount that is not primary holds Flink's opens
+// until its site is active and the mount primary (admit), or the
+// takeover refused (fail), at most HoldTimeout each.
+type failover struct {
+	cfg  *Config
+	srv  atomic.Pointer[fusefs.Server] // set once mounted
+	log  *slog.Logger
+	kick func() // asks the mode follower for a pass now; set before mounting
+
+	mu sync.Mutex
+	// All GUARDED_BY(mu).
+	holder      *zkbridge.LeaseHolder
+	observer    *zkbridge.LeaseObserver
+	observed    *zkbridge.LeaseView
+	renewals    uint64
+	renewFails  uint64
+	runs        map[string]uint64
+	refused     string
+	steps       []metrics.Step
+	standby     []string
+	lastStandby string
+	// active is the last active-site read ("" none yet).
+	active string
+
+	// lastCheck is when the runner last looked for this site's leading
+	// JobManagers (only the runner's goroutine uses it).
+	lastCheck time.Time
+}
+
+// standbyCheckEvery is how often a daemon of a site that is not active
+// looks for a leading JobManager of its own site.
+const standbyCheckEvery = 5 * time.Second
+
+const maxSteps = 32
+
+func newFailover(cfg *Config, log *slog.Logger) *failover {
+	return &failover{cfg: cfg, log: log.With("component", "failover"), runs: map[string]uint64{}, kick: func() {}}
+}
+
+func (f *failover) rule() zkbridge.LeaseRule {
+	return zkbridge.LeaseRule{Duration: f.cfg.LeaseDuration}
+}
+
+// step records and logs one step of the automatic takeover.
+func (f *failover) step(level slog.Level, what string, attrs ...any) {
+	f.log.Log(context.Background(), level, what, attrs...)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(attrs) > 0 {
+		what += " (" + fmt.Sprint(attrs...) + ")"
+	}
+	f.steps = append(f.steps, metrics.Step{At: time.Now().UTC(), What: what})
+	if len(f.steps) > maxSteps {
+		f.steps = f.steps[len(f.steps)-maxSteps:]
+	}
+}
+
+// leaseLapsed is Observation.LeaseLapsed: the lease is configured,
+// active-site named this site when last read, and the holder does not
+// claim.
+func (f *failover) leaseLapsed(lastActive string) bool {
+	if f.cfg.LeaseDuration <= 0 || lastActive != f.cfg.Site {
+		return false
+	}
+	f.mu.Lock()
+	h := f.holder
+	f.mu.Unlock()
+	return h == nil || !h.Claiming(time.Now())
+}
+
+// interval is the period of the runner's passes.
+func (f *failover) interval() time.Duration {
+	if f.cfg.LeaseDuration > 0 {
+		return min(f.cfg.FollowInterval, f.rule().RenewEvery())
+	}
+	return f.cfg.FollowInterval
+}
+
+// start makes the holder and renews once, before the mode follower reads
+// ZooKeeper, so that a primary of the active site does not fence itself
+// for want of a first renewal.
+func (f *failover) start(ctx context.Context, b *zkbridge.Bridge) {
+	if f.cfg.LeaseDuration <= 0 {
+		return
+	}
+	h, err := b.NewLeaseHolder(f.rule())
+	if err != nil {
+		f.log.Error("liveness lease", "err", err)
+		return
+	}
+	f.mu.Lock()
+	f.holder = h
+	f.mu.Unlock()
+	if active, epoch, err := b.ActiveSite(ctx); err == nil && active == f.cfg.Site {
+		f.renew(ctx, epoch)
+	}
+}
+
+func (f *failover) renew(ctx context.Context, epoch int64) {
+	f.mu.Lock()
+	h := f.holder
+	f.mu.Unlock()
+	if h == nil {
+		return
+	}
+	err := h.Renew(ctx, epoch)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil {
+		f.renewFails++
+		if !errors.Is(err, context.Canceled) {
+			f.log.Warn("renewing the liveness lease", "err", err)
+		}
+		return
+	}
+	f.renewals++
+}
+
+// run makes a pass every interval until ctx ends.
+func (f *failover) run(ctx context.Context, b *zkbridge.Bridge) {
+	t := time.NewTicker(f.interval())
+	defer t.Stop()
+	for {
+		f.pass(ctx, b)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (f *failover) pass(ctx context.Context, b *zkbridge.Bridge) {
+	active, epoch, err := b.ActiveSite(ctx)
+	if err != nil {
+		return // the mode follower logs it
+	}
+	f.mu.Lock()
+	f.active = active
+	f.mu.Unlock()
+	if active == f.cfg.Site {
+		f.renew(ctx, epoch)
+		f.setStandby(nil)
+		return
+	}
+	auto := f.cfg.Takeover == TakeoverAuto
+	var view zkbridge.LeaseView
+	if auto && active != "" {
+		var err error
+		if view, err = f.observe(ctx, b, active); err != nil {
+			f.log.Warn("reading site "+active+"'s liveness lease", "err", err)
+			return
+		}
+	}
+	// Flink's liveness is a walk of its znodes: read it when the lease
+	// expired, and for the standby check every standbyCheckEvery.
+	standbyDue := len(f.cfg.SiteJobManagers) > 0 && time.Since(f.lastCheck) >= standbyCheckEvery
+	if view.State != zkbridge.LeaseExpired && !standbyDue {
+		return
+	}
+	live, err := b.Liveness(ctx)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, zkbridge.ErrNoNamespace) {
+			f.log.Warn("reading Flink's liveness", "err", err)
+		}
+		if !errors.Is(err, zkbridge.ErrNoNamespace) {
+			return
+		}
+		live = &zkbridge.Liveness{}
+	}
+	if standbyDue {
+		f.lastCheck = time.Now()
+		f.checkStandby(live, active)
+	}
+	if !auto || active == "" {
+		return
+	}
+	f.mu.Lock()
+	refused := f.refused != ""
+	f.mu.Unlock()
+	counts := zkbridge.OtherSitesLeading(f.cfg.SiteJobManagers)
+	d := DecideTakeover(TakeoverObservation{
+		Site: f.cfg.Site, Mode: f.cfg.Takeover, Session: SessionUp, ActiveSite: active, Epoch: epoch,
+		Lease: view.State, Leading: counts(live).Alive, Refused: refused,
+	})
+	if !d.Run {
+		return
+	}
+	guard, _ := view.Guard()
+	f.step(slog.LevelWarn, "automatic takeover: "+d.Reason, "lease_unchanged", time.Duration(view.Unchanged).String())
+	start := time.Now()
+	rep, err := b.Takeover(ctx, zkbridge.TakeoverOptions{
+		Wait: f.cfg.LeaseDuration, ActivateAnyway: f.cfg.TakeoverActivateAnyway, Lease: &guard, Counts: counts,
+	})
+	took := time.Since(start).Round(time.Millisecond).String()
+	switch {
+	case err == nil && rep.Activated:
+		f.count("activated")
+		f.step(slog.LevelWarn, "automatic takeover: "+rep.Decision, "took", took)
+		// A primary of the active site claims: renew before the
+		// follower promotes the mount.
+		f.renew(ctx, rep.Epoch)
+		f.kick()
+	case err == nil && rep.Refused():
+		f.count("refused")
+		var jobs []string
+		for _, j := range rep.Jobs {
+			if j.Status == zkbridge.StatusRefused {
+				jobs = append(jobs, j.JobID+": "+j.Reason)
+			}
+		}
+		f.mu.Lock()
+		f.refused = rep.Decision + " [" + strings.Join(jobs, "; ") + "]"
+		f.mu.Unlock()
+		f.step(slog.LevelError, "automatic takeover refused: "+rep.Decision, "jobs", strings.Join(jobs, "; "), "took", took)
+	case err == nil:
+		f.count("lost-race")
+		f.step(slog.LevelInfo, "automatic takeover: "+rep.Decision, "took", took)
+		f.kick()
+	case errors.Is(err, zkbridge.ErrJobManagerAlive):
+		f.count("jobmanager-alive")
+		f.step(slog.LevelWarn, "automatic takeover: a JobManager is alive; trying again", "err", err.Error())
+	case errors.Is(err, zkbridge.ErrLeaseRenewed), errors.Is(err, zkbridge.ErrEpochChanged), errors.Is(err, zkbridge.ErrTakeoverInProgress):
+		f.count("lost-race")
+		f.step(slog.LevelInfo, "automatic takeover: another daemon or site came first", "err", err.Error())
+		f.kick()
+	case errors.Is(err, context.Canceled):
+	default:
+		f.count("failed")
+		f.step(slog.LevelError, "automatic takeover failed; trying again", "err", err.Error())
+	}
+}
+
+func (f *failover) count(result string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.runs[result]++
+}
+
+// observe reads the active site's lease, with an observer of that site.
+func (f *failover) observe(ctx context.Context, b *zkbridge.Bridge, active string) (zkbridge.LeaseView, error) {
+	f.mu.Lock()
+	o := f.observer
+	f.mu.Unlock()
+	if o == nil || o.Site() != active {
+		var err error
+		if o, err = b.NewLeaseObserver(f.rule(), active); err != nil {
+			return zkbridge.LeaseView{}, err
+		}
+	}
+	v, err := o.Observe(ctx)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.observer = o
+	if err == nil {
+		f.observed = &v
+	}
+	return v, err
+}
+
+// checkStandby finds leader sessions of this site's JobManagers while
+// another site is active (issue 16 item 4): with takeover manual Flink
+// reads pointers here before any takeover, which is an error.
+func (f *failover) checkStandby(live *zkbridge.Liveness, active string) {
+	if len(f.cfg.SiteJobManagers) == 0 || active == "" {
+		f.setStandby(nil)
+		return
+	}
+	mine := live.SessionsAt(f.cfg.SiteJobManagers)
+	var out []string
+	for _, s := range mine {
+		var addrs []string
+		for _, n := range live.Nodes {
+			if n.Owner == s && n.Address != "" && !slices.Contains(addrs, n.Address) {
+				addrs = append(addrs, n.Address)
+			}
+		}
+		out = append(out, fmt.Sprintf("session %s at %s", s, strings.Join(addrs, ", ")))
+	}
+	f.setStandby(out)
+	if key := strings.Join(out, ";"); key != f.lastStandbyKey() && len(out) > 0 {
+		if f.cfg.Takeover == TakeoverAuto {
+			f.log.Info("a JobManager of this site leads while site "+active+" is active: the mount holds its reads until the takeover decided", "sessions", key)
+		} else {
+			f.log.Error("a JobManager of this site leads while site "+active+" is active: with takeover manual no JobManager may run on a standby site (it reads Flink's pointers before any takeover)", "sessions", key)
+		}
+	}
+}
+
+func (f *failover) lastStandbyKey() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := f.lastStandby
+	f.lastStandby = strings.Join(f.standby, ";")
+	return k
+}
+
+func (f *failover) setStandby(s []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.standby = s
+}
+
+// Admit is the mount's Gate (fusefs.Gate): see failover.
+func (f *failover) Admit(ctx context.Context, rel string) error {
+	var deadline <-chan time.Time
+	var t *time.Ticker
+	for {
+		hold, err := f.holding()
+		if !hold {
+			return err
+		}
+		if t == nil {
+			f.log.Info("holding an open until this site's takeover decided", "dir", rel)
+			t = time.NewTicker(20 * time.Millisecond)
+			defer t.Stop()
+			timer := time.NewTimer(f.cfg.HoldTimeout)
+			defer timer.Stop()
+			deadline = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline:
+			f.log.Error("an open was held for hold-timeout and fails: this site's takeover has not decided", "dir", rel, "timeout", f.cfg.HoldTimeout.String())
+			return fmt.Errorf("held for %v: %w", f.cfg.HoldTimeout, syscall.EIO)
+		case <-t.C:
+		}
+	}
+}
+
+// holding says whether an open waits now, and if not, its error.
+func (f *failover) holding() (bool, error) {
+	if f.cfg.Takeover != TakeoverAuto {
+		return false, nil
+	}
+	if srv := f.srv.Load(); srv != nil && srv.Mode() == fusefs.ModePrimary {
+		return false, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refused != "" {
+		return false, fmt.Errorf("the automatic takeover refused: %w", syscall.EIO)
+	}
+	return true, nil
+}
+
+// snapshot is what metrics and health show.
+func (f *failover) snapshot() metrics.Failover {
+	hold, _ := f.holding()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := metrics.Failover{
+		Takeover: string(f.cfg.Takeover), LeaseDuration: zkbridge.Duration(f.cfg.LeaseDuration),
+		Renewals: f.renewals, RenewalFailures: f.renewFails, Observed: f.observed,
+		Holding: hold, Runs: map[string]uint64{}, Refused: f.refused,
+		Steps: slices.Clone(f.steps), StandbyJobManagers: slices.Clone(f.standby),
+	}
+	if out.Takeover == "" {
+		out.Takeover = string(TakeoverManual)
+	}
+	for k, v := range f.runs {
+		out.Runs[k] = v
+	}
+	if f.holder != nil {
+		out.Claiming = f.holder.Claiming(time.Now())
+		if t := f.holder.LastRenewal(); !t.IsZero() {
+			out.LastRenewal = &t
+		}
+	}
+	return out
+}

@@ -1,0 +1,211 @@
+package faultfs
+
+import (
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Op is a set of operations a rule applies to.
+type Op uint32
+
+const (
+	// OpLookup: resolving a name (every path walk, open, stat by path).
+	OpLookup Op = 1 << iota
+	// OpGetattr: stat of a known inode, by path or descriptor.
+	OpGetattr
+	// OpReaddir: opening a directory to list it.
+	OpReaddir
+	// OpOpen: opening a file (OpCreate for O_CREAT of a new one).
+	OpOpen
+	OpCreate
+	OpRead
+	OpWrite
+	// OpFlush: close(2); OpFsync: fsync(2) and fdatasync(2).
+	OpFlush
+	OpFsync
+	// OpMkdir, OpUnlink (and rmdir), OpRename, OpSetattr (truncate,
+	// chmod, utimes), OpStatfs, OpXattr (every extended attribute call).
+	OpMkdir
+	OpUnlink
+	OpRename
+	OpSetattr
+	OpStatfs
+	OpXattr
+
+	// OpAll is every operation; OpStat is what a stat(2) by path can
+	// ask; OpMutate is every change.
+	OpAll    Op = 1<<iota - 1
+	OpStat      = OpLookup | OpGetattr
+	OpMutate    = OpCreate | OpWrite | OpFlush | OpFsync | OpMkdir | OpUnlink | OpRename | OpSetattr
+)
+
+var opNames = []string{"lookup", "getattr", "readdir", "open", "create", "read", "write", "flush", "fsync", "mkdir", "unlink", "rename", "setattr", "statfs", "xattr"}
+
+func (o Op) String() string {
+	var names []string
+	for i, n := range opNames {
+		if o&(1<<i) != 0 {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, "|")
+}
+
+// Rule is one fault. It applies to the operations in Ops on Path (relative
+// to the mount, "" for every path) and everything below it; with Name,
+// only to entries whose last path element matches that path.Match
+// pattern. Its action: wait Delay, then hang if Hang, then answer Err
+// (0: do the operation).
+type Rule struct {
+	Ops   Op
+	Path  string
+	Name  string
+	Delay time.Duration
+	Hang  bool
+	Err   syscall.Errno
+}
+
+func (r *Rule) String() string {
+	var act []string
+	if r.Delay > 0 {
+		act = append(act, "delay "+r.Delay.String())
+	}
+	if r.Hang {
+		act = append(act, "hang")
+	}
+	if r.Err != 0 {
+		act = append(act, r.Err.Error())
+	}
+	return fmt.Sprintf("%s %q %q: %s", r.Ops, r.Path, r.Name, strings.Join(act, ", "))
+}
+
+func (r *Rule) matches(op Op, rel string) bool {
+	if r.Ops&op == 0 {
+		return false
+	}
+	if r.Path != "" && rel != r.Path && !strings.HasPrefix(rel, r.Path+"/") {
+		return false
+	}
+	if r.Name != "" {
+		ok, _ := path.Match(r.Name, path.Base(rel))
+		return ok
+	}
+	return true
+}
+
+// server is the faultfs file system: the rules and what they hold.
+type server struct {
+	mu      sync.Mutex
+	rules   []*rule       // GUARDED_BY(mu)
+	next    int           // GUARDED_BY(mu); id of the next rule
+	release chan struct{} // GUARDED_BY(mu); closed to end every hang
+
+	hung atomic.Int64
+	hits atomic.Uint64
+}
+
+type rule struct {
+	Rule
+	id int
+}
+
+func newServer() *server { return &server{release: make(chan struct{})} }
+
+// mount serves lower at mountPoint.
+func (f *server) mount(lower, mountPoint string) (*fuse.Server, error) {
+	root, err := fs.NewLoopbackRoot(lower)
+	if err != nil {
+		return nil, err
+	}
+	lr := root.(*fs.LoopbackNode)
+	top := &node{LoopbackNode: lr, fs: f}
+	lr.RootData.RootNode = top
+	var zero time.Duration
+	opts := &fs.Options{
+		MountOptions: fuse.MountOptions{
+			AllowOther:        true,
+			FsName:            "faultfs",
+			Name:              "faultfs",
+			DirectMount:       true,
+			DirectMountStrict: true,
+			// Many requests wait at once when a test hangs some.
+			MaxBackground: 64,
+		},
+		EntryTimeout:    &zero,
+		AttrTimeout:     &zero,
+		NegativeTimeout: &zero,
+	}
+	opts.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
+	return fs.Mount(mountPoint, top, opts)
+}
+
+func (f *server) add(r Rule) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next++
+	f.rules = append(f.rules, &rule{Rule: r, id: f.next})
+	return f.next
+}
+
+func (f *server) remove(id int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, x := range f.rules {
+		if x.id == id {
+			f.rules = append(f.rules[:i], f.rules[i+1:]...)
+			return
+		}
+	}
+}
+
+func (f *server) releaseAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	close(f.release)
+	f.release = make(chan struct{})
+}
+
+func (f *server) clear() {
+	f.mu.Lock()
+	f.rules = nil
+	f.mu.Unlock()
+	f.releaseAll()
+}
+
+// fault applies the first rule that matches op on rel.
+func (f *server) fault(op Op, rel string) syscall.Errno {
+	f.mu.Lock()
+	var r *rule
+	for _, x := range f.rules {
+		if x.matches(op, rel) {
+			r = x
+			break
+		}
+	}
+	release := f.release
+	f.mu.Unlock()
+	if r == nil {
+		return 0
+	}
+	f.hits.Add(1)
+	if r.Delay > 0 {
+		select {
+		case <-time.After(r.Delay):
+		case <-release:
+		}
+	}
+	if r.Hang {
+		f.hung.Add(1)
+		<-release
+		f.hung.Add(-1)
+	}
+	return r.Err
+}

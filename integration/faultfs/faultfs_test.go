@@ -1,0 +1,95 @@
+package faultfs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ckptfs/ckptfs/integration/mounttest"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+func mount(t *testing.T) (*FS, string) {
+	t.Helper()
+	mounttest.RequireFUSE(t)
+	top := t.TempDir()
+	lower, mnt := filepath.Join(top, "lower"), filepath.Join(top, "mnt")
+	for _, d := range []string{filepath.Join(lower, "a", "b"), filepath.Join(lower, "c"), mnt} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(lower, "a", "b", "f"), []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Mount(t, lower, mnt), mnt
+}
+
+// TestErrorsByRule: a rule fails exactly its operations on its subtree,
+// and removing it heals the path.
+func TestErrorsByRule(t *testing.T) {
+	f, mnt := mount(t)
+	file := filepath.Join(mnt, "a", "b", "f")
+	remove := f.Add(Rule{Ops: OpStat, Path: "a/b", Name: "f", Err: syscall.EIO})
+	if _, err := os.Stat(file); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("stat under an EIO rule: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "a", "b")); err != nil {
+		t.Fatalf("the rule reached its parent: %v", err)
+	}
+	remove()
+	if _, err := os.ReadFile(file); err != nil {
+		t.Fatalf("after the rule is removed: %v", err)
+	}
+	f.Add(Rule{Ops: OpCreate | OpWrite, Path: "c", Err: syscall.ENOSPC})
+	if err := os.WriteFile(filepath.Join(mnt, "c", "g"), []byte("x"), 0o644); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("create under an ENOSPC rule: %v", err)
+	}
+	f.Add(Rule{Ops: OpRead, Path: "a", Err: syscall.ESTALE})
+	if _, err := os.ReadFile(file); !errors.Is(err, syscall.ESTALE) {
+		t.Fatalf("read under an ESTALE rule: %v", err)
+	}
+	if f.Hits() < 3 {
+		t.Errorf("hits %d, want at least 3", f.Hits())
+	}
+}
+
+// TestHangUntilReleased: a hung listing waits until Release, and other
+// paths answer meanwhile; a delay answers late.
+func TestHangUntilReleased(t *testing.T) {
+	f, mnt := mount(t)
+	f.Add(Rule{Ops: OpReaddir, Path: "a", Hang: true})
+	done := make(chan error, 1)
+	go func() { _, err := os.ReadDir(filepath.Join(mnt, "a")); done <- err }()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.Hung() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if f.Hung() != 1 {
+		t.Fatalf("hung requests: %d, want 1", f.Hung())
+	}
+	if _, err := os.ReadDir(filepath.Join(mnt, "c")); err != nil {
+		t.Fatalf("another directory: %v", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the hung listing returned: %v", err)
+	default:
+	}
+	f.Clear()
+	if err := <-done; err != nil {
+		t.Fatalf("released listing: %v", err)
+	}
+	f.Add(Rule{Ops: OpGetattr, Path: "c", Delay: 300 * time.Millisecond})
+	start := time.Now()
+	if _, err := os.Stat(filepath.Join(mnt, "c")); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("a slow stat took %v", d)
+	}
+}

@@ -347,13 +347,6 @@ func (b *Bridge) discoverForTakeover(ctx context.Context) (*Layout, error) {
 		Evidence: []string{ns + " does not exist: Flink has not run in this cluster yet"}}, nil
 }
 
-// takeoverParallelJobs bounds how many jobs a takeover works on at once.
-// Each job costs a few dozen ZooKeeper round trips, one after another;
-// across jobs go-zookeeper pipelines the requests on the one connection,
-// so over a WAN the takeover of many jobs takes about as long as that of
-// one instead of the sum.
-const takeoverParallelJobs = 32
-
 // takeoverJobs runs takeoverJob for every job of l, several at once, and
 // appends their reports to rep in l's order. The jobs' writes are
 // independent: each retraction is its own multi, checked against the
@@ -381,7 +374,7 @@ func (b *Bridge) takeoverJobs(ctx context.Context, paths ckptfsPaths, lock *take
 		firstErr = -1 // GUARDED_BY(mu), the job that failed first
 		wg       sync.WaitGroup
 	)
-	sem := make(chan struct{}, takeoverParallelJobs)
+	sem := make(chan struct{}, parallelJobs)
 	for i, jl := range l.Jobs {
 		marker, ok := markers[jl.JobID]
 		if !ok {

@@ -4,10 +4,12 @@ package realflink
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -174,7 +176,7 @@ func (c *Cluster) StartTaskManager(name string) (*Process, error) {
 
 func (c *Cluster) start(name, params, class string) (*Process, error) {
 	d := c.Config.Dist
-	jvm, dynamic, err := d.resourceParams(c.Config.ConfDir(), params)
+	jvm, dynamic, err := c.resourceParams(params)
 	if err != nil {
 		return nil, err
 	}
@@ -197,4 +199,50 @@ func (c *Cluster) start(name, params, class string) (*Process, error) {
 	}
 	p.FlinkLog = logFile
 	return p, nil
+}
+
+// resources caches BashJavaUtils' answers by release and settings: each
+// answer costs a JVM start (seconds on a loaded machine) before every
+// JobManager and TaskManager, and derives only memory and CPU from the
+// settings. The key leaves out what names where a cluster runs, which
+// changes with every run and cannot size a process.
+var resources sync.Map // key -> *resourceAnswer
+
+type resourceAnswer struct {
+	mu           sync.Mutex
+	done         bool     // GUARDED_BY(mu)
+	jvm, dynamic []string // GUARDED_BY(mu)
+}
+
+// placeKeys are parts of the names of settings that say where a cluster
+// runs (addresses, ports, directories, ZooKeeper).
+var placeKeys = []string{"address", "port", "host", "dir", "zookeeper", "cluster-id", "path"}
+
+// resourceParams is Dist.resourceParams, asked once per release, what and
+// settings but for where the cluster runs.
+func (c *Cluster) resourceParams(what string) (jvm, dynamic []string, err error) {
+	d := c.Config.Dist
+	v, _ := resources.LoadOrStore(resourceKey(c.Config, what), &resourceAnswer{})
+	a := v.(*resourceAnswer)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.done {
+		if a.jvm, a.dynamic, err = d.resourceParams(c.Config.ConfDir(), what); err != nil {
+			return nil, nil, err
+		}
+		a.done = true
+	}
+	return slices.Clone(a.jvm), slices.Clone(a.dynamic), nil
+}
+
+func resourceKey(cfg ClusterConfig, what string) string {
+	key := []string{cfg.Dist.Java, cfg.Dist.Home, what}
+	settings := cfg.Settings()
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
+		lk := strings.ToLower(k)
+		if !slices.ContainsFunc(placeKeys, func(p string) bool { return strings.Contains(lk, p) }) {
+			key = append(key, k+"="+settings[k])
+		}
+	}
+	return strings.Join(key, "\x00")
 }

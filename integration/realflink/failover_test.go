@@ -227,12 +227,13 @@ type world struct {
 func (w *world) say(t *testing.T, format string, args ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, args...)
-	t.Log(msg)
+	if w.r.start.IsZero() {
+		w.r.start = time.Now()
+	}
+	at := fmt.Sprintf("[%6.1fs] ", time.Since(w.r.start).Seconds())
+	t.Log(at + msg)
 	if w.r.story != nil {
-		if w.r.start.IsZero() {
-			w.r.start = time.Now()
-		}
-		fmt.Fprintf(w.r.story, "[%6.1fs] %s\n", time.Since(w.r.start).Seconds(), msg)
+		fmt.Fprintf(w.r.story, "%s%s\n", at, msg)
 	}
 }
 

@@ -102,6 +102,10 @@ func newNetWorld(t *testing.T, r *run, pr partitionRun, out *netOutcome) *netWor
 		fault: f, out: out,
 	}
 	out.Fault = f
+	// say's clock starts with the world; the first cleanup registered
+	// runs last.
+	r.start = time.Now()
+	t.Cleanup(func() { t.Logf("[%6.1fs] torn down", time.Since(r.start).Seconds()) })
 	if keep := os.Getenv("CKPTFS_REALFLINK_KEEP"); keep != "" {
 		// Registered after t.TempDir's removal, so it runs before it.
 		t.Cleanup(func() {
@@ -163,6 +167,7 @@ func newNetWorld(t *testing.T, r *run, pr partitionRun, out *netOutcome) *netWor
 			t.Fatalf("DC1's first takeover exited %d:\n%s", code, said)
 		}
 	}
+	w.say(t, "sites, ZooKeeper and mounts ready")
 	return w
 }
 
@@ -418,6 +423,7 @@ func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *n
 	ctx, cancel := context.WithTimeout(context.Background(), 8*stepTimeout)
 	defer cancel()
 	w := newNetWorld(t, r, pr, out)
+	defer w.say(t, "run over: tearing down")
 	w.say(t, "run: Flink %s, %s replication, DC1 cut off by %s; sites dc1 %s, dc2 %s, dc3 %s", r.dist.Version, r.kind, f, w.dc1.Addr, w.dc2.Addr, w.dc3.Addr)
 
 	// A lease mount is fenced until its first session (and again at any
@@ -427,6 +433,7 @@ func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *n
 	}, w.mounts["dc1"])
 	fl1 := w.fl["dc1"]
 	jm1, tm1 := w.startFlink(t, fl1, "dc1")
+	w.say(t, "DC1's Flink up")
 	jar := JobJar(t, r.dist)
 	var err error
 	w.job, err = fl1.REST.Submit(ctx, jar, []string{"--report", w.reportPath(), "--rate", strconv.Itoa(rate),
@@ -623,6 +630,7 @@ func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *n
 	rep1 := w.report("dc1")
 	fl2 := w.fl["dc2"]
 	w.startFlink(t, fl2, "dc2")
+	w.say(t, "   DC2's Flink up")
 	restored := waitRestored(ctx, t, fl2, w.job)
 	out.Restored = restored.ID
 	w.say(t, "   DC2's Flink restored checkpoint %d (the newest complete on DC2: %d)", restored.ID, loss.optimal)

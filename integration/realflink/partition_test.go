@@ -284,6 +284,18 @@ type logEvent struct {
 	Reason string    `json:"reason"`
 }
 
+// refusedAuto returns the line of a mount's log that says its automatic
+// takeover was refused, "" when none does.
+func refusedAuto(p *Process) string {
+	for _, l := range p.Lines() {
+		var e logEvent
+		if json.Unmarshal([]byte(l), &e) == nil && strings.HasPrefix(e.Msg, "automatic takeover refused: ") {
+			return l
+		}
+	}
+	return ""
+}
+
 // events returns what a mount logged with msg after since.
 func events(p *Process, msg string, since time.Time) []logEvent {
 	var out []logEvent
@@ -555,6 +567,11 @@ func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *n
 		for time.Now().Before(deadline) {
 			if w.activeSite(t, zc.Conn) == "dc2" {
 				code, said = 0, "automatic takeover: DC2 active"
+				break
+			}
+			// A daemon that refused stays standby (no more tries).
+			if l := refusedAuto(w.mounts["dc2"]); l != "" {
+				code, said = 4, l
 				break
 			}
 			time.Sleep(200 * time.Millisecond)

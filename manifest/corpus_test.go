@@ -286,6 +286,9 @@ func TestCorpusKinds(t *testing.T) {
 				want["canonical and native savepoints"] = len(e.Savepoints) == 2
 			case "changelog":
 				want["changelog files"] = kinds[metadata.KindChangelog] > 0
+			case "changelog-compressed":
+				want["changelog files"] = kinds[metadata.KindChangelog] > 0
+				want["only Snappy-compressed changelog files"] = compressedChangelogs(t, &e) == kinds[metadata.KindChangelog]
 			case "file-merging", "file-merging-across":
 				want["file-merging segments"] = kinds[metadata.KindSegment] > 0
 				want["file-merging directories"] = kinds[metadata.KindDirectory] > 0
@@ -393,4 +396,30 @@ func classDescs(t *testing.T, data []byte) map[string]string {
 		return nil
 	})
 	return out
+}
+
+// compressedChangelogs counts the references of e's checkpoints and
+// savepoints to changelog files whose flag byte says Snappy-compressed.
+func compressedChangelogs(t *testing.T, e *flinkdata.Entry) int {
+	n := 0
+	for _, dir := range e.States() {
+		m, err := metadata.DecodeFile(filepath.Join(e.Storage(), filepath.FromSlash(dir), MetadataFile), metadata.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range m.References(dir) {
+			if r.Kind != metadata.KindChangelog {
+				continue
+			}
+			rel, _ := corpusFile(e, dir, &File{Path: r.Path, Relative: r.Relative})
+			data, err := os.ReadFile(filepath.Join(e.Storage(), filepath.FromSlash(rel)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(data) > 0 && data[0] == dstlCompressed {
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -178,8 +178,8 @@ harvest: deps flink build
 # Regenerates the real-checkpoint corpus (integration/flinkdata/corpus):
 # real Flink per release (CORPUS_VERSIONS, default the releases marked
 # test) and kind (CORPUS_KINDS, default all: hashmap, rocksdb-full,
-# rocksdb-incremental, changelog, file-merging, file-merging-across,
-# unaligned, finished-broadcast, forst), each with its settings, job
+# rocksdb-incremental, changelog, changelog-compressed, file-merging,
+# file-merging-across, unaligned, finished-broadcast, forst), each with its settings, job
 # options and savepoints; make test walks the corpus without Flink.
 # About 40 s per entry.
 corpus: deps flink build

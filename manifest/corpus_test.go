@@ -235,7 +235,7 @@ func TestCorpusKinds(t *testing.T) {
 	for _, e := range flinkdata.Corpus(t) {
 		t.Run(e.Release+"/"+e.Kind, func(t *testing.T) {
 			kinds := map[metadata.Kind]int{}
-			var channels, finished, broadcast, operatorState, nullProps int
+			var channels, finished, broadcast, operatorState, nullProps, inMemory int
 			users := map[string]int{} // shared file -> checkpoints referencing it
 			for i, dir := range e.States() {
 				m, err := metadata.DecodeFile(filepath.Join(e.Storage(), filepath.FromSlash(dir), MetadataFile), metadata.Options{})
@@ -261,6 +261,13 @@ func TestCorpusKinds(t *testing.T) {
 						channels += len(st.InputChannels) + len(st.OutputChannels)
 						if st.Finished {
 							finished++
+						}
+						if h := st.ManagedKeyed; h != nil && h.Tag == metadata.TagChangelogV2 {
+							for _, d := range h.NonMaterialized {
+								if d != nil && d.Tag == metadata.TagChangelogByteIncrement {
+									inMemory++
+								}
+							}
 						}
 						if h := st.ManagedOperator; h != nil {
 							operatorState++
@@ -289,6 +296,8 @@ func TestCorpusKinds(t *testing.T) {
 			case "changelog-compressed":
 				want["changelog files"] = kinds[metadata.KindChangelog] > 0
 				want["only Snappy-compressed changelog files"] = compressedChangelogs(t, &e) == kinds[metadata.KindChangelog]
+			case "changelog-memory":
+				want["in-memory changelog handles (tag 9)"] = inMemory > 0
 			case "file-merging", "file-merging-across":
 				want["file-merging segments"] = kinds[metadata.KindSegment] > 0
 				want["file-merging directories"] = kinds[metadata.KindDirectory] > 0

@@ -105,6 +105,12 @@ func corpusKinds() []corpusKind {
 		{name: "changelog-compressed", since: [2]int{1, 15}, settings: with(changelog, func(d Dist) map[string]string {
 			return map[string]string{"dstl.dfs.compression.enabled": "true"}
 		}), checkpoints: 6},
+		// The in-memory changelog storage (flink-runtime's
+		// InMemoryStateChangelogStorageFactory): the changes ride inline in
+		// _metadata, as InMemoryChangelogStateHandle (tag 9).
+		{name: "changelog-memory", since: [2]int{1, 15}, settings: with(changelog, func(d Dist) map[string]string {
+			return map[string]string{pick(d, "state.backend.changelog.storage", "state.changelog.storage", [2]int{1, 16}): "memory"}
+		}), checkpoints: 6},
 		{name: "file-merging", since: [2]int{1, 20}, settings: with(rocksIncr, func(d Dist) map[string]string {
 			return map[string]string{"execution.checkpointing.file-merging.enabled": "true"}
 		}), checkpoints: 5},

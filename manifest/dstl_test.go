@@ -2,14 +2,19 @@ package manifest
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ckptfs/ckptfs/integration/flinkdata"
+	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
 // framed builds a changelog file as StateChangeFsUploader writes it with
@@ -122,4 +127,65 @@ func FuzzChangelogChanges(f *testing.F) {
 			t.Fatalf("compressed %v, %d changes of a %d-byte file", compressed, n, len(data))
 		}
 	})
+}
+
+// TestCompressedChangelogVersionCache: a compressed changelog file found
+// complete is remembered with its version, so verifying again does not
+// read it; rewritten (same length, chunk headers broken), it has another
+// version and is read and caught again.
+func TestCompressedChangelogVersionCache(t *testing.T) {
+	for _, e := range flinkdata.Corpus(t) {
+		if e.Kind != "changelog-compressed" || len(e.Checkpoints) == 0 {
+			continue
+		}
+		t.Run(e.Release, func(t *testing.T) {
+			storage := filepath.Join(t.TempDir(), "storage")
+			copyDir(t, e.Storage(), storage)
+			chk := filepath.Join(storage, filepath.FromSlash(e.Checkpoints[len(e.Checkpoints)-1].Dir))
+			v := corpusVerifier(t, &e, storage)
+			verdict := v.VerifyDir(context.Background(), chk)
+			if !verdict.Complete {
+				t.Fatalf("incomplete: %v", verdict.Problems)
+			}
+			var victim *File
+			for i := range verdict.Manifest.Files {
+				f := &verdict.Manifest.Files[i]
+				if f.Kind != metadata.KindChangelog {
+					continue
+				}
+				rel, _ := corpusFile(&e, "", f)
+				var st unix.Stat_t
+				if err := unix.Stat(filepath.Join(storage, filepath.FromSlash(rel)), &st); err != nil {
+					t.Fatal(err)
+				}
+				v.cache.pathsMu.Lock()
+				pe := v.cache.paths[f.Path]
+				remembered := pe != nil && pe.dstlSize == f.Size && pe.dstl == VersionOf(&st)
+				v.cache.pathsMu.Unlock()
+				if !remembered {
+					t.Errorf("%s: not remembered as complete at its version", f.Path)
+				}
+				if st.Size != f.Size {
+					victim = f
+				}
+			}
+			if victim == nil {
+				t.Fatal("no compressed changelog file")
+			}
+			rel, _ := corpusFile(&e, "", victim)
+			p := filepath.Join(storage, filepath.FromSlash(rel))
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data[1+len(snappyStreamID)] = 0x7f // a reserved chunk type
+			if err := os.WriteFile(p, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			verdict = v.VerifyDir(context.Background(), chk)
+			if verdict.Complete || !slices.ContainsFunc(verdict.Problems, func(pr Problem) bool { return pr.Path == victim.Path && pr.Kind == ProblemParseError }) {
+				t.Fatalf("rewritten %s: complete %v, problems %v", rel, verdict.Complete, verdict.Problems)
+			}
+		})
+	}
 }

@@ -188,6 +188,11 @@ func TestCorpusHAFiles(t *testing.T) {
 				if cc.CheckpointID != c.ID || cc.JobID != e.JobID {
 					t.Errorf("%s: checkpoint %d of job %s, want %d of %s", c.HAFile, cc.CheckpointID, cc.JobID, c.ID, e.JobID)
 				}
+				// Level L2's half: the HA file and every file it names.
+				hv, _ := v.VerifyHA(context.Background(), c.ID, flinkha.StateHandle{URI: e.StorageRootURI + "/" + c.HAFile, Size: int64(len(data))})
+				if !hv.Complete {
+					t.Errorf("%s: VerifyHA: %v", c.HAFile, hv.Problems)
+				}
 				verdict := v.VerifyDir(context.Background(), filepath.Join(e.Storage(), filepath.FromSlash(c.Dir)))
 				if verdict.Manifest == nil {
 					t.Fatalf("%s: %v", c.Dir, verdict.Problems)

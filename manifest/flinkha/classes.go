@@ -118,8 +118,14 @@ type classes struct {
 // HA files hold them): restoredProps is CompletedCheckpoint's (1.16 on),
 // opNames OperatorState's operatorName and operatorUid (2.0 on), upstream
 // OperatorSubtaskState's upstreamOutputBufferState (2.3 on).
+// IncrementalRemoteKeyedStateHandle declares all its fields itself before
+// 1.19 (flatIncremental; 1.19 moved them to AbstractIncrementalStateHandle),
+// and before 1.16 keeps its shared and private state as
+// Map<StateHandleID, StreamStateHandle> (mapIncremental) instead of
+// List<HandleAndLocalPath>.
 type shapes struct {
 	restoredProps, opNames, upstream bool
+	flatIncremental, mapIncremental  bool
 }
 
 // shapesOf returns the shapes of release ("major.minor", a patch level
@@ -150,7 +156,8 @@ func shapesOf(release string, version int32) (shapes, error) {
 			r = 203
 		}
 	}
-	return shapes{restoredProps: r >= 116, opNames: r >= 200, upstream: r >= 203}, nil
+	return shapes{restoredProps: r >= 116, opNames: r >= 200, upstream: r >= 203,
+		flatIncremental: r < 119, mapIncremental: r < 116}, nil
 }
 
 func (c *classes) get(name string, build func() *javaser.ClassDesc) *javaser.ClassDesc {
@@ -275,6 +282,16 @@ func (c *classes) abstractIncremental() *javaser.ClassDesc {
 }
 
 func (c *classes) incrementalRemote() *javaser.ClassDesc {
+	if c.shapes.flatIncremental {
+		states := sigList
+		if c.shapes.mapIncremental {
+			states = sigMap
+		}
+		return c.plain(classIncrementalRemote, suidIncrementalRemote, nil, fLong("checkpointId"),
+			fLong("persistedSizeOfThisCheckpoint"), obj("backendIdentifier", "Ljava/util/UUID;"),
+			obj("keyGroupRange", sigRange), obj("metaStateHandle", sigStream), obj("privateState", states),
+			obj("sharedState", states), obj("stateHandleId", sigHandleID))
+	}
 	return c.plain(classIncrementalRemote, suidIncrementalRemote, c.abstractIncremental,
 		fLong("persistedSizeOfThisCheckpoint"), obj("privateState", sigList))
 }

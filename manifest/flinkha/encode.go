@@ -722,6 +722,7 @@ func (b *builder) incremental(k *metadata.KeyedHandle) (javaser.Value, sizes, er
 	total += size
 	list := func(named []metadata.NamedHandle, what string) (*javaser.Object, error) {
 		var items []javaser.Value
+		var entries []javaser.MapEntry
 		for _, nh := range named {
 			if nh.Handle == nil {
 				return nil, fmt.Errorf("%s state %q has no handle", what, nh.LocalName)
@@ -731,7 +732,14 @@ func (b *builder) incremental(k *metadata.KeyedHandle) (javaser.Value, sizes, er
 				return nil, fmt.Errorf("%s state %q: %w", what, nh.LocalName, err)
 			}
 			total += size
+			if b.c.shapes.mapIncremental {
+				entries = append(entries, javaser.MapEntry{Key: b.stateHandleID(nh.LocalName), Value: h})
+				continue
+			}
 			items = append(items, javaser.NewObject(b.c.handleAndLocalPath()).With("handle", h).With("localPath", nh.LocalName))
+		}
+		if b.c.shapes.mapIncremental { // before 1.16: keyed by the local name
+			return b.c.jdk.HashMap(entries...), nil
 		}
 		return b.c.jdk.ArrayList(items...), nil
 	}

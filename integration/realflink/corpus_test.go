@@ -346,7 +346,11 @@ func corpusRun(t *testing.T, c *zktest.Cluster, d Dist, k corpusKind, outDir str
 		jm.Signal(syscall.SIGCONT)
 		tm.Signal(syscall.SIGCONT)
 		if attempt == 40 {
-			t.Fatalf("no moment without a checkpoint in flight in %d attempts", attempt)
+			var dirs []string
+			for _, chk := range chks {
+				dirs = append(dirs, corpusRel(root, chk))
+			}
+			t.Fatalf("no moment without a checkpoint in flight in %d attempts: ZooKeeper points at %v, the job directory holds %v", attempt, pointers, dirs)
 		}
 		time.Sleep(time.Duration(100+37*attempt%300) * time.Millisecond)
 	}

@@ -212,6 +212,7 @@ func (f *failover) pass(ctx context.Context, b *zkbridge.Bridge) {
 	start := time.Now()
 	rep, err := b.Takeover(ctx, zkbridge.TakeoverOptions{
 		Wait: f.cfg.LeaseDuration, ActivateAnyway: f.cfg.TakeoverActivateAnyway, Lease: &guard, Counts: counts,
+		Journal: fmt.Sprintf("%s (lease of site %s unchanged for %v)", d.Reason, active, time.Duration(view.Unchanged).Round(time.Millisecond)),
 	})
 	took := time.Since(start).Round(time.Millisecond).String()
 	switch {

@@ -100,6 +100,17 @@ func (j *journal) step(ctx context.Context, what, outcome string) {
 	j.write(ctx)
 }
 
+// job records what the takeover decided for a job.
+func (j *journal) job(ctx context.Context, jt *JobTakeover) {
+	if j == nil {
+		return
+	}
+	if jt.Status == StatusRefused {
+		j.rec.Refused = append(j.rec.Refused, JobRefusal{JobID: jt.JobID, Reason: jt.Refusal, Detail: jt.Reason})
+	}
+	j.step(ctx, "job "+jt.JobID+": "+jt.Reason, jt.Status)
+}
+
 // waiting says what the takeover waits for now ("" nothing) and writes.
 func (j *journal) waiting(ctx context.Context, what string) {
 	if j == nil || j.rec.WaitingFor == what {

@@ -294,10 +294,7 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 			return rep, err
 		}
 		rep.Jobs = append(rep.Jobs, jt)
-		if jt.Status == StatusRefused {
-			j.rec.Refused = append(j.rec.Refused, JobRefusal{JobID: jt.JobID, Reason: jt.Refusal, Detail: jt.Reason})
-		}
-		j.step(ctx, "job "+jt.JobID+": "+jt.Reason, jt.Status)
+		j.job(ctx, jt)
 	}
 
 	switch {

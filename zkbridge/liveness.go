@@ -86,6 +86,21 @@ func (l *Liveness) String() string {
 	return s
 }
 
+// WaitLiveness waits at most wait until counts (nil: every node) of the
+// cluster's liveness shows no JobManager alive, watching the nodes so
+// that it returns as soon as the last one vanishes, and returns the
+// liveness read last (counted).
+func (b *Bridge) WaitLiveness(ctx context.Context, wait time.Duration, counts func(*Liveness) *Liveness) (*Liveness, error) {
+	l, err := b.discover(ctx)
+	if errors.Is(err, ErrNoNamespace) {
+		return &Liveness{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return b.waitDead(ctx, l, wait, 0, counts, nil)
+}
+
 // Liveness reads the cluster's liveness now.
 func (b *Bridge) Liveness(ctx context.Context) (*Liveness, error) {
 	l, err := b.discover(ctx)

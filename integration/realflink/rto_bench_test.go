@@ -40,7 +40,9 @@ func TestIntegration_HotStandbyRTOCase(t *testing.T) {
 	}
 	mounttest.RequireFUSE(t)
 	c := zktest.StartCluster(t, 5, func(cfg *zktest.Config) { cfg.MaxSessionTimeout = 5 * time.Second })
-	out := runHotStandby(t, c, newRun(t, d, true), mode)
+	r := newRun(t, d, true)
+	r.lease = rtoLease
+	out := runHotStandby(t, c, r, mode)
 	fmt.Printf("RTO case=%s loss_to_running=%s takeover=%s restored=%d optimal=%d\n", mode, out.LossToRunning, out.Takeover, out.Restored, out.Optimal)
 }
 
@@ -51,7 +53,7 @@ func TestIntegration_HotStandbyRTOCase(t *testing.T) {
 // and TaskManagers standing by on DC2 and the same seeds, in ABBA order
 // (CKPTFS_BENCH_RUNS runs per case, default 2; CKPTFS_BENCH_FLINK picks
 // the release, default the newest 1.20). Flink's session timeout is 4 s
-// and ckptfs's lease 6 s (standbyLease). It reports both medians, their
+// and ckptfs's lease 3 s (rtoLease). It reports both medians, their
 // ratio (target at most 1.2) and the takeover's share.
 func BenchmarkHotStandbyRTO(b *testing.B) {
 	defer benchLoud(b)
@@ -94,7 +96,7 @@ func BenchmarkHotStandbyRTO(b *testing.B) {
 	b.ReportMetric(benchMedian(takeovers), "s-to-takeover")
 	b.Logf("hot standby RTO, Flink %s: ckptfs (takeover auto, lease %v) %s; Flink's own HA in one site %s; ratio %.2f (target <= 1.2); "+
 		"DC2's automatic takeover done %s after the loss; Flink session timeout %v (target <= %v)",
-		d.Version, standbyLease, benchFmt(rto[standbyAuto], "s"), benchFmt(rto[standbyFlinkHA], "s"), benchRatio(a, f),
+		d.Version, rtoLease, benchFmt(rto[standbyAuto], "s"), benchFmt(rto[standbyFlinkHA], "s"), benchRatio(a, f),
 		benchFmt(takeovers, "s"), flinkSession, flinkSession+5*time.Second)
 }
 

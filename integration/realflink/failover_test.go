@@ -270,6 +270,9 @@ func (w *world) report(site string) *Report {
 
 // outcome is what one run measured, for the chaos table.
 type outcome struct {
+	// Breakdown is a hot-standby run's recovery, step by step after the
+	// loss (autoTakeoverBreakdown).
+	Breakdown         string
 	Ahead, Refused    bool
 	Optimal, Restored int64
 	Newest            int64 // ZooKeeper's newest pointer at the loss

@@ -492,6 +492,7 @@ func (w *world) autoTakeoverBreakdown(t *testing.T, c *zktest.Cluster, lostAt ti
 	for _, m := range marks {
 		fmt.Fprintf(&b, "\n  +%6.3fs  %s", m.at.Sub(lostAt).Seconds(), m.what)
 	}
+	w.r.out.Breakdown = b.String()
 	w.say(t, "DC2's recovery after the loss (ckptfs status shows the takeover by %s pid %d):%s", a.Host, a.PID, b.String())
 }
 

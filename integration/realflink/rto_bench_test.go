@@ -43,6 +43,11 @@ func TestIntegration_HotStandbyRTOCase(t *testing.T) {
 	r := newRun(t, d, true)
 	r.lease = rtoLease
 	out := runHotStandby(t, c, r, mode)
+	for _, l := range strings.Split(strings.TrimSpace(out.Breakdown), "\n") {
+		if l != "" {
+			fmt.Printf("RTO-STEP %s\n", l)
+		}
+	}
 	fmt.Printf("RTO case=%s loss_to_running=%s takeover=%s restored=%d optimal=%d\n", mode, out.LossToRunning, out.Takeover, out.Restored, out.Optimal)
 }
 
@@ -74,9 +79,13 @@ func BenchmarkHotStandbyRTO(b *testing.B) {
 		outb, err := cmd.Output()
 		var line string
 		sc := bufio.NewScanner(bytes.NewReader(outb))
+		var steps []string
 		for sc.Scan() {
 			if strings.HasPrefix(sc.Text(), "RTO ") {
 				line = sc.Text()
+			}
+			if s, ok := strings.CutPrefix(sc.Text(), "RTO-STEP "); ok {
+				steps = append(steps, s)
 			}
 		}
 		if err != nil || line == "" {
@@ -84,6 +93,9 @@ func BenchmarkHotStandbyRTO(b *testing.B) {
 		}
 		loss, takeover := fieldDuration(line, "loss_to_running="), fieldDuration(line, "takeover=")
 		b.Logf("run %d: %s, seed %d: loss -> RUNNING %v (takeover %v)", i, mode, seed, loss.Round(time.Millisecond), takeover.Round(time.Millisecond))
+		for _, s := range steps {
+			b.Logf("  %s", s)
+		}
 		rto[mode] = append(rto[mode], loss.Seconds())
 		if mode == standbyAuto {
 			takeovers = append(takeovers, takeover.Seconds())

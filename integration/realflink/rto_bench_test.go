@@ -43,7 +43,7 @@ func TestIntegration_HotStandbyRTOCase(t *testing.T) {
 	r := newRun(t, d, true)
 	r.lease = rtoLease
 	out := runHotStandby(t, c, r, mode)
-	for _, l := range strings.Split(strings.TrimSpace(out.Breakdown), "\n") {
+	for _, l := range strings.Split(strings.Trim(out.Breakdown, "\n"), "\n") {
 		if l != "" {
 			fmt.Printf("RTO-STEP %s\n", l)
 		}

@@ -320,6 +320,8 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run, mode standbyMode) ou
 	}
 	w.checkRestore(ctx, t, fl2, rep1, loss.optimal)
 	if !ckptfs {
+		out.Breakdown = recoverySteps(nil, jm2, lostAt, out.LossToRunning)
+		w.say(t, "DC2's recovery after the loss:%s", out.Breakdown)
 		return *out
 	}
 	w.autoTakeoverBreakdown(t, c, lostAt, jm2, out.LossToRunning)
@@ -461,10 +463,6 @@ func (w *world) autoTakeoverBreakdown(t *testing.T, c *zktest.Cluster, lostAt ti
 	if a == nil || a.Site != "dc2" || a.State != zkbridge.AutoActivated || len(a.Steps) == 0 {
 		t.Fatalf("ckptfs status on DC2 shows the automatic takeover %+v; want DC2's, activated, with its steps", a)
 	}
-	type mark struct {
-		at   time.Time
-		what string
-	}
 	var marks []mark
 	for _, s := range a.Steps {
 		marks = append(marks, mark{s.At, "takeover " + s.Outcome + ": " + s.What})
@@ -483,8 +481,32 @@ func (w *world) autoTakeoverBreakdown(t *testing.T, c *zktest.Cluster, lostAt ti
 			marks = append(marks, mark{e.Time, "DC2's daemon: " + e.Msg})
 		}
 	}
-	if at, ok := flinkLogTime(jm2.FlinkLog, "was granted leadership", lostAt); ok {
-		marks = append(marks, mark{at, "DC2's JobManager granted leadership (Flink's log)"})
+	b := recoverySteps(marks, jm2, lostAt, running)
+	w.r.out.Breakdown = b
+	w.say(t, "DC2's recovery after the loss (ckptfs status shows the takeover by %s pid %d):%s", a.Host, a.PID, b)
+}
+
+type mark struct {
+	at   time.Time
+	what string
+}
+
+// flinkSteps are what DC2's JobManager logged of its recovery: the
+// moments after since of the first line with each of them.
+var flinkSteps = []struct{ sub, what string }{
+	{"was granted leadership", "DC2's JobManager granted leadership"},
+	{"Recovered", "DC2's JobManager recovered the job graph"},
+	{"Restoring job", "DC2's JobManager restores the checkpoint"},
+	{"switched from state CREATED to RUNNING", "DC2's job RUNNING (Flink's log)"},
+}
+
+// recoverySteps sorts marks with the Flink log's steps and the job
+// RUNNING (as REST saw it), as lines of times after lostAt.
+func recoverySteps(marks []mark, jm2 *Process, lostAt time.Time, running time.Duration) string {
+	for _, f := range flinkSteps {
+		if at, ok := flinkLogTime(jm2.FlinkLog, f.sub, lostAt); ok {
+			marks = append(marks, mark{at, f.what + " (Flink's log)"})
+		}
 	}
 	marks = append(marks, mark{lostAt.Add(running), "the job RUNNING on DC2 (REST)"})
 	slices.SortStableFunc(marks, func(x, y mark) int { return x.at.Compare(y.at) })
@@ -492,8 +514,7 @@ func (w *world) autoTakeoverBreakdown(t *testing.T, c *zktest.Cluster, lostAt ti
 	for _, m := range marks {
 		fmt.Fprintf(&b, "\n  +%6.3fs  %s", m.at.Sub(lostAt).Seconds(), m.what)
 	}
-	w.r.out.Breakdown = b.String()
-	w.say(t, "DC2's recovery after the loss (ckptfs status shows the takeover by %s pid %d):%s", a.Host, a.PID, b.String())
+	return b.String()
 }
 
 // flinkLogTime is the time of the first line of a Flink log at or after

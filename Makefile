@@ -30,7 +30,8 @@ build:
 # Debian packages the tests use: ZooKeeper 3.8 (with its JRE), a JDK for
 # the Java serialization proofs and the real-Flink job, systemd for
 # systemd-analyze verify of the units in deploy/systemd, unzip for Flink's
-# packages and nsenter for the sites' namespaces.
+# packages, nsenter for the sites' namespaces and promtool (in Debian's
+# prometheus package) for the alert rules' unit tests.
 deps:
 	@need=""; \
 	[ -x /usr/share/zookeeper/bin/zkServer.sh ] || need="$$need zookeeper"; \
@@ -39,6 +40,7 @@ deps:
 	command -v unzip >/dev/null 2>&1 || need="$$need unzip"; \
 	command -v nsenter >/dev/null 2>&1 || need="$$need util-linux"; \
 	command -v pip >/dev/null 2>&1 || need="$$need python3-pip"; \
+	command -v promtool >/dev/null 2>&1 || need="$$need prometheus"; \
 	if [ -n "$$need" ]; then \
 		echo "installing:$$need"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; \

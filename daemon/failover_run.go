@@ -104,6 +104,10 @@ func (f *failover) start(ctx context.Context, b *zkbridge.Bridge) {
 	if f.cfg.LeaseDuration <= 0 {
 		return
 	}
+	if z := f.cfg.ZooKeeper; f.cfg.Takeover == TakeoverAuto && z != nil && f.cfg.LeaseDuration > z.FlinkSessionTimeout {
+		f.log.Warn("lease-duration is longer than Flink's session timeout: an automatic takeover starts that much later than Flink's own failover (design §5.11)",
+			"timeout", z.FlinkSessionTimeout.String())
+	}
 	h, err := b.NewLeaseHolder(f.rule())
 	if err != nil {
 		f.log.Error("liveness lease", "err", err)

@@ -497,7 +497,7 @@ var flinkSteps = []struct{ sub, what string }{
 	{"was granted leadership", "DC2's JobManager granted leadership"},
 	{"Recovered", "DC2's JobManager recovered the job graph"},
 	{"Restoring job", "DC2's JobManager restores the checkpoint"},
-	{"switched from state CREATED to RUNNING", "DC2's job RUNNING (Flink's log)"},
+	{"switched from state CREATED to RUNNING", "DC2's job RUNNING"},
 }
 
 // recoverySteps sorts marks with the Flink log's steps and the job

@@ -65,6 +65,11 @@ type TakeoverOptions struct {
 	// counts every ephemeral node.
 	Counts func(*Liveness) *Liveness
 
+	// Journal, when set, is why an automatic takeover started: the
+	// takeover then keeps its journal (AutoTakeover) while it holds the
+	// lock, unless this site is active already.
+	Journal string
+
 	// beforeRetraction is a test seam, called before every retraction.
 	beforeRetraction func(job string, id int64)
 }
@@ -215,12 +220,31 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 		defer b.releaseLock(lock)
 		lock.lease = opts.Lease
 	}
+	var j *journal
+	if opts.Journal != "" && lock != nil {
+		if active, _, err := b.readActiveSite(ctx, paths); err == nil && active != b.cfg.Site {
+			j = b.openJournal(ctx, paths, lock, opts.Journal)
+		}
+	}
+	defer func() {
+		if j != nil && j.rec.State == AutoRunning {
+			j.end(ctx, AutoStopped, "ended without a decision: "+rep.Decision, rep.Epoch)
+		}
+	}()
+	j.step(ctx, "takeover lock acquired", "ok")
 
 	start := time.Now()
-	live, err := b.waitDead(ctx, l, opts.Wait, min(opts.Quiet, opts.Wait), opts.Counts)
+	live, err := b.waitDead(ctx, l, opts.Wait, min(opts.Quiet, opts.Wait), opts.Counts, j)
 	rep.Waited = Duration(time.Since(start).Round(time.Millisecond))
 	if err != nil {
+		rep.Decision = err.Error()
 		return nil, err
+	}
+	j.waiting(ctx, "")
+	if live.Alive {
+		j.step(ctx, fmt.Sprintf("%s after waiting %v", live, time.Duration(rep.Waited)), "refused")
+	} else {
+		j.step(ctx, fmt.Sprintf("no JobManager that must vanish is alive (waited %v)", time.Duration(rep.Waited)), "ok")
 	}
 	rep.JobManager = live
 	if live.Alive && !opts.DryRun {
@@ -270,6 +294,7 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 			return rep, err
 		}
 		rep.Jobs = append(rep.Jobs, jt)
+		j.job(ctx, jt)
 	}
 
 	switch {
@@ -281,6 +306,7 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 		rep.Decision = fmt.Sprintf("site %s was already active (epoch %d)", b.cfg.Site, ep.value)
 	case rep.Refused() && !opts.ActivateAnyway:
 		rep.Decision = fmt.Sprintf("site %s not activated: some job has no pointer this site holds completely", b.cfg.Site)
+		j.end(ctx, AutoRefused, rep.Decision, ep.value)
 	case opts.DryRun:
 		rep.Decision = fmt.Sprintf("dry run: would make site %s active with epoch %d", b.cfg.Site, ep.value+1)
 	default:
@@ -294,6 +320,7 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 			rep.Decision += " (activated anyway although some job was refused)"
 		}
 		log.Info("site activated", "epoch", rep.Epoch)
+		j.end(ctx, AutoActivated, rep.Decision, rep.Epoch)
 	}
 	return rep, nil
 }

@@ -66,6 +66,11 @@ type TakeoverOptions struct {
 	// counts every ephemeral node.
 	Counts func(*Liveness) *Liveness
 
+	// Journal, when set, is why an automatic takeover started: the
+	// takeover then keeps its journal (AutoTakeover) while it holds the
+	// lock, unless this site is active already.
+	Journal string
+
 	// beforeRetraction is a test seam, called before every retraction,
 	// one call at a time.
 	beforeRetraction func(job string, id int64)
@@ -217,12 +222,31 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 		defer b.releaseLock(lock)
 		lock.lease = opts.Lease
 	}
+	var j *journal
+	if opts.Journal != "" && lock != nil {
+		if active, _, err := b.readActiveSite(ctx, paths); err == nil && active != b.cfg.Site {
+			j = b.openJournal(ctx, paths, lock, opts.Journal)
+		}
+	}
+	defer func() {
+		if j != nil && j.rec.State == AutoRunning {
+			j.end(ctx, AutoStopped, "ended without a decision: "+rep.Decision, rep.Epoch)
+		}
+	}()
+	j.step(ctx, "takeover lock acquired", "ok")
 
 	start := time.Now()
-	live, err := b.waitDead(ctx, l, opts.Wait, min(opts.Quiet, opts.Wait), opts.Counts)
+	live, err := b.waitDead(ctx, l, opts.Wait, min(opts.Quiet, opts.Wait), opts.Counts, j)
 	rep.Waited = Duration(time.Since(start).Round(time.Millisecond))
 	if err != nil {
+		rep.Decision = err.Error()
 		return nil, err
+	}
+	j.waiting(ctx, "")
+	if live.Alive {
+		j.step(ctx, fmt.Sprintf("%s after waiting %v", live, time.Duration(rep.Waited)), "refused")
+	} else {
+		j.step(ctx, fmt.Sprintf("no JobManager that must vanish is alive (waited %v)", time.Duration(rep.Waited)), "ok")
 	}
 	rep.JobManager = live
 	if live.Alive && !opts.DryRun {
@@ -261,7 +285,9 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 	if err != nil {
 		return nil, err
 	}
-	if err := b.takeoverJobs(ctx, paths, lock, ep, l, markers[b.cfg.Site], opts, rep); err != nil {
+	err = b.takeoverJobs(ctx, paths, lock, ep, l, markers[b.cfg.Site], opts, rep)
+	j.jobs(ctx, rep.Jobs)
+	if err != nil {
 		return rep, err
 	}
 
@@ -274,6 +300,7 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 		rep.Decision = fmt.Sprintf("site %s was already active (epoch %d)", b.cfg.Site, ep.value)
 	case rep.Refused() && !opts.ActivateAnyway:
 		rep.Decision = fmt.Sprintf("site %s not activated: some job has no pointer this site holds completely", b.cfg.Site)
+		j.end(ctx, AutoRefused, rep.Decision, ep.value)
 	case opts.DryRun:
 		rep.Decision = fmt.Sprintf("dry run: would make site %s active with epoch %d", b.cfg.Site, ep.value+1)
 	default:
@@ -287,6 +314,7 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 			rep.Decision += " (activated anyway although some job was refused)"
 		}
 		log.Info("site activated", "epoch", rep.Epoch)
+		j.end(ctx, AutoActivated, rep.Decision, rep.Epoch)
 	}
 	return rep, nil
 }

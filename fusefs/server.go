@@ -39,12 +39,32 @@ func Mount(cfg Config) (*Server, error) {
 	backing := filepath.Clean(cfg.Backing)
 	mountPoint := filepath.Clean(cfg.MountPoint)
 
-	var st syscall.Stat_t
-	if err := syscall.Stat(backing, &st); err != nil {
-		return nil, fmt.Errorf("backing directory: %w", &os.PathError{Op: "stat", Path: backing, Err: err})
+	// A NAS that hangs at start must not hang the start (issue 18): the
+	// stat is waited for ProbeTimeout, then the mount comes up without
+	// the backing's device number (it only offsets inode numbers) and
+	// its requests wait on the NAS as they would later.
+	type statResult struct {
+		st  syscall.Stat_t
+		err error
 	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		return nil, fmt.Errorf("backing %s is not a directory", backing)
+	var st syscall.Stat_t
+	stated := make(chan statResult, 1)
+	go func() {
+		var r statResult
+		r.err = syscall.Stat(backing, &r.st)
+		stated <- r
+	}()
+	select {
+	case r := <-stated:
+		if r.err != nil {
+			return nil, fmt.Errorf("backing directory: %w", &os.PathError{Op: "stat", Path: backing, Err: r.err})
+		}
+		st = r.st
+		if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			return nil, fmt.Errorf("backing %s is not a directory", backing)
+		}
+	case <-time.After(cfg.ProbeTimeout):
+		log.Warn("the backing directory does not answer its stat: mounting it unchecked", "backing", backing, "waited", cfg.ProbeTimeout.String())
 	}
 	if err := recoverMountPoint(mountPoint, cfg.ProbeTimeout, log); err != nil {
 		return nil, err
@@ -79,7 +99,7 @@ func Mount(cfg Config) (*Server, error) {
 		fsys.reports = newReporter(cfg.Sealer, log, &fsys.stats)
 	}
 	go srv.Serve()
-	if err := srv.WaitMount(); err != nil {
+	if err := waitMount(srv, mountPoint, cfg.ProbeTimeout, log); err != nil {
 		err = errors.Join(fmt.Errorf("mount %s: %w", mountPoint, err), srv.Unmount())
 		if fsys.reports != nil {
 			fsys.reports.close()
@@ -329,3 +349,28 @@ func (s *Server) Stats() Stats { return s.fsys.stats.snapshot() }
 // Passthrough reports whether read-only opens are offered to the kernel
 // as passthrough files.
 func (s *Server) Passthrough() bool { return s.fsys.passthrough.Load() }
+
+// waitMount is srv.WaitMount, which after the kernel's INIT opens a file
+// on the new mount (go-fuse's poll hack): the kernel first asks for the
+// root's attributes, which wait on the backing directory. On a NAS that
+// hangs that would hang the start, so once the mount is in the mount
+// table, Mount waits for it at most timeout and then goes on; the hack
+// completes when the NAS answers.
+func waitMount(srv *fuse.Server, mountPoint string, timeout time.Duration, log *slog.Logger) error {
+	done := make(chan error, 1)
+	go func() { done <- srv.WaitMount() }()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-t.C:
+			if ms, err := mountsAt(mountPoint); err == nil && len(ms) > 0 {
+				log.Warn("the mount's first request waits on the backing directory: serving without waiting for it", "waited", timeout.String())
+				return nil
+			}
+			t.Reset(timeout)
+		}
+	}
+}

@@ -26,6 +26,8 @@ type Server struct {
 
 	// transition serializes SetMode calls.
 	transition sync.Mutex
+	// waited is closed when go-fuse's WaitMount returned (see waitMount).
+	waited <-chan struct{}
 }
 
 // Mount validates cfg, recovers a mount point left behind by a daemon
@@ -99,7 +101,8 @@ func Mount(cfg Config) (*Server, error) {
 		fsys.reports = newReporter(cfg.Sealer, log, &fsys.stats)
 	}
 	go srv.Serve()
-	if err := waitMount(srv, mountPoint, cfg.ProbeTimeout, log); err != nil {
+	waited, err := waitMount(srv, mountPoint, cfg.ProbeTimeout, log)
+	if err != nil {
 		err = errors.Join(fmt.Errorf("mount %s: %w", mountPoint, err), srv.Unmount())
 		if fsys.reports != nil {
 			fsys.reports.close()
@@ -117,7 +120,7 @@ func Mount(cfg Config) (*Server, error) {
 	if ms, err := mountsAt(mountPoint); err == nil && len(ms) > 0 {
 		conn = ms[len(ms)-1].dev
 	}
-	return &Server{fsys: fsys, root: root, fuse: srv, mountPoint: mountPoint, conn: conn}, nil
+	return &Server{fsys: fsys, root: root, fuse: srv, mountPoint: mountPoint, conn: conn, waited: waited}, nil
 }
 
 // mountOptions are the go-fuse options of a mount of cfg: kernel
@@ -181,6 +184,14 @@ func (s *Server) MountPoint() string { return s.mountPoint }
 // the Sealer got everything reported. It fails with EBUSY while files on
 // the mount are open.
 func (s *Server) Unmount() error {
+	// go-fuse's WaitMount reads what its Unmount writes: let one left
+	// waiting on the NAS at start finish first, if it does soon.
+	if s.waited != nil {
+		select {
+		case <-s.waited:
+		case <-time.After(orphanGrace):
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- s.fuse.Unmount() }()
 	var err error
@@ -356,19 +367,23 @@ func (s *Server) Passthrough() bool { return s.fsys.passthrough.Load() }
 // hangs that would hang the start, so once the mount is in the mount
 // table, Mount waits for it at most timeout and then goes on; the hack
 // completes when the NAS answers.
-func waitMount(srv *fuse.Server, mountPoint string, timeout time.Duration, log *slog.Logger) error {
-	done := make(chan error, 1)
-	go func() { done <- srv.WaitMount() }()
+func waitMount(srv *fuse.Server, mountPoint string, timeout time.Duration, log *slog.Logger) (<-chan struct{}, error) {
+	waited := make(chan struct{})
+	var err error
+	go func() {
+		err = srv.WaitMount()
+		close(waited)
+	}()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for {
 		select {
-		case err := <-done:
-			return err
+		case <-waited:
+			return waited, err
 		case <-t.C:
-			if ms, err := mountsAt(mountPoint); err == nil && len(ms) > 0 {
+			if ms, merr := mountsAt(mountPoint); merr == nil && len(ms) > 0 {
 				log.Warn("the mount's first request waits on the backing directory: serving without waiting for it", "waited", timeout.String())
-				return nil
+				return waited, nil
 			}
 			t.Reset(timeout)
 		}

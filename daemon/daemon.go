@@ -63,7 +63,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer metricsLn.Close()
 	}
-	pin, err := pinBacking(cfg.Backing)
+	pin, err := pinBacking(cfg.Backing, cfg.Catalog.BackingTimeout, log)
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,11 @@ type backingPin struct {
 	// lost: GUARDED_BY(mu). Why a primary's backing is no longer the
 	// pinned one; empty while it is. Never cleared.
 	lost string
+	// pending: GUARDED_BY(mu). No stat has answered yet (a NAS hung
+	// since the start); the first that does sets id.
+	pending bool
+	// timeout bounds repin's stat (the mode follower must not hang).
+	timeout time.Duration
 }
 
 type dirID struct{ dev, ino uint64 }
@@ -55,12 +60,39 @@ func gone(err error) bool {
 
 var errNotDir = errors.New("not a directory")
 
-func pinBacking(path string) (*backingPin, error) {
-	id, err := statDir(path)
+// statDirWithin is statDir, given up after d (timedOut): the stat is
+// left behind on a NAS that hangs.
+func statDirWithin(path string, d time.Duration) (id dirID, timedOut bool, err error) {
+	type result struct {
+		id  dirID
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		id, err := statDir(path)
+		done <- result{id, err}
+	}()
+	select {
+	case r := <-done:
+		return r.id, false, r.err
+	case <-time.After(d):
+		return dirID{}, true, nil
+	}
+}
+
+// pinBacking pins path, waiting at most timeout: a NAS that hangs at
+// start leaves the pin pending, and the first check that gets an answer
+// pins what the path holds then (issue 18: the daemon starts anyway).
+func pinBacking(path string, timeout time.Duration, log *slog.Logger) (*backingPin, error) {
+	id, timedOut, err := statDirWithin(path, timeout)
+	if timedOut {
+		log.Warn("the backing directory does not answer its stat: starting with its pin pending", "backing", path, "waited", timeout.String())
+		return &backingPin{path: path, pending: true, timeout: timeout}, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("backing: %w", err)
 	}
-	return &backingPin{path: path, id: id}, nil
+	return &backingPin{path: path, id: id, timeout: timeout}, nil
 }
 
 // replaced reports whether a primary's backing was replaced.
@@ -80,14 +112,19 @@ func (p *backingPin) problem() error {
 	return fmt.Errorf("the backing directory was replaced (%s); the mount is fenced: restart it once the NAS is back", p.lost)
 }
 
-// repin pins what the path holds now: a replica becoming primary.
+// repin pins what the path holds now: a replica becoming primary. On a
+// NAS that does not answer within the pin's timeout the pin is left
+// pending, and the next check that gets an answer pins.
 func (p *backingPin) repin() {
-	if id, err := statDir(p.path); err == nil {
-		p.mu.Lock()
-		if p.lost == "" {
-			p.id = id
-		}
-		p.mu.Unlock()
+	id, timedOut, err := statDirWithin(p.path, p.timeout)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.lost != "":
+	case timedOut:
+		p.pending = true
+	case err == nil:
+		p.id, p.pending = id, false
 	}
 }
 
@@ -96,7 +133,12 @@ func (p *backingPin) check(mode fusefs.Mode, log *slog.Logger) {
 	id, err := statDir(p.path)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.lost != "" || (err == nil && id == p.id) || (err != nil && !gone(err)) {
+	if p.pending && err == nil {
+		log.Info("the backing directory answers: pinned", "backing", p.path, "detected", id.String())
+		p.id, p.pending = id, false
+		return
+	}
+	if p.pending || p.lost != "" || (err == nil && id == p.id) || (err != nil && !gone(err)) {
 		// A NAS that fails (EIO, a timeout) is not a replaced one: the
 		// catalog's health reports it.
 		return

@@ -26,6 +26,8 @@ type Server struct {
 
 	// transition serializes SetMode calls.
 	transition sync.Mutex
+	// waited is closed when go-fuse's WaitMount returned (see waitMount).
+	waited <-chan struct{}
 }
 
 // Mount validates cfg, recovers a mount point left behind by a daemon
@@ -39,12 +41,32 @@ func Mount(cfg Config) (*Server, error) {
 	backing := filepath.Clean(cfg.Backing)
 	mountPoint := filepath.Clean(cfg.MountPoint)
 
-	var st syscall.Stat_t
-	if err := syscall.Stat(backing, &st); err != nil {
-		return nil, fmt.Errorf("backing directory: %w", &os.PathError{Op: "stat", Path: backing, Err: err})
+	// A NAS that hangs at start must not hang the start (issue 18): the
+	// stat is waited for ProbeTimeout, then the mount comes up without
+	// the backing's device number (it only offsets inode numbers) and
+	// its requests wait on the NAS as they would later.
+	type statResult struct {
+		st  syscall.Stat_t
+		err error
 	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		return nil, fmt.Errorf("backing %s is not a directory", backing)
+	var st syscall.Stat_t
+	stated := make(chan statResult, 1)
+	go func() {
+		var r statResult
+		r.err = syscall.Stat(backing, &r.st)
+		stated <- r
+	}()
+	select {
+	case r := <-stated:
+		if r.err != nil {
+			return nil, fmt.Errorf("backing directory: %w", &os.PathError{Op: "stat", Path: backing, Err: r.err})
+		}
+		st = r.st
+		if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			return nil, fmt.Errorf("backing %s is not a directory", backing)
+		}
+	case <-time.After(cfg.ProbeTimeout):
+		log.Warn("the backing directory does not answer its stat: mounting it unchecked", "backing", backing, "waited", cfg.ProbeTimeout.String())
 	}
 	if err := recoverMountPoint(mountPoint, cfg.ProbeTimeout, log); err != nil {
 		return nil, err
@@ -79,7 +101,8 @@ func Mount(cfg Config) (*Server, error) {
 		fsys.reports = newReporter(cfg.Sealer, log, &fsys.stats)
 	}
 	go srv.Serve()
-	if err := srv.WaitMount(); err != nil {
+	waited, err := waitMount(srv, mountPoint, cfg.ProbeTimeout, log)
+	if err != nil {
 		err = errors.Join(fmt.Errorf("mount %s: %w", mountPoint, err), srv.Unmount())
 		if fsys.reports != nil {
 			fsys.reports.close()
@@ -97,7 +120,7 @@ func Mount(cfg Config) (*Server, error) {
 	if ms, err := mountsAt(mountPoint); err == nil && len(ms) > 0 {
 		conn = ms[len(ms)-1].dev
 	}
-	return &Server{fsys: fsys, root: root, fuse: srv, mountPoint: mountPoint, conn: conn}, nil
+	return &Server{fsys: fsys, root: root, fuse: srv, mountPoint: mountPoint, conn: conn, waited: waited}, nil
 }
 
 // mountOptions are the go-fuse options of a mount of cfg: kernel
@@ -161,6 +184,14 @@ func (s *Server) MountPoint() string { return s.mountPoint }
 // the Sealer got everything reported. It fails with EBUSY while files on
 // the mount are open.
 func (s *Server) Unmount() error {
+	// go-fuse's WaitMount reads what its Unmount writes: let one left
+	// waiting on the NAS at start finish first, if it does soon.
+	if s.waited != nil {
+		select {
+		case <-s.waited:
+		case <-time.After(orphanGrace):
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- s.fuse.Unmount() }()
 	var err error
@@ -329,3 +360,32 @@ func (s *Server) Stats() Stats { return s.fsys.stats.snapshot() }
 // Passthrough reports whether read-only opens are offered to the kernel
 // as passthrough files.
 func (s *Server) Passthrough() bool { return s.fsys.passthrough.Load() }
+
+// waitMount is srv.WaitMount, which after the kernel's INIT opens a file
+// on the new mount (go-fuse's poll hack): the kernel first asks for the
+// root's attributes, which wait on the backing directory. On a NAS that
+// hangs that would hang the start, so once the mount is in the mount
+// table, Mount waits for it at most timeout and then goes on; the hack
+// completes when the NAS answers.
+func waitMount(srv *fuse.Server, mountPoint string, timeout time.Duration, log *slog.Logger) (<-chan struct{}, error) {
+	waited := make(chan struct{})
+	var err error
+	go func() {
+		err = srv.WaitMount()
+		close(waited)
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case <-waited:
+			return waited, err
+		case <-t.C:
+			if ms, merr := mountsAt(mountPoint); merr == nil && len(ms) > 0 {
+				log.Warn("the mount's first request waits on the backing directory: serving without waiting for it", "waited", timeout.String())
+				return waited, nil
+			}
+			t.Reset(timeout)
+		}
+	}
+}

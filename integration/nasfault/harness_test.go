@@ -78,6 +78,13 @@ func realCheckpoint(t *testing.T) (string, int64) {
 // configuration.
 func startSite(t *testing.T, mode fusefs.Mode, tweak func(*daemon.Config)) *site {
 	t.Helper()
+	return startSiteOn(t, mode, tweak, nil)
+}
+
+// startSiteOn is startSite with faults set by before on the NAS before
+// the daemon starts.
+func startSiteOn(t *testing.T, mode fusefs.Mode, tweak func(*daemon.Config), before func(*faultfs.FS)) *site {
+	t.Helper()
 	mounttest.RequireFUSE(t)
 	src, id := realCheckpoint(t)
 	top := t.TempDir()
@@ -109,6 +116,9 @@ func startSite(t *testing.T, mode fusefs.Mode, tweak func(*daemon.Config)) *site
 	if tweak != nil {
 		tweak(&cfg)
 	}
+	if before != nil {
+		before(s.fault)
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -118,10 +128,26 @@ func startSite(t *testing.T, mode fusefs.Mode, tweak func(*daemon.Config)) *site
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop, s.done = stop, make(chan error, 1)
 	go func() { s.done <- daemon.Run(ctx, cfg) }()
-	buf := make([]byte, 16)
-	if n, _ := r.Read(buf); string(buf[:n]) != "READY\n" {
+	// A daemon that hangs at start fails the test, not the run: the NAS
+	// is released for it.
+	ready := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 16)
+		n, _ := r.Read(buf)
+		ready <- string(buf[:n])
+	}()
+	select {
+	case got := <-ready:
+		if got != "READY\n" {
+			stop()
+			t.Fatalf("daemon not ready: %v", <-s.done)
+		}
+	case <-time.After(30 * time.Second):
+		buf := make([]byte, 1<<20)
+		stack := buf[:runtime.Stack(buf, true)]
+		s.fault.Clear()
 		stop()
-		t.Fatalf("daemon not ready: %v", <-s.done)
+		t.Fatalf("daemon not ready within 30s: %v\nlog:\n%s\ngoroutines:\n%s", <-s.done, s.logs, stack)
 	}
 	// Cleanups run last in, first out: the daemon stops (and the NAS is
 	// released for it) before faultfs unmounts.

@@ -353,7 +353,7 @@ func TestCorpusHAEncoderMatches(t *testing.T) {
 			}
 			ours, err := flinkha.EncodeCompletedCheckpoint(flinkha.CheckpointSpec{JobID: cc.JobID, CheckpointID: cc.CheckpointID,
 				Timestamp: cc.Timestamp, CompletionTimestamp: cc.CompletionTimestamp, ExternalPointer: cc.ExternalPointer,
-				MetadataSize: cc.Metadata.Size, Retention: flinkha.RetainOnCancellation, Metadata: m})
+				MetadataSize: cc.Metadata.Size, Retention: flinkha.RetainOnCancellation, Metadata: m, FieldSet: cc.FieldSet})
 			if err != nil {
 				t.Logf("not encodable yet: %v", err)
 				return

@@ -96,7 +96,10 @@ func realChangelogs(tb testing.TB) [][]byte {
 		if !strings.HasPrefix(e.Kind, "changelog") {
 			continue
 		}
+		// <job>/dstl/<uuid>; Flink 1.15 writes <uuid> straight below.
 		files, _ := filepath.Glob(filepath.Join(e.Storage(), "changelog", "*", "dstl", "*"))
+		flat, _ := filepath.Glob(filepath.Join(e.Storage(), "changelog", "*-*"))
+		files = append(files, flat...)
 		for _, f := range files {
 			data, err := os.ReadFile(f)
 			if err != nil {

@@ -298,7 +298,7 @@ func TestCorpusKinds(t *testing.T) {
 				want["canonical and native savepoints"] = len(e.Savepoints) == 2
 			case "changelog":
 				want["changelog files"] = kinds[metadata.KindChangelog] > 0
-			case "changelog-compressed":
+			case "changelog-compressed", "changelog-compressed-chunks":
 				want["changelog files"] = kinds[metadata.KindChangelog] > 0
 				want["only Snappy-compressed changelog files"] = compressedChangelogs(t, &e) == kinds[metadata.KindChangelog]
 			case "changelog-memory":

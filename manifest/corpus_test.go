@@ -351,7 +351,7 @@ func TestCorpusHAEncoderMatches(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ours, err := flinkha.EncodeCompletedCheckpoint(flinkha.CheckpointSpec{JobID: cc.JobID, CheckpointID: cc.CheckpointID,
+			ours, err := flinkha.EncodeCompletedCheckpoint(flinkha.CheckpointSpec{Release: e.Release, JobID: cc.JobID, CheckpointID: cc.CheckpointID,
 				Timestamp: cc.Timestamp, CompletionTimestamp: cc.CompletionTimestamp, ExternalPointer: cc.ExternalPointer,
 				MetadataSize: cc.Metadata.Size, Retention: flinkha.RetainOnCancellation, Metadata: m, FieldSet: cc.FieldSet})
 			if err != nil {

@@ -22,8 +22,9 @@ const restoreSettle = 10 * time.Second
 // CorpusRestoreEnv turns on TestCorpusRestore (make corpus-restore).
 const CorpusRestoreEnv = "CKPTFS_CORPUS_RESTORE"
 
-// TestCorpusRestore restores every committed corpus entry's newest
-// checkpoint and savepoints with real Flink (the seqjob in an embedded
+// TestCorpusRestore restores every corpus entry's (flinkdata.Corpus; of
+// the releases CorpusVersionsEnv and the kinds CorpusKindsEnv name,
+// default all) newest checkpoint and savepoints with real Flink (the seqjob in an embedded
 // MiniCluster of the entry's release, with the entry's state settings)
 // through a ckptfs replica mount at Flink's storage path, in a site of its
 // own. Then, one referenced file removed from the replica: the mount hides
@@ -42,8 +43,9 @@ func TestCorpusRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	kinds := strings.Fields(os.Getenv(CorpusKindsEnv))
+	versions := strings.Fields(os.Getenv(CorpusVersionsEnv))
 	for _, e := range flinkdata.Corpus(t) {
-		if len(kinds) > 0 && !slices.Contains(kinds, e.Kind) {
+		if len(kinds) > 0 && !slices.Contains(kinds, e.Kind) || len(versions) > 0 && !slices.Contains(versions, e.Release) {
 			continue
 		}
 		i := slices.IndexFunc(all, func(r Release) bool { return r.Version == e.Release })

@@ -87,12 +87,14 @@ func corpusKinds() []corpusKind {
 		}
 	}
 	rocksIncr := with(backend("rocksdb"), incremental(true))
+	// The state.changelog.* names are 1.20's (StateChangelogOptions);
+	// 1.15-1.19 know only state.backend.changelog.* and ignore them.
 	changelog := with(backend("hashmap"), func(d Dist) map[string]string {
 		return map[string]string{
-			pick(d, "state.backend.changelog.enabled", "state.changelog.enabled", [2]int{1, 16}): "true",
-			pick(d, "state.backend.changelog.storage", "state.changelog.storage", [2]int{1, 16}): "filesystem",
+			pick(d, "state.backend.changelog.enabled", "state.changelog.enabled", [2]int{1, 20}): "true",
+			pick(d, "state.backend.changelog.storage", "state.changelog.storage", [2]int{1, 20}): "filesystem",
 			"dstl.dfs.base-path": "file://{root}/changelog",
-			pick(d, "state.backend.changelog.periodic-materialize.interval", "state.changelog.periodic-materialize.interval", [2]int{1, 16}): "2 s",
+			pick(d, "state.backend.changelog.periodic-materialize.interval", "state.changelog.periodic-materialize.interval", [2]int{1, 20}): "2 s",
 		}
 	})
 	return []corpusKind{
@@ -114,7 +116,7 @@ func corpusKinds() []corpusKind {
 		// InMemoryStateChangelogStorageFactory): the changes ride inline in
 		// _metadata, as InMemoryChangelogStateHandle (tag 9).
 		{name: "changelog-memory", since: [2]int{1, 15}, settings: with(changelog, func(d Dist) map[string]string {
-			return map[string]string{pick(d, "state.backend.changelog.storage", "state.changelog.storage", [2]int{1, 16}): "memory"}
+			return map[string]string{pick(d, "state.backend.changelog.storage", "state.changelog.storage", [2]int{1, 20}): "memory"}
 		}), checkpoints: 6},
 		{name: "file-merging", since: [2]int{1, 20}, settings: with(rocksIncr, func(d Dist) map[string]string {
 			return map[string]string{"execution.checkpointing.file-merging.enabled": "true"}
@@ -361,7 +363,11 @@ func corpusRun(t *testing.T, c *zktest.Cluster, d Dist, k corpusKind, outDir str
 		jm.Signal(syscall.SIGCONT)
 		tm.Signal(syscall.SIGCONT)
 		if attempt == 40 {
-			t.Fatalf("no moment without a checkpoint in flight in %d attempts", attempt)
+			var dirs []string
+			for _, chk := range chks {
+				dirs = append(dirs, corpusRel(root, chk))
+			}
+			t.Fatalf("no moment without a checkpoint in flight in %d attempts: ZooKeeper points at %v, the job directory holds %v", attempt, pointers, dirs)
 		}
 		time.Sleep(time.Duration(100+37*attempt%300) * time.Millisecond)
 	}

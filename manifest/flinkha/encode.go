@@ -30,8 +30,15 @@ const (
 // Flink's JobManager writes to high-availability.storageDir when a
 // checkpoint completes.
 type CheckpointSpec struct {
-	FieldSet     FieldSet // "" means FieldSet115
-	JobID        string   // 32 hex digits
+	FieldSet FieldSet // "" means FieldSet115
+	// Release is the Flink release whose FieldSet115 classes to write
+	// ("major.minor", a patch level ignored): CompletedCheckpoint's
+	// restoredProps (1.16 on), OperatorState's operatorName and
+	// operatorUid (2.0 on), OperatorSubtaskState's
+	// upstreamOutputBufferState (2.3 on). Empty means the newest release
+	// that writes Metadata's version (1.20 without Metadata).
+	Release      string
+	JobID        string // 32 hex digits
 	CheckpointID int64
 	Timestamp    int64 // trigger time, ms since the epoch
 	// CompletionTimestamp is stored as is from 1.15 on, as the duration
@@ -92,8 +99,14 @@ type builder struct {
 
 func newBuilder(spec CheckpointSpec) (*builder, error) {
 	b := &builder{spec: spec, fs: spec.FieldSet}
-	// Metadata version 5 is Flink 2.0's: its HA files have 2.x's fields.
-	b.c.flink2 = spec.Metadata != nil && spec.Metadata.Version >= 5
+	var version int32
+	if spec.Metadata != nil {
+		version = spec.Metadata.Version
+	}
+	var err error
+	if b.c.shapes, err = shapesOf(spec.Release, version); err != nil {
+		return nil, err
+	}
 	if b.fs == "" {
 		b.fs = FieldSet115
 	}
@@ -306,7 +319,7 @@ func (b *builder) operatorState(op *metadata.Operator, id *javaser.Object) (*jav
 	}
 	o := javaser.NewObject(class).
 		With("operatorID", id).With("parallelism", op.Parallelism).With("maxParallelism", op.MaxParallelism)
-	if b.c.flink2 {
+	if b.c.shapes.opNames {
 		if op.Name != "" {
 			o.With("operatorName", op.Name)
 		}
@@ -381,7 +394,7 @@ func (b *builder) subtaskState(st *metadata.Subtask) (*javaser.Object, error) {
 		return nil, fmt.Errorf("output channel state: %w", err)
 	}
 	o := javaser.NewObject(b.c.subtaskState())
-	if b.c.flink2 {
+	if b.c.shapes.upstream {
 		o.With("upstreamOutputBufferState", b.emptyCollection())
 	}
 	return o.With("managedOperatorState", mo).With("rawOperatorState", ro).
@@ -482,7 +495,7 @@ func (b *builder) finishedSubtask() *javaser.Object {
 			With("managedKeyedState", b.emptyCollection()).With("rawKeyedState", b.emptyCollection()).
 			With("inputChannelState", b.emptyCollection()).With("resultSubpartitionState", b.emptyCollection()).
 			With("inputRescalingDescriptor", b.noRescaling()).With("outputRescalingDescriptor", b.noRescaling())
-		if b.c.flink2 {
+		if b.c.shapes.upstream {
 			b.finished.With("upstreamOutputBufferState", b.emptyCollection())
 		}
 	}
@@ -753,6 +766,7 @@ func (b *builder) incremental(k *metadata.KeyedHandle) (javaser.Value, sizes, er
 	total += size
 	list := func(named []metadata.NamedHandle, what string) (*javaser.Object, error) {
 		var items []javaser.Value
+		var entries []javaser.MapEntry
 		for _, nh := range named {
 			if nh.Handle == nil {
 				return nil, fmt.Errorf("%s state %q has no handle", what, nh.LocalName)
@@ -762,7 +776,14 @@ func (b *builder) incremental(k *metadata.KeyedHandle) (javaser.Value, sizes, er
 				return nil, fmt.Errorf("%s state %q: %w", what, nh.LocalName, err)
 			}
 			total += size
+			if b.c.shapes.mapIncremental {
+				entries = append(entries, javaser.MapEntry{Key: b.stateHandleID(nh.LocalName), Value: h})
+				continue
+			}
 			items = append(items, javaser.NewObject(b.c.handleAndLocalPath()).With("handle", h).With("localPath", nh.LocalName))
+		}
+		if b.c.shapes.mapIncremental { // before 1.16: keyed by the local name
+			return b.c.jdk.HashMap(entries...), nil
 		}
 		return b.c.jdk.ArrayList(items...), nil
 	}

@@ -298,7 +298,7 @@ func TestCorpusKinds(t *testing.T) {
 				want["canonical and native savepoints"] = len(e.Savepoints) == 2
 			case "changelog":
 				want["changelog files"] = kinds[metadata.KindChangelog] > 0
-			case "changelog-compressed":
+			case "changelog-compressed", "changelog-compressed-chunks":
 				want["changelog files"] = kinds[metadata.KindChangelog] > 0
 				want["only Snappy-compressed changelog files"] = compressedChangelogs(t, &e) == kinds[metadata.KindChangelog]
 			case "changelog-memory":
@@ -353,7 +353,7 @@ func TestCorpusHAEncoderMatches(t *testing.T) {
 			}
 			ours, err := flinkha.EncodeCompletedCheckpoint(flinkha.CheckpointSpec{Release: e.Release, JobID: cc.JobID, CheckpointID: cc.CheckpointID,
 				Timestamp: cc.Timestamp, CompletionTimestamp: cc.CompletionTimestamp, ExternalPointer: cc.ExternalPointer,
-				MetadataSize: cc.Metadata.Size, Retention: flinkha.RetainOnCancellation, Metadata: m})
+				MetadataSize: cc.Metadata.Size, Retention: flinkha.RetainOnCancellation, Metadata: m, FieldSet: cc.FieldSet})
 			if err != nil {
 				t.Logf("not encodable yet: %v", err)
 				return

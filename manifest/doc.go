@@ -34,6 +34,14 @@
 // merges repeated paths, decides which files need a stat, and hands new
 // files to stat workers. Parses on one Verifier take turns.
 //
+// Sizes come from the handles, except for one kind of file: a changelog
+// (DSTL) file is a flag byte and its changes, Snappy-framed when
+// dstl.dfs.compression.enabled, and its handles count the uncompressed
+// changes. Its flag byte is read, and when compressed its chunk headers
+// (dstl.go): their uncompressed lengths must add up to the handle's size
+// and the last chunk must end where the file does. What was found is
+// kept per file version, so each version is read once.
+//
 // Besides checkpoints, a JobManager recovering a job on another site
 // reads the job graph (execution plan) HA file, the job's blobs and its
 // job result store entries; any of them missing or torn ends the

@@ -107,6 +107,11 @@ func corpusKinds() []corpusKind {
 		{name: "changelog-compressed", since: [2]int{1, 15}, settings: with(changelog, func(d Dist) map[string]string {
 			return map[string]string{"dstl.dfs.compression.enabled": "true"}
 		}), checkpoints: 6},
+		// The same with 1 KiB values: DSTL files of several 64 KiB
+		// chunks.
+		{name: "changelog-compressed-chunks", since: [2]int{1, 15}, settings: with(changelog, func(d Dist) map[string]string {
+			return map[string]string{"dstl.dfs.compression.enabled": "true"}
+		}), args: []string{"--payload", "1024"}, checkpoints: 4},
 		// The in-memory changelog storage (flink-runtime's
 		// InMemoryStateChangelogStorageFactory): the changes ride inline in
 		// _metadata, as InMemoryChangelogStateHandle (tag 9).

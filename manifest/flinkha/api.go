@@ -32,9 +32,12 @@ const (
 	// FieldSet15 is Flink 1.5 to 1.14: storageLocation, metadataHandle,
 	// externalPointer, duration.
 	FieldSet15 FieldSet = "1.5-1.14"
-	// FieldSet115 is Flink 1.15 and later: completionTimestamp instead of
-	// duration, restoredProps.
+	// FieldSet115 is Flink 1.16 and later (1.20.5 and 2.3.0 write it):
+	// completionTimestamp instead of duration, restoredProps.
 	FieldSet115 FieldSet = "1.15+"
+	// FieldSet1150 is FieldSet115 without restoredProps, as real Flink
+	// 1.15.4 (and 1.14.5, whose CheckpointProperties are 1.5's) writes it.
+	FieldSet1150 FieldSet = "1.15"
 )
 
 // FileRef is one file an HA file needs: every *FileStateHandle-like object

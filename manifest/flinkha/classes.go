@@ -402,6 +402,9 @@ func (c *classes) completedCheckpoint(fs FieldSet) *javaser.ClassDesc {
 	case FieldSet15:
 		fields = append(fields, fLong("duration"), obj("metadataHandle", sigStream),
 			obj("storageLocation", "Lorg/apache/flink/runtime/state/CompletedCheckpointStorageLocation;"))
+	case FieldSet1150:
+		fields = append(fields, fLong("completionTimestamp"), obj("metadataHandle", sigStream),
+			obj("storageLocation", "Lorg/apache/flink/runtime/state/CompletedCheckpointStorageLocation;"))
 	default:
 		fields = append(fields, fLong("completionTimestamp"), obj("metadataHandle", sigStream),
 			obj("storageLocation", "Lorg/apache/flink/runtime/state/CompletedCheckpointStorageLocation;"))
@@ -433,6 +436,24 @@ func (c *classes) changelogBackend() *javaser.ClassDesc {
 	return c.plain(classChangelogBackend, 1, nil, fLong("checkpointId"), fLong("materializationID"),
 		fLong("persistedSizeOfThisCheckpoint"), obj("keyGroupRange", sigRange), obj("materialized", sigList),
 		obj("nonMaterialized", sigList), obj("stateHandleID", sigHandleID))
+}
+
+// changelogBackend115 and changelogStream115 are the classes as Flink
+// 1.15 declares them (real 1.15.4 HA files), before 1.16 added
+// checkpointId and storageIdentifier; a stream never holds both forms.
+func (c *classes) changelogBackend115() *javaser.ClassDesc {
+	return c.get(classChangelogBackend+" 1.15", func() *javaser.ClassDesc {
+		return javaser.NewClassDesc(classChangelogBackend, 1, javaser.SCSerializable, fLong("materializationID"),
+			fLong("persistedSizeOfThisCheckpoint"), obj("keyGroupRange", sigRange), obj("materialized", sigList),
+			obj("nonMaterialized", sigList), obj("stateHandleID", sigHandleID))
+	})
+}
+
+func (c *classes) changelogStream115() *javaser.ClassDesc {
+	return c.get(classChangelogStream+" 1.15", func() *javaser.ClassDesc {
+		return javaser.NewClassDesc(classChangelogStream, suidChangelogStream, javaser.SCSerializable, fLong("incrementalSize"), fLong("size"),
+			obj("handlesAndOffsets", sigList), obj("keyGroupRange", sigRange), obj("stateHandleID", sigHandleID))
+	})
 }
 
 func (c *classes) changelogStream() *javaser.ClassDesc {

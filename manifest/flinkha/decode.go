@@ -144,8 +144,10 @@ func changelogFiles(root *javaser.Object) (map[*javaser.Object]bool, error) {
 func fieldSetOf(c *javaser.ClassDesc) (FieldSet, error) {
 	has := func(name string) bool { _, ok := c.Field(name); return ok }
 	switch {
-	case has("storageLocation") && has("metadataHandle") && has("completionTimestamp"):
+	case has("storageLocation") && has("metadataHandle") && has("completionTimestamp") && has("restoredProps"):
 		return FieldSet115, nil
+	case has("storageLocation") && has("metadataHandle") && has("completionTimestamp"):
+		return FieldSet1150, nil
 	case has("storageLocation") && has("metadataHandle") && has("duration"):
 		return FieldSet15, nil
 	case has("externalizedMetadata") && has("duration"):
@@ -181,7 +183,7 @@ func (cc *CompletedCheckpoint) readScalars(root *javaser.Object) error {
 	if cc.Timestamp, err = javaser.FieldAs[int64](root, "timestamp"); err != nil {
 		return err
 	}
-	if cc.FieldSet == FieldSet115 {
+	if cc.FieldSet == FieldSet115 || cc.FieldSet == FieldSet1150 {
 		cc.CompletionTimestamp, err = javaser.FieldAs[int64](root, "completionTimestamp")
 	} else {
 		var d int64

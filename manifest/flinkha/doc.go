@@ -47,15 +47,16 @@
 //   - FieldSet15 (Flink 1.5 on; read in 1.6.0): duration, storageLocation,
 //     metadataHandle, externalPointer.
 //   - FieldSet115 (read in 1.20): completionTimestamp instead of duration,
-//     and restoredProps. Flink 1.14.5 already stores completionTimestamp,
-//     without restoredProps; such a file decodes as FieldSet115 too. The
-//     release between 1.6 and 1.14 that replaced duration was not pinned
-//     down; detection does not depend on it.
+//     and restoredProps.
+//   - FieldSet1150: completionTimestamp without restoredProps, as real
+//     Flink 1.15.4 writes it (and 1.14.5, whose CheckpointProperties are
+//     still 1.5's). The release between 1.6 and 1.14 that replaced
+//     duration was not pinned down; detection does not depend on it.
 //
 // EncodeCompletedCheckpoint writes CompletedCheckpoint and
 // CheckpointProperties with the fields and serialVersionUIDs of the chosen
-// field set: Flink 1.20 for FieldSet115, 1.6 for FieldSet15, 1.4 for
-// FieldSet14. Everything below them (OperatorState,
+// field set: Flink 1.20 for FieldSet115, 1.15.4 for FieldSet1150, 1.6 for
+// FieldSet15, 1.4 for FieldSet14. Everything below them (OperatorState,
 // OperatorSubtaskState, the state handles, Path, ...) is written as Flink
 // 1.20 declares it, with the differences of FieldSet115's releases that
 // CheckpointSpec.Release (default: the newest release writing the

@@ -67,11 +67,10 @@ type CheckpointSpec struct {
 // Flink version each part follows). Stream handles: file, relative,
 // inline, segment and nested key-groups; keyed handles: key groups (also
 // of savepoints), incremental, and the changelog backend's (tags 14, 13
-// and 9, as 1.20.5 and 2.3.0 write them); operator handles: partitionable
-// and file-merging (with empty segments); channel state of unaligned
-// checkpoints, merged ones (2.x) too; finished subtasks and operators. It
-// fails for the rest: Flink 1.15's changelog handles (tags 8 and 10,
-// which 1.16+ only read) and Flink 1.1 legacy state.
+// and 9 as 1.20.5 and 2.3.0 write them, 8 and 10 as 1.15.4 does);
+// operator handles: partitionable and file-merging (with empty segments);
+// channel state of unaligned checkpoints, merged ones (2.x) too; finished
+// subtasks and operators. It fails for the rest: Flink 1.1 legacy state.
 func EncodeCompletedCheckpoint(spec CheckpointSpec) ([]byte, error) {
 	b, err := newBuilder(spec)
 	if err != nil {
@@ -112,7 +111,7 @@ func newBuilder(spec CheckpointSpec) (*builder, error) {
 		b.fs = FieldSet115
 	}
 	switch b.fs {
-	case FieldSet14, FieldSet15, FieldSet115:
+	case FieldSet14, FieldSet15, FieldSet115, FieldSet1150:
 	default:
 		return nil, fmt.Errorf("flinkha: unknown field set %q", spec.FieldSet)
 	}
@@ -178,7 +177,7 @@ func (b *builder) completedCheckpoint() (*javaser.Object, error) {
 	set("job", b.id(b.c.jobID(), lower, upper))
 	set("checkpointID", spec.CheckpointID)
 	set("timestamp", spec.Timestamp)
-	if b.fs == FieldSet115 {
+	if b.fs == FieldSet115 || b.fs == FieldSet1150 {
 		set("completionTimestamp", spec.CompletionTimestamp)
 	} else {
 		set("duration", spec.CompletionTimestamp-spec.Timestamp)
@@ -638,17 +637,12 @@ func (b *builder) keyedHandle(k *metadata.KeyedHandle) (javaser.Value, sizes, er
 		return o, sizes{size, size}, err
 	case metadata.TagIncrementalKeyGroups, metadata.TagIncrementalKeyGroupsV2:
 		return b.incremental(k)
-	case metadata.TagChangelogV2:
+	case metadata.TagChangelogV2, metadata.TagChangelog:
 		return b.changelog(k)
-	case metadata.TagChangelogFileIncrementV2:
+	case metadata.TagChangelogFileIncrementV2, metadata.TagChangelogFileIncrement:
 		return b.changelogStream(k)
 	case metadata.TagChangelogByteIncrement:
 		return b.changelogInMemory(k)
-	}
-	if k.Tag == metadata.TagChangelog || k.Tag == metadata.TagChangelogFileIncrement {
-		// MetadataV2V3SerializerBase of 1.16+ reads them and writes 14 and
-		// 13 instead: only a 1.15 HA file could show their classes.
-		return nil, sizes{}, fmt.Errorf("keyed state handle tag %d (Flink 1.15's changelog handle) is not supported", k.Tag)
 	}
 	return nil, sizes{}, fmt.Errorf("keyed state handle tag %d is not supported", k.Tag)
 }
@@ -686,8 +680,14 @@ func (b *builder) changelog(k *metadata.KeyedHandle) (javaser.Value, sizes, erro
 	if err != nil {
 		return nil, sizes{}, err
 	}
-	o := javaser.NewObject(b.c.changelogBackend()).
-		With("checkpointId", k.CheckpointID).With("materializationID", k.MaterializationID).
+	var o *javaser.Object
+	if k.Tag == metadata.TagChangelog {
+		// Flink 1.15: no checkpoint id.
+		o = javaser.NewObject(b.c.changelogBackend115())
+	} else {
+		o = javaser.NewObject(b.c.changelogBackend()).With("checkpointId", k.CheckpointID)
+	}
+	o.With("materializationID", k.MaterializationID).
 		With("persistedSizeOfThisCheckpoint", k.CheckpointedSize).With("keyGroupRange", r).
 		With("materialized", materialized).With("nonMaterialized", nonMaterialized).
 		With("stateHandleID", b.stateHandleID(k.StateHandleID))
@@ -712,10 +712,17 @@ func (b *builder) changelogStream(k *metadata.KeyedHandle) (javaser.Value, sizes
 		}
 		parts = append(parts, javaser.NewObject(b.c.tuple2()).With("f0", h).With("f1", b.c.jdk.Long(p.Offset)))
 	}
-	o := javaser.NewObject(b.c.changelogStream()).
-		With("incrementalSize", k.CheckpointedSize).With("size", k.StateSize).
+	o := javaser.NewObject(b.c.changelogStream())
+	if k.Tag == metadata.TagChangelogFileIncrement {
+		// Flink 1.15: no storage identifier.
+		o = javaser.NewObject(b.c.changelogStream115())
+	}
+	o.With("incrementalSize", k.CheckpointedSize).With("size", k.StateSize).
 		With("handlesAndOffsets", b.c.jdk.ArrayList(parts...)).With("keyGroupRange", r).
-		With("stateHandleID", b.stateHandleID(k.StateHandleID)).With("storageIdentifier", k.StorageIdentifier)
+		With("stateHandleID", b.stateHandleID(k.StateHandleID))
+	if k.Tag != metadata.TagChangelogFileIncrement {
+		o.With("storageIdentifier", k.StorageIdentifier)
+	}
 	return o, sizes{k.StateSize, k.CheckpointedSize}, nil
 }
 

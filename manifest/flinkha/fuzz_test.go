@@ -53,7 +53,7 @@ func FuzzDecodeCompletedCheckpoint(f *testing.F) {
 			return
 		}
 		switch cc.FieldSet {
-		case FieldSet14, FieldSet15, FieldSet115:
+		case FieldSet14, FieldSet15, FieldSet115, FieldSet1150:
 		default:
 			t.Fatalf("field set %q", cc.FieldSet)
 		}

@@ -17,7 +17,8 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDec
 	./manifest/flinkha:FuzzDecodeLeaderInfo:500000 ./manifest/flinkha:FuzzPathToURI:500000 \
 	./manifest/flinkha:FuzzDecodeJobGraph:40000 ./manifest/flinkha:FuzzDecodeJobResult:60000 \
 	./flinkconf:FuzzParse:150000 ./flinkconf:FuzzParseMap:300000 \
-	./internal/zksasl:FuzzExchange:150000 ./internal/zksasl:FuzzDigestResponse:250000
+	./internal/zksasl:FuzzExchange:150000 ./internal/zksasl:FuzzDigestResponse:250000 \
+	./manifest:FuzzChangelogChanges:150000
 FUZZTIME ?= 10m
 
 .PHONY: all build deps flink chaos-flink chaos-net guard-flink bench-wan harvest corpus corpus-restore test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
@@ -180,8 +181,8 @@ harvest: deps flink build
 # Regenerates the real-checkpoint corpus (integration/flinkdata/corpus):
 # real Flink per release (CORPUS_VERSIONS, default the releases marked
 # test) and kind (CORPUS_KINDS, default all: hashmap, rocksdb-full,
-# rocksdb-incremental, changelog, file-merging, file-merging-across,
-# unaligned, finished-broadcast, forst), each with its settings, job
+# rocksdb-incremental, changelog, changelog-compressed, file-merging,
+# file-merging-across, unaligned, finished-broadcast, forst), each with its settings, job
 # options and savepoints; make test walks the corpus without Flink.
 # About 40 s per entry.
 corpus: deps flink build

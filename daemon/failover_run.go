@@ -77,15 +77,20 @@ func (f *failover) step(level slog.Level, what string, attrs ...any) {
 }
 
 // leaseLapsed is Observation.LeaseLapsed: the lease is configured,
-// active-site named this site when last read, and the holder does not
-// claim.
+// active-site named this site when last read (by the mode follower,
+// lastActive, or by the runner: a daemon cut off right after its first
+// renewal may never have read it in the follower), and the holder does
+// not claim.
 func (f *failover) leaseLapsed(lastActive string) bool {
-	if f.cfg.LeaseDuration <= 0 || lastActive != f.cfg.Site {
+	if f.cfg.LeaseDuration <= 0 {
 		return false
 	}
 	f.mu.Lock()
-	h := f.holder
+	h, runnerActive := f.holder, f.active
 	f.mu.Unlock()
+	if lastActive != f.cfg.Site && runnerActive != f.cfg.Site {
+		return false
+	}
 	return h == nil || !h.Claiming(time.Now())
 }
 
@@ -116,8 +121,14 @@ func (f *failover) start(ctx context.Context, b *zkbridge.Bridge) {
 	f.mu.Lock()
 	f.holder = h
 	f.mu.Unlock()
-	if active, epoch, err := b.ActiveSite(ctx); err == nil && active == f.cfg.Site {
-		f.renew(ctx, epoch)
+	if active, epoch, err := b.ActiveSite(ctx); err == nil {
+		if active == f.cfg.Site {
+			f.renew(ctx, epoch)
+		}
+		// After the renewal: the mount is judged by the lease from now.
+		f.mu.Lock()
+		f.active = active
+		f.mu.Unlock()
 	}
 }
 
@@ -380,12 +391,53 @@ func (f *failover) holding() (bool, error) {
 	if f.cfg.Takeover != TakeoverAuto {
 		return false, nil
 	}
-	if srv := f.srv.Load(); srv != nil && srv.Mode() == fusefs.ModePrimary {
-		return false, nil
+	o := HoldObservation{Site: f.cfg.Site, Mode: fusefs.ModeReplica}
+	if srv := f.srv.Load(); srv != nil {
+		o.Mode = srv.Mode()
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.refused != "" {
+	o.ActiveSite, o.Refused = f.active, f.refused != ""
+	if f.observed != nil && f.observed.Site == f.active {
+		o.ActiveLease = f.observed.State
+	}
+	f.mu.Unlock()
+	return DecideHold(o)
+}
+
+// HoldObservation is what the gate's rule looks at (takeover auto).
+type HoldObservation struct {
+	Site string
+	Mode fusefs.Mode
+	// ActiveSite is active-site as the failover runner last read it,
+	// and ActiveLease that site's lease as last observed ("" unknown).
+	ActiveSite  string
+	ActiveLease zkbridge.LeaseState
+	// Refused: this site's automatic takeover refused.
+	Refused bool
+}
+
+// DecideHold is the gate's rule with takeover auto (design §5.12), the
+// one place it is written; true means the open waits, false admits it
+// or, with an error, fails it:
+//
+//   - a primary admits;
+//   - a fenced mount admits while another site is active and seen alive
+//     (its lease fresh, or absent: no takeover can conclude it dead):
+//     this site lost a takeover that has decided, and its mount answers
+//     as with takeover manual (listings filtered, writes EROFS) instead
+//     of failing every open after hold-timeout;
+//   - after this site's automatic takeover refused, an open fails (EIO);
+//   - otherwise the open waits: a replica of a standby site, and a fenced
+//     mount while a takeover towards its site may come (the active
+//     site's lease is not seen fresh, or its own lease lapsed).
+func DecideHold(o HoldObservation) (bool, error) {
+	switch {
+	case o.Mode == fusefs.ModePrimary:
+		return false, nil
+	case o.Mode == fusefs.ModeFenced && o.ActiveSite != "" && o.ActiveSite != o.Site &&
+		(o.ActiveLease == zkbridge.LeaseFresh || o.ActiveLease == zkbridge.LeaseAbsent):
+		return false, nil
+	case o.Refused:
 		return false, fmt.Errorf("the automatic takeover refused: %w", syscall.EIO)
 	}
 	return true, nil

@@ -100,15 +100,23 @@ func (j *journal) step(ctx context.Context, what, outcome string) {
 	j.write(ctx)
 }
 
-// job records what the takeover decided for a job.
-func (j *journal) job(ctx context.Context, jt *JobTakeover) {
-	if j == nil {
+// jobs records what the takeover decided for its jobs, in one write
+// (the jobs are taken over concurrently).
+func (j *journal) jobs(ctx context.Context, jts []*JobTakeover) {
+	if j == nil || len(jts) == 0 {
 		return
 	}
-	if jt.Status == StatusRefused {
-		j.rec.Refused = append(j.rec.Refused, JobRefusal{JobID: jt.JobID, Reason: jt.Refusal, Detail: jt.Reason})
+	now := time.Now().UTC()
+	for _, jt := range jts {
+		if jt.Status == StatusRefused {
+			j.rec.Refused = append(j.rec.Refused, JobRefusal{JobID: jt.JobID, Reason: jt.Refusal, Detail: jt.Reason})
+		}
+		j.rec.Steps = append(j.rec.Steps, AutoStep{At: now, What: "job " + jt.JobID + ": " + jt.Reason, Outcome: jt.Status})
 	}
-	j.step(ctx, "job "+jt.JobID+": "+jt.Reason, jt.Status)
+	if n := len(j.rec.Steps); n > maxJournalSteps {
+		j.rec.Steps = j.rec.Steps[n-maxJournalSteps:]
+	}
+	j.write(ctx)
 }
 
 // waiting says what the takeover waits for now ("" nothing) and writes.

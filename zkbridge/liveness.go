@@ -119,35 +119,45 @@ func (b *Bridge) liveness(ctx context.Context, l *Layout) (*Liveness, error) {
 			return nil, err
 		}
 	}
-	for _, j := range l.Jobs {
+	perJob := make([][]EphemeralNode, len(l.Jobs))
+	err := forEachJob(len(l.Jobs), func(i int) error {
+		j := l.Jobs[i]
+		add := func(n EphemeralNode) { perJob[i] = append(perJob[i], n) }
 		// Flink 1.14 keeps each job's leader election under jobs/<job>.
 		if err := b.walkEphemeral(ctx, ns, join(ns, "jobs", j.JobID, "leader"), 3, add); err != nil {
-			return nil, err
+			return err
 		}
 		if j.JobGraph != "" {
 			ls, err := b.lockChildren(ctx, j.JobGraph, KindJobGraphLock)
 			if err != nil && !errors.Is(err, zk.ErrNoNode) {
-				return nil, err
+				return err
 			}
-			live.Nodes = append(live.Nodes, ls.ephemeral...)
+			perJob[i] = append(perJob[i], ls.ephemeral...)
 		}
 		if j.PointerDir == "" {
-			continue
+			return nil
 		}
 		names, _, err := b.zk.children(ctx, j.PointerDir)
 		if errors.Is(err, zk.ErrNoNode) {
-			continue
+			return nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, n := range names {
 			ls, err := b.lockChildren(ctx, join(j.PointerDir, n), KindCheckpointLock)
 			if err != nil && !errors.Is(err, zk.ErrNoNode) {
-				return nil, err
+				return err
 			}
-			live.Nodes = append(live.Nodes, ls.ephemeral...)
+			perJob[i] = append(perJob[i], ls.ephemeral...)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, nodes := range perJob {
+		live.Nodes = append(live.Nodes, nodes...)
 	}
 	live.Alive = len(live.Nodes) > 0
 	return live, nil

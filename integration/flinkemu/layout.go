@@ -98,6 +98,15 @@ func (c *Config) release() int {
 	return r
 }
 
+// releaseString is Config.Release, default Layout.Version() (for
+// flinkha.CheckpointSpec.Release).
+func (c *Config) releaseString() string {
+	if c.Release != "" {
+		return c.Release
+	}
+	return c.Layout.Version()
+}
+
 // metadataVersion is the _metadata format version the release writes
 // (Checkpoints.storeCheckpointMetadata in each release's flink-dist:
 // MetadataV3Serializer up to 1.15, V4 in 1.16-1.20, V5 in 2.0, V6 from

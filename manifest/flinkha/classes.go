@@ -1,6 +1,11 @@
 package flinkha
 
-import "github.com/ckptfs/ckptfs/manifest/javaser"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ckptfs/ckptfs/manifest/javaser"
+)
 
 // Flink classes as Flink 1.20 declares them (doc.go lists the sources).
 // Each serialVersionUID is the class's own constant, except where noted:
@@ -103,10 +108,56 @@ const (
 type classes struct {
 	jdk   javaser.JDK
 	descs map[string]*javaser.ClassDesc
-	// flink2 declares the fields Flink 2.x added to OperatorState
-	// (operatorName, operatorUid) and OperatorSubtaskState
-	// (upstreamOutputBufferState), as real 2.3.0 HA files hold them.
-	flink2 bool
+	// shapes are the fields that differ between the releases of
+	// FieldSet115 (shapesOf).
+	shapes shapes
+}
+
+// shapes are the fields FieldSet115's releases add, as each release's
+// flink-dist declares them (javap of 1.15.4 to 2.3.0; the corpus's real
+// HA files hold them): restoredProps is CompletedCheckpoint's (1.16 on),
+// opNames OperatorState's operatorName and operatorUid (2.0 on), upstream
+// OperatorSubtaskState's upstreamOutputBufferState (2.3 on).
+// IncrementalRemoteKeyedStateHandle declares all its fields itself before
+// 1.19 (flatIncremental; 1.19 moved them to AbstractIncrementalStateHandle),
+// and before 1.16 keeps its shared and private state as
+// Map<StateHandleID, StreamStateHandle> (mapIncremental) instead of
+// List<HandleAndLocalPath>.
+type shapes struct {
+	restoredProps, opNames, upstream bool
+	flatIncremental, mapIncremental  bool
+}
+
+// shapesOf returns the shapes of release ("major.minor", a patch level
+// ignored), or when it is empty of the newest release that writes
+// _metadata of version (MetadataV3Serializer up to 1.15, V4 in 1.16-1.20,
+// V5 in 2.0, V6 from 2.1; 0, no metadata, means 1.20).
+func shapesOf(release string, version int32) (shapes, error) {
+	r := 0
+	if release != "" {
+		var major, minor int
+		el := strings.Split(release, ".")
+		if len(el) < 2 || len(el) > 3 {
+			return shapes{}, fmt.Errorf("flinkha: release %q is not major.minor", release)
+		}
+		if _, err := fmt.Sscanf(el[0]+" "+el[1], "%d %d", &major, &minor); err != nil || major < 1 || minor < 0 || minor > 99 {
+			return shapes{}, fmt.Errorf("flinkha: release %q is not major.minor", release)
+		}
+		r = major*100 + minor
+	} else {
+		switch {
+		case version == 0 || version == 4:
+			r = 120
+		case version <= 3:
+			r = 115
+		case version == 5:
+			r = 200
+		default:
+			r = 203
+		}
+	}
+	return shapes{restoredProps: r >= 116, opNames: r >= 200, upstream: r >= 203,
+		flatIncremental: r < 119, mapIncremental: r < 116}, nil
 }
 
 func (c *classes) get(name string, build func() *javaser.ClassDesc) *javaser.ClassDesc {
@@ -231,6 +282,16 @@ func (c *classes) abstractIncremental() *javaser.ClassDesc {
 }
 
 func (c *classes) incrementalRemote() *javaser.ClassDesc {
+	if c.shapes.flatIncremental {
+		states := sigList
+		if c.shapes.mapIncremental {
+			states = sigMap
+		}
+		return c.plain(classIncrementalRemote, suidIncrementalRemote, nil, fLong("checkpointId"),
+			fLong("persistedSizeOfThisCheckpoint"), obj("backendIdentifier", "Ljava/util/UUID;"),
+			obj("keyGroupRange", sigRange), obj("metaStateHandle", sigStream), obj("privateState", states),
+			obj("sharedState", states), obj("stateHandleId", sigHandleID))
+	}
 	return c.plain(classIncrementalRemote, suidIncrementalRemote, c.abstractIncremental,
 		fLong("persistedSizeOfThisCheckpoint"), obj("privateState", sigList))
 }
@@ -275,7 +336,7 @@ func (c *classes) subtaskState() *javaser.ClassDesc {
 		obj("managedKeyedState", sigSOC), obj("managedOperatorState", sigSOC),
 		obj("outputRescalingDescriptor", sigRescaling), obj("rawKeyedState", sigSOC),
 		obj("rawOperatorState", sigSOC), obj("resultSubpartitionState", sigSOC)}
-	if c.flink2 {
+	if c.shapes.upstream {
 		fields = append(fields, obj("upstreamOutputBufferState", sigSOC))
 	}
 	return c.plain(classSubtaskState, suidSubtaskState, nil, fields...)
@@ -288,7 +349,7 @@ func (c *classes) finishedSubtask() *javaser.ClassDesc {
 func (c *classes) operatorState() *javaser.ClassDesc {
 	coordinator := obj("coordinatorState", "Lorg/apache/flink/runtime/state/memory/ByteStreamStateHandle;")
 	id := obj("operatorID", "Lorg/apache/flink/runtime/jobgraph/OperatorID;")
-	if c.flink2 {
+	if c.shapes.opNames {
 		return c.plain(classOperatorState, suidOperatorState, nil, fInt("maxParallelism"), fInt("parallelism"),
 			coordinator, id, obj("operatorName", sigString), obj("operatorSubtaskStates", sigMap), obj("operatorUid", sigString))
 	}
@@ -343,8 +404,10 @@ func (c *classes) completedCheckpoint(fs FieldSet) *javaser.ClassDesc {
 			obj("storageLocation", "Lorg/apache/flink/runtime/state/CompletedCheckpointStorageLocation;"))
 	default:
 		fields = append(fields, fLong("completionTimestamp"), obj("metadataHandle", sigStream),
-			obj("restoredProps", sigProps),
 			obj("storageLocation", "Lorg/apache/flink/runtime/state/CompletedCheckpointStorageLocation;"))
+		if c.shapes.restoredProps {
+			fields = append(fields, obj("restoredProps", sigProps))
+		}
 	}
 	return c.plain(classCompletedCheckpoint, suidCompletedCheckpoint, nil, fields...)
 }
@@ -376,6 +439,28 @@ func (c *classes) changelogStream() *javaser.ClassDesc {
 	return c.plain(classChangelogStream, suidChangelogStream, nil, fLong("incrementalSize"), fLong("size"),
 		obj("handlesAndOffsets", sigList), obj("keyGroupRange", sigRange), obj("stateHandleID", sigHandleID),
 		obj("storageIdentifier", sigString))
+}
+
+// The in-memory changelog handle (tag 9) and what it holds, as 1.20.5
+// and 2.3.0 declare them.
+const (
+	classChangelogInMemory = "org.apache.flink.runtime.state.changelog.inmemory.InMemoryChangelogStateHandle"
+	classStateChange       = "org.apache.flink.runtime.state.changelog.StateChange"
+	classSequenceNumber    = "org.apache.flink.runtime.state.changelog.SequenceNumber$GenericSequenceNumber"
+	sigSequenceNumber      = "Lorg/apache/flink/runtime/state/changelog/SequenceNumber;"
+)
+
+func (c *classes) changelogInMemory() *javaser.ClassDesc {
+	return c.plain(classChangelogInMemory, 1, nil, obj("changes", sigList), obj("from", sigSequenceNumber),
+		obj("keyGroupRange", sigRange), obj("stateHandleID", sigHandleID), obj("to", sigSequenceNumber))
+}
+
+func (c *classes) stateChange() *javaser.ClassDesc {
+	return c.plain(classStateChange, 1, nil, fInt("keyGroup"), obj("change", "[B"))
+}
+
+func (c *classes) sequenceNumber() *javaser.ClassDesc {
+	return c.plain(classSequenceNumber, 1, nil, fLong("number"))
 }
 
 func (c *classes) tuple2() *javaser.ClassDesc {

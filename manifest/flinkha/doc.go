@@ -57,16 +57,21 @@
 // field set: Flink 1.20 for FieldSet115, 1.6 for FieldSet15, 1.4 for
 // FieldSet14. Everything below them (OperatorState,
 // OperatorSubtaskState, the state handles, Path, ...) is written as Flink
-// 1.20 declares it, for every field set: older releases had other deep
-// classes (1.4 incremental handles kept maps, for example), which the
-// generic decoder does not depend on. An emulator that needs exact older
-// deep classes must not use this encoder for them. For _metadata of
-// version 5 and later (Flink 2.x) OperatorState carries operatorName and
-// operatorUid and OperatorSubtaskState upstreamOutputBufferState, as the
-// HA files real Flink 2.3.0 wrote declare them (the corpus,
-// integration/flinkdata/corpus; manifest's TestCorpusHAEncoderMatches
-// compares every class the encoder writes with real 1.20.5 and 2.3.0 HA
-// files).
+// 1.20 declares it, with the differences of FieldSet115's releases that
+// CheckpointSpec.Release (default: the newest release writing the
+// _metadata's version) selects: restoredProps from 1.16,
+// IncrementalRemoteKeyedStateHandle without AbstractIncrementalStateHandle
+// before 1.19 (and with maps of StateHandleID before 1.16),
+// OperatorState's operatorName and operatorUid from 2.0,
+// OperatorSubtaskState's upstreamOutputBufferState from 2.3. These come
+// from javap of each release's flink-dist (1.15.4 to 2.3.0) and from the
+// HA files real Flink wrote (the corpus, integration/flinkdata/corpus and
+// make corpus's other releases; manifest's TestCorpusHAEncoderMatches
+// compares every class the encoder writes with them). Older releases had
+// other deep classes still (1.4 incremental handles kept maps, the 1.15
+// changelog handles had no checkpointId), which the generic decoder does
+// not depend on. An emulator that needs exact older deep classes must not
+// use this encoder for them.
 //
 // Sources (Flink 1.20 unless noted): flink-runtime .../checkpoint/
 // CompletedCheckpoint.java (also 1.6.0 and 1.14.5), CheckpointProperties.java

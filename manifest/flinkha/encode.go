@@ -30,8 +30,15 @@ const (
 // Flink's JobManager writes to high-availability.storageDir when a
 // checkpoint completes.
 type CheckpointSpec struct {
-	FieldSet     FieldSet // "" means FieldSet115
-	JobID        string   // 32 hex digits
+	FieldSet FieldSet // "" means FieldSet115
+	// Release is the Flink release whose FieldSet115 classes to write
+	// ("major.minor", a patch level ignored): CompletedCheckpoint's
+	// restoredProps (1.16 on), OperatorState's operatorName and
+	// operatorUid (2.0 on), OperatorSubtaskState's
+	// upstreamOutputBufferState (2.3 on). Empty means the newest release
+	// that writes Metadata's version (1.20 without Metadata).
+	Release      string
+	JobID        string // 32 hex digits
 	CheckpointID int64
 	Timestamp    int64 // trigger time, ms since the epoch
 	// CompletionTimestamp is stored as is from 1.15 on, as the duration
@@ -59,12 +66,12 @@ type CheckpointSpec struct {
 // Flink's class names, field sets and serialVersionUIDs (doc.go says which
 // Flink version each part follows). Stream handles: file, relative,
 // inline, segment and nested key-groups; keyed handles: key groups (also
-// of savepoints), incremental, and the changelog backend's (tags 14 and
-// 13, as 1.20.5 and 2.3.0 write them); operator handles: partitionable
+// of savepoints), incremental, and the changelog backend's (tags 14, 13
+// and 9, as 1.20.5 and 2.3.0 write them); operator handles: partitionable
 // and file-merging (with empty segments); channel state of unaligned
 // checkpoints, merged ones (2.x) too; finished subtasks and operators. It
-// fails for the rest: older changelog handles (tags 8, 9, 10) and Flink
-// 1.1 legacy state.
+// fails for the rest: Flink 1.15's changelog handles (tags 8 and 10,
+// which 1.16+ only read) and Flink 1.1 legacy state.
 func EncodeCompletedCheckpoint(spec CheckpointSpec) ([]byte, error) {
 	b, err := newBuilder(spec)
 	if err != nil {
@@ -93,8 +100,14 @@ type builder struct {
 
 func newBuilder(spec CheckpointSpec) (*builder, error) {
 	b := &builder{spec: spec, fs: spec.FieldSet}
-	// Metadata version 5 is Flink 2.0's: its HA files have 2.x's fields.
-	b.c.flink2 = spec.Metadata != nil && spec.Metadata.Version >= 5
+	var version int32
+	if spec.Metadata != nil {
+		version = spec.Metadata.Version
+	}
+	var err error
+	if b.c.shapes, err = shapesOf(spec.Release, version); err != nil {
+		return nil, err
+	}
 	if b.fs == "" {
 		b.fs = FieldSet115
 	}
@@ -307,7 +320,7 @@ func (b *builder) operatorState(op *metadata.Operator, id *javaser.Object) (*jav
 	}
 	o := javaser.NewObject(class).
 		With("operatorID", id).With("parallelism", op.Parallelism).With("maxParallelism", op.MaxParallelism)
-	if b.c.flink2 {
+	if b.c.shapes.opNames {
 		if op.Name != "" {
 			o.With("operatorName", op.Name)
 		}
@@ -382,7 +395,7 @@ func (b *builder) subtaskState(st *metadata.Subtask) (*javaser.Object, error) {
 		return nil, fmt.Errorf("output channel state: %w", err)
 	}
 	o := javaser.NewObject(b.c.subtaskState())
-	if b.c.flink2 {
+	if b.c.shapes.upstream {
 		o.With("upstreamOutputBufferState", b.emptyCollection())
 	}
 	return o.With("managedOperatorState", mo).With("rawOperatorState", ro).
@@ -483,7 +496,7 @@ func (b *builder) finishedSubtask() *javaser.Object {
 			With("managedKeyedState", b.emptyCollection()).With("rawKeyedState", b.emptyCollection()).
 			With("inputChannelState", b.emptyCollection()).With("resultSubpartitionState", b.emptyCollection()).
 			With("inputRescalingDescriptor", b.noRescaling()).With("outputRescalingDescriptor", b.noRescaling())
-		if b.c.flink2 {
+		if b.c.shapes.upstream {
 			b.finished.With("upstreamOutputBufferState", b.emptyCollection())
 		}
 	}
@@ -629,6 +642,13 @@ func (b *builder) keyedHandle(k *metadata.KeyedHandle) (javaser.Value, sizes, er
 		return b.changelog(k)
 	case metadata.TagChangelogFileIncrementV2:
 		return b.changelogStream(k)
+	case metadata.TagChangelogByteIncrement:
+		return b.changelogInMemory(k)
+	}
+	if k.Tag == metadata.TagChangelog || k.Tag == metadata.TagChangelogFileIncrement {
+		// MetadataV2V3SerializerBase of 1.16+ reads them and writes 14 and
+		// 13 instead: only a 1.15 HA file could show their classes.
+		return nil, sizes{}, fmt.Errorf("keyed state handle tag %d (Flink 1.15's changelog handle) is not supported", k.Tag)
 	}
 	return nil, sizes{}, fmt.Errorf("keyed state handle tag %d is not supported", k.Tag)
 }
@@ -699,6 +719,36 @@ func (b *builder) changelogStream(k *metadata.KeyedHandle) (javaser.Value, sizes
 	return o, sizes{k.StateSize, k.CheckpointedSize}, nil
 }
 
+// changelogInMemory returns an InMemoryChangelogStateHandle, the changes
+// of the in-memory changelog storage (state.changelog.storage: memory)
+// held inline, as 1.20.5 and 2.3.0 write it: an ArrayList of StateChange
+// and the sequence numbers as GenericSequenceNumber. Its state size is
+// the changes' bytes (InMemoryChangelogStateHandle.getStateSize).
+func (b *builder) changelogInMemory(k *metadata.KeyedHandle) (javaser.Value, sizes, error) {
+	r, err := b.keyGroupRange(k.KeyGroupStart, k.KeyGroupCount)
+	if err != nil {
+		return nil, sizes{}, err
+	}
+	var total int64
+	changes := make([]javaser.Value, 0, len(k.Changes))
+	for i, c := range k.Changes {
+		if len(c.Data) != int(c.DataLen) {
+			return nil, sizes{}, fmt.Errorf("change %d has %d of %d bytes (decode the metadata with KeepInline)", i, len(c.Data), c.DataLen)
+		}
+		data := c.Data
+		if data == nil {
+			data = []byte{}
+		}
+		total += int64(len(data))
+		changes = append(changes, javaser.NewObject(b.c.stateChange()).With("keyGroup", c.KeyGroup).With("change", b.c.jdk.ByteArray(data)))
+	}
+	seq := func(n int64) *javaser.Object { return javaser.NewObject(b.c.sequenceNumber()).With("number", n) }
+	o := javaser.NewObject(b.c.changelogInMemory()).
+		With("changes", b.c.jdk.ArrayList(changes...)).With("from", seq(k.From)).With("keyGroupRange", r).
+		With("stateHandleID", b.stateHandleID(k.StateHandleID)).With("to", seq(k.To))
+	return o, sizes{total, total}, nil
+}
+
 // incremental returns an IncrementalRemoteKeyedStateHandle.
 func (b *builder) incremental(k *metadata.KeyedHandle) (javaser.Value, sizes, error) {
 	var total int64
@@ -709,6 +759,7 @@ func (b *builder) incremental(k *metadata.KeyedHandle) (javaser.Value, sizes, er
 	total += size
 	list := func(named []metadata.NamedHandle, what string) (*javaser.Object, error) {
 		var items []javaser.Value
+		var entries []javaser.MapEntry
 		for _, nh := range named {
 			if nh.Handle == nil {
 				return nil, fmt.Errorf("%s state %q has no handle", what, nh.LocalName)
@@ -718,7 +769,14 @@ func (b *builder) incremental(k *metadata.KeyedHandle) (javaser.Value, sizes, er
 				return nil, fmt.Errorf("%s state %q: %w", what, nh.LocalName, err)
 			}
 			total += size
+			if b.c.shapes.mapIncremental {
+				entries = append(entries, javaser.MapEntry{Key: b.stateHandleID(nh.LocalName), Value: h})
+				continue
+			}
 			items = append(items, javaser.NewObject(b.c.handleAndLocalPath()).With("handle", h).With("localPath", nh.LocalName))
+		}
+		if b.c.shapes.mapIncremental { // before 1.16: keyed by the local name
+			return b.c.jdk.HashMap(entries...), nil
 		}
 		return b.c.jdk.ArrayList(items...), nil
 	}

@@ -451,6 +451,63 @@ public class MasterState implements java.io.Serializable {
 `,
 }
 
+// javaFlink2 are OperatorState and OperatorSubtaskState as Flink 2.3
+// declares them (flink-runtime .../checkpoint/OperatorState.java and
+// OperatorSubtaskState.java of 2.3.0's flink-dist, read with javap): 2.0
+// added operatorName and operatorUid, 2.3 upstreamOutputBufferState.
+// Over javaCommon and javaFieldSet115 they make the 2.x classes.
+var javaFlink2 = map[string]string{
+	"org/apache/flink/runtime/checkpoint/OperatorSubtaskState.java": `package org.apache.flink.runtime.checkpoint;
+public class OperatorSubtaskState implements org.apache.flink.runtime.state.StateObject {
+    private static final long serialVersionUID = -2394696997971923995L;
+    private final StateObjectCollection managedOperatorState;
+    private final StateObjectCollection rawOperatorState;
+    private final StateObjectCollection managedKeyedState;
+    private final StateObjectCollection rawKeyedState;
+    private final StateObjectCollection inputChannelState;
+    private final StateObjectCollection upstreamOutputBufferState;
+    private final StateObjectCollection resultSubpartitionState;
+    private final InflightDataRescalingDescriptor inputRescalingDescriptor;
+    private final InflightDataRescalingDescriptor outputRescalingDescriptor;
+    private final long stateSize;
+    private final long checkpointedSize;
+    public OperatorSubtaskState(StateObjectCollection mo, StateObjectCollection ro, StateObjectCollection mk, StateObjectCollection rk,
+            StateObjectCollection in, StateObjectCollection out, long stateSize, long checkpointedSize) {
+        this(mo, ro, mk, rk, in, new StateObjectCollection(java.util.Collections.emptyList()), out, stateSize, checkpointedSize);
+    }
+    public OperatorSubtaskState(StateObjectCollection mo, StateObjectCollection ro, StateObjectCollection mk, StateObjectCollection rk,
+            StateObjectCollection in, StateObjectCollection upstream, StateObjectCollection out, long stateSize, long checkpointedSize) {
+        managedOperatorState = mo; rawOperatorState = ro; managedKeyedState = mk; rawKeyedState = rk;
+        inputChannelState = in; upstreamOutputBufferState = upstream; resultSubpartitionState = out;
+        inputRescalingDescriptor = InflightDataRescalingDescriptor.NO_RESCALE; outputRescalingDescriptor = InflightDataRescalingDescriptor.NO_RESCALE;
+        this.stateSize = stateSize; this.checkpointedSize = checkpointedSize;
+    }
+}
+`,
+	"org/apache/flink/runtime/checkpoint/OperatorState.java": `package org.apache.flink.runtime.checkpoint;
+import java.util.Map;
+import org.apache.flink.runtime.jobgraph.OperatorID;
+import org.apache.flink.runtime.state.memory.ByteStreamStateHandle;
+public class OperatorState implements org.apache.flink.runtime.state.StateObject {
+    private static final long serialVersionUID = -4845578005863201810L;
+    private String operatorName;
+    private String operatorUid;
+    private final OperatorID operatorID;
+    private final Map<Integer, OperatorSubtaskState> operatorSubtaskStates;
+    private ByteStreamStateHandle coordinatorState;
+    private final int parallelism;
+    private final int maxParallelism;
+    public OperatorState(OperatorID id, Map<Integer, OperatorSubtaskState> m, ByteStreamStateHandle coord, int p, int maxP) {
+        this(null, null, id, m, coord, p, maxP);
+    }
+    public OperatorState(String name, String uid, OperatorID id, Map<Integer, OperatorSubtaskState> m, ByteStreamStateHandle coord, int p, int maxP) {
+        operatorName = name; operatorUid = uid;
+        operatorID = id; operatorSubtaskStates = m; coordinatorState = coord; parallelism = p; maxParallelism = maxP;
+    }
+}
+`,
+}
+
 // javaFieldSet115 are Flink 1.20's CompletedCheckpoint and
 // CheckpointProperties.
 var javaFieldSet115 = map[string]string{
@@ -804,6 +861,7 @@ public class HaTool {
         while (!todo.isEmpty()) {
             Object x = todo.remove(todo.size() - 1);
             if (x == null || seen.put(x, Boolean.TRUE) != null) continue;
+            if (x instanceof OperatorState) opName(lines, x);
             if (x instanceof SegmentFileStateHandle) {
                 if (!(x instanceof EmptySegmentFileStateHandle)) {
                     SegmentFileStateHandle s = (SegmentFileStateHandle) x;
@@ -844,6 +902,41 @@ public class HaTool {
         }
         for (String l : lines) out.println(l);
         out.println("inline " + inline);
+    }
+
+    // opName adds "opname NAME\tUID" for an OperatorState of the 2.x classes.
+    static void opName(Set<String> lines, Object op) throws Exception {
+        try {
+            Field n = OperatorState.class.getDeclaredField("operatorName");
+            Field u = OperatorState.class.getDeclaredField("operatorUid");
+            n.setAccessible(true);
+            u.setAccessible(true);
+            lines.add("opname " + n.get(op) + "\t" + u.get(op));
+        } catch (NoSuchFieldException e) {
+        }
+    }
+
+    // opState is an OperatorState with a name and uid where the classes
+    // have them (2.x).
+    static OperatorState opState(String name, String uid, OperatorID id, Map<Integer, OperatorSubtaskState> m, ByteStreamStateHandle coord, int p, int maxP) throws Exception {
+        try {
+            return OperatorState.class.getConstructor(String.class, String.class, OperatorID.class, Map.class, ByteStreamStateHandle.class, int.class, int.class)
+                .newInstance(name, uid, id, m, coord, p, maxP);
+        } catch (NoSuchMethodException e) {
+            return new OperatorState(id, m, coord, p, maxP);
+        }
+    }
+
+    // withUpstream is an OperatorSubtaskState with upstream output buffer
+    // state where the classes have it (2.3), else without.
+    static OperatorSubtaskState withUpstream(StateObjectCollection mo, StateObjectCollection mk, StateObjectCollection in, StateObjectCollection upstream, long size) throws Exception {
+        try {
+            Class<?> c = StateObjectCollection.class;
+            return OperatorSubtaskState.class.getConstructor(c, c, c, c, c, c, c, long.class, long.class)
+                .newInstance(mo, none(), mk, none(), in, upstream, none(), size, size);
+        } catch (NoSuchMethodException e) {
+            return new OperatorSubtaskState(mo, none(), mk, none(), in, none(), size, size);
+        }
     }
 
     static String fileLine(FileStateHandle h) {
@@ -904,8 +997,9 @@ public class HaTool {
         FileStateHandle channelFile = new FileStateHandle(new Path(chk + "/channels"), 300);
         channels.add(new InputChannelStateHandle(0, new InputChannelInfo(0, 0), channelFile, new ArrayList<>(Arrays.asList(0L, 100L)), 150));
         channels.add(new InputChannelStateHandle(0, new InputChannelInfo(0, 1), channelFile, new ArrayList<>(Arrays.asList(150L)), 150));
-        OperatorSubtaskState s0 = new OperatorSubtaskState(one(opHandle), none(), one(kg), none(),
-            new StateObjectCollection(channels), none(), 464, 464);
+        List<InputChannelStateHandle> upstream = new ArrayList<>();
+        upstream.add(new InputChannelStateHandle(0, new InputChannelInfo(1, 0), new FileStateHandle(new Path(chk + "/upstream"), 40), new ArrayList<>(Arrays.asList(0L)), 40));
+        OperatorSubtaskState s0 = withUpstream(one(opHandle), one(kg), new StateObjectCollection(channels), new StateObjectCollection(upstream), 464);
 
         List<IncrementalKeyedStateHandle.HandleAndLocalPath> shared = new ArrayList<>();
         shared.add(new IncrementalKeyedStateHandle.HandleAndLocalPath(new FileStateHandle(new Path("hdfs://nn:8020/flink/shared/000001.sst"), 1234), "000001.sst"));
@@ -927,7 +1021,7 @@ public class HaTool {
         OperatorID op1 = new OperatorID(11, 22);
         OperatorID op2 = new OperatorID(-1, Long.MIN_VALUE);
         Map<OperatorID, OperatorState> ops = new HashMap<>();
-        ops.put(op1, new OperatorState(op1, subtasks, new ByteStreamStateHandle("coordinator", new byte[10]), 3, 128));
+        ops.put(op1, opState("Map \u00fc", "uid-1", op1, subtasks, new ByteStreamStateHandle("coordinator", new byte[10]), 3, 128));
         ops.put(op2, new FullyFinishedOperatorState(op2, 1, 128));
         List<MasterState> masters = new ArrayList<>();
         masters.add(new MasterState("hook", new byte[] {9, 9}, 1));

@@ -20,18 +20,49 @@ import (
 
 var updateSeeds = flag.Bool("update-seeds", false, "rewrite the JDK-written seeds in testdata/fuzz from the JDK's output")
 
-// compileFieldSet compiles the Java stand-ins of one field set with HaTool.
-func compileFieldSet(t *testing.T, fs FieldSet) *jdktest.Classes {
+// javaSet is one set of Java stand-ins: a field set's classes and, for
+// release 2.3, the 2.x classes (javaFlink2) over FieldSet115's.
+type javaSet struct {
+	fs      FieldSet
+	release string
+}
+
+var javaSets = []javaSet{{fs: FieldSet115}, {fs: FieldSet15}, {fs: FieldSet14}, {fs: FieldSet115, release: "2.3"}}
+
+func (j javaSet) String() string {
+	if j.release != "" {
+		return j.release
+	}
+	return string(j.fs)
+}
+
+// spec is sampleSpec for the set: for 2.x with metadata of version 6 and
+// a named operator.
+func (j javaSet) spec() CheckpointSpec {
+	spec := sampleSpec(j.fs)
+	if j.release != "" {
+		spec.Release = j.release
+		spec.Metadata.Version = 6
+		spec.Metadata.Operators[0].Name, spec.Metadata.Operators[0].UID = "Source: ü", "source-uid"
+	}
+	return spec
+}
+
+// compileFieldSet compiles the Java stand-ins of one set with HaTool.
+func compileFieldSet(t *testing.T, js javaSet) *jdktest.Classes {
 	t.Helper()
 	src := map[string]string{"HaTool.java": javaTool}
 	maps.Copy(src, javaCommon)
-	switch fs {
+	switch js.fs {
 	case FieldSet115:
 		maps.Copy(src, javaFieldSet115)
 	case FieldSet15:
 		maps.Copy(src, javaFieldSet15)
 	case FieldSet14:
 		maps.Copy(src, javaFieldSet14)
+	}
+	if js.release != "" {
+		maps.Copy(src, javaFlink2)
 	}
 	return jdktest.Compile(t, src)
 }
@@ -53,17 +84,38 @@ func javaRead(t *testing.T, c *jdktest.Classes, kind string, files ...string) ma
 	return res
 }
 
-// splitProps separates the properties line from the rest, sorted.
-func splitProps(lines []string) (props string, rest []string) {
+// splitProps separates the properties line and the operator names (2.x)
+// from the rest, sorted.
+func splitProps(lines []string) (props string, names, rest []string) {
 	for _, l := range lines {
 		if strings.HasPrefix(l, "props ") {
 			props = l
+		} else if strings.HasPrefix(l, "opname ") {
+			names = append(names, l)
 		} else {
 			rest = append(rest, l)
 		}
 	}
 	slices.Sort(rest)
-	return props, rest
+	slices.Sort(names)
+	return props, names, rest
+}
+
+// specNames is what HaTool prints for the operator names of spec with
+// the 2.x classes, sorted.
+func specNames(spec CheckpointSpec) []string {
+	var out []string
+	orNull := func(s string) string {
+		if s == "" {
+			return "null"
+		}
+		return s
+	}
+	for _, op := range spec.Metadata.Operators {
+		out = append(out, "opname "+orNull(op.Name)+"\t"+orNull(op.UID))
+	}
+	slices.Sort(out)
+	return slices.Compact(out) // HaTool prints a set
 }
 
 // wantProps is what the Java stand-in prints for the properties Flink uses
@@ -94,40 +146,42 @@ func writeTemp(t *testing.T, dir, name string, data []byte) string {
 // descriptor we write is the JDK's, and we read what ObjectOutputStream
 // writes.
 func TestJDK(t *testing.T) {
-	classes := map[FieldSet]*jdktest.Classes{}
-	for _, fs := range fieldSets {
-		classes[fs] = compileFieldSet(t, fs)
+	classes := map[javaSet]*jdktest.Classes{}
+	for _, js := range javaSets {
+		classes[js] = compileFieldSet(t, js)
 	}
 	t.Run("Descriptors", func(t *testing.T) {
-		for _, fs := range fieldSets {
-			t.Run(string(fs), func(t *testing.T) { checkDescriptors(t, classes[fs], fs) })
+		for _, js := range javaSets {
+			t.Run(js.String(), func(t *testing.T) { checkDescriptors(t, classes[js], js) })
 		}
 	})
 	t.Run("GoToJava", func(t *testing.T) {
-		for _, fs := range fieldSets {
-			t.Run(string(fs), func(t *testing.T) { goToJava(t, classes[fs], fs) })
+		for _, js := range javaSets {
+			t.Run(js.String(), func(t *testing.T) { goToJava(t, classes[js], js) })
 		}
 	})
-	written := map[FieldSet]string{}
-	for _, fs := range fieldSets {
-		written[fs] = t.TempDir()
-		classes[fs].Run(t, "HaTool", jdktest.Options{Args: []string{"write", written[fs]}})
+	written := map[javaSet]string{}
+	for _, js := range javaSets {
+		written[js] = t.TempDir()
+		classes[js].Run(t, "HaTool", jdktest.Options{Args: []string{"write", written[js]}})
 	}
 	t.Run("JavaToGo", func(t *testing.T) {
-		for _, fs := range fieldSets {
-			t.Run(string(fs), func(t *testing.T) { javaToGo(t, classes[fs], fs, written[fs]) })
+		for _, js := range javaSets {
+			t.Run(js.String(), func(t *testing.T) { javaToGo(t, classes[js], js, written[js]) })
 		}
 	})
-	t.Run("Znode", func(t *testing.T) { znodeJDK(t, classes[FieldSet115], written[FieldSet115]) })
-	t.Run("LeaderInfo", func(t *testing.T) { leaderJDK(t, classes[FieldSet115], written[FieldSet115]) })
-	t.Run("Paths", func(t *testing.T) { pathsJDK(t, classes[FieldSet115]) })
+	base := javaSet{fs: FieldSet115}
+	t.Run("Znode", func(t *testing.T) { znodeJDK(t, classes[base], written[base]) })
+	t.Run("LeaderInfo", func(t *testing.T) { leaderJDK(t, classes[base], written[base]) })
+	t.Run("Paths", func(t *testing.T) { pathsJDK(t, classes[base]) })
 	t.Run("SeedCorpus", func(t *testing.T) { checkSeeds(t, written) })
 }
 
 // checkDescriptors compares every class descriptor in our streams with the
 // JDK's ObjectStreamClass of the Java stand-in of the same name.
-func checkDescriptors(t *testing.T, c *jdktest.Classes, fs FieldSet) {
-	streams := [][]byte{encodeSpec(t, sampleSpec(fs))}
+func checkDescriptors(t *testing.T, c *jdktest.Classes, js javaSet) {
+	fs := js.fs
+	streams := [][]byte{encodeSpec(t, js.spec())}
 	if fs == FieldSet115 {
 		z, err := EncodeStateHandle(StateHandle{URI: "file:/ha/x", Size: 1})
 		if err != nil {
@@ -181,12 +235,13 @@ func checkDescriptors(t *testing.T, c *jdktest.Classes, fs FieldSet) {
 
 // goToJava: ObjectInputStream reads our HA files; what the JDK sees equals
 // what we decode and what the spec says.
-func goToJava(t *testing.T, c *jdktest.Classes, fs FieldSet) {
+func goToJava(t *testing.T, c *jdktest.Classes, js javaSet) {
+	fs := js.fs
 	dir := t.TempDir()
 	specs := map[string]CheckpointSpec{}
 	var files []string
 	for _, ret := range []Retention{RetainNever, RetainOnFailure, RetainOnCancellation} {
-		spec := sampleSpec(fs)
+		spec := js.spec()
 		spec.Retention = ret
 		if fs == FieldSet14 && ret == RetainNever {
 			spec.ExternalPointer, spec.Metadata = "", withoutRelative(spec.Metadata)
@@ -197,9 +252,12 @@ func goToJava(t *testing.T, c *jdktest.Classes, fs FieldSet) {
 	}
 	res := javaRead(t, c, "ha", files...)
 	for name, spec := range specs {
-		props, got := splitProps(res[name])
+		props, names, got := splitProps(res[name])
 		if want := wantProps(fs, spec.Retention, spec.ExternalPointer != ""); props != want {
 			t.Errorf("%s: JDK read %q, want %q", name, props, want)
+		}
+		if want := specNames(spec); js.release != "" && !slices.Equal(names, want) {
+			t.Errorf("%s: JDK read operator names %q, want %q", name, names, want)
 		}
 		data, _ := os.ReadFile(filepath.Join(dir, name))
 		if ours := view(decodeOK(t, data)); !slices.Equal(got, ours) {
@@ -213,7 +271,8 @@ func goToJava(t *testing.T, c *jdktest.Classes, fs FieldSet) {
 
 // javaToGo: we decode what ObjectOutputStream wrote from the Java
 // stand-ins, and find what the JDK finds.
-func javaToGo(t *testing.T, c *jdktest.Classes, fs FieldSet, dir string) {
+func javaToGo(t *testing.T, c *jdktest.Classes, js javaSet, dir string) {
+	fs := js.fs
 	files := []string{filepath.Join(dir, "ha.ser"), filepath.Join(dir, "ha-plain.ser")}
 	res := javaRead(t, c, "ha", files...)
 	for _, f := range files {
@@ -225,7 +284,10 @@ func javaToGo(t *testing.T, c *jdktest.Classes, fs FieldSet, dir string) {
 		if cc.FieldSet != fs {
 			t.Errorf("%s: field set %q, want %q", filepath.Base(f), cc.FieldSet, fs)
 		}
-		_, jv := splitProps(res[filepath.Base(f)])
+		_, names, jv := splitProps(res[filepath.Base(f)])
+		if f == files[0] && js.release != "" && !slices.Equal(names, []string{"opname Map ü\tuid-1", "opname null\tnull"}) {
+			t.Errorf("ha.ser: JDK read operator names %q", names)
+		}
 		if ours := view(cc); !slices.Equal(jv, ours) {
 			t.Errorf("%s: DecodeCompletedCheckpoint and the JDK differ (got = JDK):%s", filepath.Base(f), diffLines(jv, ours))
 		}
@@ -242,6 +304,9 @@ func javaToGo(t *testing.T, c *jdktest.Classes, fs FieldSet, dir string) {
 		"file " + classRelativeFile + "\t" + chk + "/MANIFEST\t55\t0\tfile",
 		"file " + classSegmentFile + "\tfile:/flink/checkpoints/shared/op_1_2_/seg file\t20\t10\tsegment",
 		"dir s3://bucket/taskowned dir",
+	}
+	if js.release != "" { // 2.3's upstream output buffer state
+		want = append(want, "file "+classFileStateHandle+"\t"+chk+"/upstream\t40\t0\tfile")
 	}
 	meta := classFileStateHandle + "\t" + chk + "/_metadata\t777\t0\tfile"
 	if fs == FieldSet14 {
@@ -417,6 +482,7 @@ var jdkSeeds = []struct{ target, name, file string }{
 	{"FuzzDecodeCompletedCheckpoint", "jdk-ha-15", "1.5-1.14/ha.ser"},
 	{"FuzzDecodeCompletedCheckpoint", "jdk-ha-14", "1.4/ha.ser"},
 	{"FuzzDecodeCompletedCheckpoint", "jdk-ha-plain-115", "1.15+/ha-plain.ser"},
+	{"FuzzDecodeCompletedCheckpoint", "jdk-ha-2x", "2.3/ha.ser"},
 	{"FuzzDecodeStateHandle", "jdk-znode", "1.15+/znode.ser"},
 	{"FuzzDecodeLeaderInfo", "jdk-leader", "1.15+/leader.ser"},
 	{"FuzzDecodeLeaderInfo", "jdk-leader-long", "1.15+/leader-long.ser"},
@@ -426,10 +492,14 @@ func seedFile(data []byte) []byte {
 	return []byte("go test fuzz v1\n[]byte(" + strconv.Quote(string(data)) + ")\n")
 }
 
-func checkSeeds(t *testing.T, written map[FieldSet]string) {
+func checkSeeds(t *testing.T, written map[javaSet]string) {
 	for _, s := range jdkSeeds {
 		fs, file, _ := strings.Cut(s.file, "/")
-		data, err := os.ReadFile(filepath.Join(written[FieldSet(fs)], file))
+		set := javaSet{fs: FieldSet(fs)}
+		if fs == "2.3" {
+			set = javaSet{fs: FieldSet115, release: fs}
+		}
+		data, err := os.ReadFile(filepath.Join(written[set], file))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,8 +6,8 @@ import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.java.functions.KeySelector;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.runtime.state.StateBackend;
 import org.apache.flink.runtime.state.hashmap.HashMapStateBackend;
-import org.apache.flink.state.api.OperatorIdentifier;
 import org.apache.flink.state.api.OperatorTransformation;
 import org.apache.flink.state.api.SavepointWriter;
 import org.apache.flink.state.api.StateBootstrapTransformation;
@@ -38,10 +38,50 @@ public final class SpaWriter {
                 OperatorTransformation.bootstrapWith(data)
                         .keyBy(new Identity(), Types.LONG)
                         .transform(new Bootstrap());
-        SavepointWriter.newSavepoint(env, new HashMapStateBackend(), 128)
-                .withOperator(OperatorIdentifier.forUid("ckptfs-state"), state)
+        withOperator(newSavepoint(env, new HashMapStateBackend(), 128), "ckptfs-state", state)
                 .write(dir);
         env.execute("ckptfs-spa-writer");
+    }
+
+    /**
+     * SavepointWriter.newSavepoint with the environment (1.17 and later), or without it (1.15, 1.16:
+     * the transformations bring their environment).
+     */
+    static SavepointWriter newSavepoint(StreamExecutionEnvironment env, StateBackend backend, int maxParallelism)
+            throws Exception {
+        try {
+            return (SavepointWriter)
+                    SavepointWriter.class
+                            .getMethod("newSavepoint", StreamExecutionEnvironment.class, StateBackend.class, int.class)
+                            .invoke(null, env, backend, maxParallelism);
+        } catch (NoSuchMethodException e) {
+            return (SavepointWriter)
+                    SavepointWriter.class
+                            .getMethod("newSavepoint", StateBackend.class, int.class)
+                            .invoke(null, backend, maxParallelism);
+        }
+    }
+
+    /**
+     * withOperator by OperatorIdentifier.forUid (1.17 and later; 2.x has no other), or by the uid
+     * string (1.15, 1.16, which have no OperatorIdentifier).
+     */
+    static SavepointWriter withOperator(SavepointWriter w, String uid, StateBootstrapTransformation<?> t)
+            throws Exception {
+        Class<?> id;
+        try {
+            id = Class.forName("org.apache.flink.state.api.OperatorIdentifier");
+        } catch (ClassNotFoundException e) {
+            return (SavepointWriter)
+                    SavepointWriter.class
+                            .getMethod("withOperator", String.class, StateBootstrapTransformation.class)
+                            .invoke(w, uid, t);
+        }
+        Object ident = id.getMethod("forUid", String.class).invoke(null, uid);
+        return (SavepointWriter)
+                SavepointWriter.class
+                        .getMethod("withOperator", id, StateBootstrapTransformation.class)
+                        .invoke(w, ident, t);
     }
 
     /** The key is the value. */

@@ -17,7 +17,8 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDec
 	./manifest/flinkha:FuzzDecodeLeaderInfo:500000 ./manifest/flinkha:FuzzPathToURI:500000 \
 	./manifest/flinkha:FuzzDecodeJobGraph:40000 ./manifest/flinkha:FuzzDecodeJobResult:60000 \
 	./flinkconf:FuzzParse:150000 ./flinkconf:FuzzParseMap:300000 \
-	./internal/zksasl:FuzzExchange:150000 ./internal/zksasl:FuzzDigestResponse:250000
+	./internal/zksasl:FuzzExchange:150000 ./internal/zksasl:FuzzDigestResponse:250000 \
+	./manifest:FuzzChangelogChanges:150000
 FUZZTIME ?= 10m
 
 .PHONY: all build deps flink chaos-flink chaos-net guard-flink bench-wan harvest corpus corpus-restore corpus-all corpus-walk test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
@@ -30,7 +31,8 @@ build:
 # Debian packages the tests use: ZooKeeper 3.8 (with its JRE), a JDK for
 # the Java serialization proofs and the real-Flink job, systemd for
 # systemd-analyze verify of the units in deploy/systemd, unzip for Flink's
-# packages and nsenter for the sites' namespaces.
+# packages, nsenter for the sites' namespaces and promtool (in Debian's
+# prometheus package) for the alert rules' unit tests.
 deps:
 	@need=""; \
 	[ -x /usr/share/zookeeper/bin/zkServer.sh ] || need="$$need zookeeper"; \
@@ -39,6 +41,7 @@ deps:
 	command -v unzip >/dev/null 2>&1 || need="$$need unzip"; \
 	command -v nsenter >/dev/null 2>&1 || need="$$need util-linux"; \
 	command -v pip >/dev/null 2>&1 || need="$$need python3-pip"; \
+	command -v promtool >/dev/null 2>&1 || need="$$need prometheus"; \
 	if [ -n "$$need" ]; then \
 		echo "installing:$$need"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; \
@@ -178,8 +181,8 @@ harvest: deps flink build
 # Regenerates the real-checkpoint corpus (integration/flinkdata/corpus):
 # real Flink per release (CORPUS_VERSIONS, default the releases marked
 # test) and kind (CORPUS_KINDS, default all: hashmap, rocksdb-full,
-# rocksdb-incremental, changelog, file-merging, file-merging-across,
-# unaligned, finished-broadcast, forst), each with its settings, job
+# rocksdb-incremental, changelog, changelog-compressed, file-merging,
+# file-merging-across, unaligned, finished-broadcast, forst), each with its settings, job
 # options and savepoints; make test walks the corpus without Flink.
 # About 40 s per entry.
 corpus: deps flink build

@@ -7,6 +7,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ckptfs/ckptfs/fusefs"
+	"github.com/ckptfs/ckptfs/zkbridge"
 )
 
 // TestGateHoldsThenFails: with takeover auto and no primary mount, an
@@ -37,5 +40,33 @@ func TestGateHoldsThenFails(t *testing.T) {
 	manual := DefaultConfig()
 	if err := newFailover(&manual, slog.New(slog.DiscardHandler)).Admit(context.Background(), "ha"); err != nil {
 		t.Fatalf("takeover manual held: %v", err)
+	}
+}
+
+// TestDecideHold: the gate's rule with takeover auto.
+func TestDecideHold(t *testing.T) {
+	eio := errors.New("EIO")
+	for _, tc := range []struct {
+		name string
+		o    HoldObservation
+		hold bool
+		err  error
+	}{
+		{"primary", HoldObservation{Site: "dc1", Mode: fusefs.ModePrimary, ActiveSite: "dc1"}, false, nil},
+		{"replica of a standby site", HoldObservation{Site: "dc2", Mode: fusefs.ModeReplica, ActiveSite: "dc1", ActiveLease: zkbridge.LeaseFresh}, true, nil},
+		{"replica, nothing read yet", HoldObservation{Site: "dc2", Mode: fusefs.ModeReplica}, true, nil},
+		{"replica after a refusal", HoldObservation{Site: "dc2", Mode: fusefs.ModeReplica, ActiveSite: "dc1", Refused: true}, false, eio},
+		{"fenced, another site active and alive", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced, ActiveSite: "dc2", ActiveLease: zkbridge.LeaseFresh}, false, nil},
+		{"fenced, another site active without a lease", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced, ActiveSite: "dc2", ActiveLease: zkbridge.LeaseAbsent}, false, nil},
+		{"fenced, alive active site, after a refusal", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced, ActiveSite: "dc2", ActiveLease: zkbridge.LeaseFresh, Refused: true}, false, nil},
+		{"fenced, the active site's lease expired", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced, ActiveSite: "dc2", ActiveLease: zkbridge.LeaseExpired}, true, nil},
+		{"fenced, the active site's lease not seen yet", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced, ActiveSite: "dc2"}, true, nil},
+		{"fenced by its own lease, still named active", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced, ActiveSite: "dc1", ActiveLease: zkbridge.LeaseFresh}, true, nil},
+		{"fenced, no site ever active", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced}, true, nil},
+	} {
+		hold, err := DecideHold(tc.o)
+		if hold != tc.hold || (err != nil) != (tc.err != nil) || (err != nil && !errors.Is(err, syscall.EIO)) {
+			t.Errorf("%s: hold %v, err %v; want hold %v, err %v", tc.name, hold, err, tc.hold, tc.err)
+		}
 	}
 }

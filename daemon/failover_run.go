@@ -77,15 +77,20 @@ func (f *failover) step(level slog.Level, what string, attrs ...any) {
 }
 
 // leaseLapsed is Observation.LeaseLapsed: the lease is configured,
-// active-site named this site when last read, and the holder does not
-// claim.
+// active-site named this site when last read (by the mode follower,
+// lastActive, or by the runner: a daemon cut off right after its first
+// renewal may never have read it in the follower), and the holder does
+// not claim.
 func (f *failover) leaseLapsed(lastActive string) bool {
-	if f.cfg.LeaseDuration <= 0 || lastActive != f.cfg.Site {
+	if f.cfg.LeaseDuration <= 0 {
 		return false
 	}
 	f.mu.Lock()
-	h := f.holder
+	h, runnerActive := f.holder, f.active
 	f.mu.Unlock()
+	if lastActive != f.cfg.Site && runnerActive != f.cfg.Site {
+		return false
+	}
 	return h == nil || !h.Claiming(time.Now())
 }
 
@@ -104,6 +109,10 @@ func (f *failover) start(ctx context.Context, b *zkbridge.Bridge) {
 	if f.cfg.LeaseDuration <= 0 {
 		return
 	}
+	if z := f.cfg.ZooKeeper; f.cfg.Takeover == TakeoverAuto && z != nil && f.cfg.LeaseDuration > z.FlinkSessionTimeout {
+		f.log.Warn("lease-duration is longer than Flink's session timeout: an automatic takeover starts that much later than Flink's own failover (design §5.11)",
+			"timeout", z.FlinkSessionTimeout.String())
+	}
 	h, err := b.NewLeaseHolder(f.rule())
 	if err != nil {
 		f.log.Error("liveness lease", "err", err)
@@ -112,8 +121,14 @@ func (f *failover) start(ctx context.Context, b *zkbridge.Bridge) {
 	f.mu.Lock()
 	f.holder = h
 	f.mu.Unlock()
-	if active, epoch, err := b.ActiveSite(ctx); err == nil && active == f.cfg.Site {
-		f.renew(ctx, epoch)
+	if active, epoch, err := b.ActiveSite(ctx); err == nil {
+		if active == f.cfg.Site {
+			f.renew(ctx, epoch)
+		}
+		// After the renewal: the mount is judged by the lease from now.
+		f.mu.Lock()
+		f.active = active
+		f.mu.Unlock()
 	}
 }
 
@@ -137,24 +152,32 @@ func (f *failover) renew(ctx context.Context, epoch int64) {
 	f.renewals++
 }
 
-// run makes a pass every interval until ctx ends.
+// run makes a pass every interval until ctx ends, and one at the
+// moment the active site's lease would expire if that comes first.
 func (f *failover) run(ctx context.Context, b *zkbridge.Bridge) {
-	t := time.NewTicker(f.interval())
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		f.pass(ctx, b)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		start := time.Now()
+		next := f.interval()
+		if at := f.pass(ctx, b); at > 0 && at < next {
+			next = at
+		}
+		t.Reset(max(0, next-time.Since(start)))
 	}
 }
 
-func (f *failover) pass(ctx context.Context, b *zkbridge.Bridge) {
+// pass makes one pass; it returns when the active site's lease would
+// expire (zero: not observed or not fresh).
+func (f *failover) pass(ctx context.Context, b *zkbridge.Bridge) time.Duration {
 	active, epoch, err := b.ActiveSite(ctx)
 	if err != nil {
-		return // the mode follower logs it
+		return 0 // the mode follower logs it
 	}
 	f.mu.Lock()
 	f.active = active
@@ -162,7 +185,7 @@ func (f *failover) pass(ctx context.Context, b *zkbridge.Bridge) {
 	if active == f.cfg.Site {
 		f.renew(ctx, epoch)
 		f.setStandby(nil)
-		return
+		return 0
 	}
 	auto := f.cfg.Takeover == TakeoverAuto
 	var view zkbridge.LeaseView
@@ -170,14 +193,15 @@ func (f *failover) pass(ctx context.Context, b *zkbridge.Bridge) {
 		var err error
 		if view, err = f.observe(ctx, b, active); err != nil {
 			f.log.Warn("reading site "+active+"'s liveness lease", "err", err)
-			return
+			return 0
 		}
 	}
+	expiresIn := time.Duration(view.ExpiresIn)
 	// Flink's liveness is a walk of its znodes: read it when the lease
 	// expired, and for the standby check every standbyCheckEvery.
 	standbyDue := len(f.cfg.SiteJobManagers) > 0 && time.Since(f.lastCheck) >= standbyCheckEvery
 	if view.State != zkbridge.LeaseExpired && !standbyDue {
-		return
+		return expiresIn
 	}
 	live, err := b.Liveness(ctx)
 	if err != nil {
@@ -185,7 +209,7 @@ func (f *failover) pass(ctx context.Context, b *zkbridge.Bridge) {
 			f.log.Warn("reading Flink's liveness", "err", err)
 		}
 		if !errors.Is(err, zkbridge.ErrNoNamespace) {
-			return
+			return 0
 		}
 		live = &zkbridge.Liveness{}
 	}
@@ -194,24 +218,35 @@ func (f *failover) pass(ctx context.Context, b *zkbridge.Bridge) {
 		f.checkStandby(live, active)
 	}
 	if !auto || active == "" {
-		return
+		return expiresIn
 	}
 	f.mu.Lock()
 	refused := f.refused != ""
 	f.mu.Unlock()
 	counts := zkbridge.OtherSitesLeading(f.cfg.SiteJobManagers)
+	leading := counts(live).Alive
+	if leading && view.State == zkbridge.LeaseExpired && !refused {
+		// The lease expired before the other sites' JobManager sessions
+		// ended: wait for them with watches, so that the takeover starts
+		// the moment the last one ends rather than a period later. (The
+		// lease guard still catches a renewal meanwhile.)
+		if l, err := b.WaitLiveness(ctx, f.cfg.LeaseDuration, counts); err == nil {
+			leading = l.Alive
+		}
+	}
 	d := DecideTakeover(TakeoverObservation{
 		Site: f.cfg.Site, Mode: f.cfg.Takeover, Session: SessionUp, ActiveSite: active, Epoch: epoch,
-		Lease: view.State, Leading: counts(live).Alive, Refused: refused,
+		Lease: view.State, Leading: leading, Refused: refused,
 	})
 	if !d.Run {
-		return
+		return expiresIn
 	}
 	guard, _ := view.Guard()
 	f.step(slog.LevelWarn, "automatic takeover: "+d.Reason, "lease_unchanged", time.Duration(view.Unchanged).String())
 	start := time.Now()
 	rep, err := b.Takeover(ctx, zkbridge.TakeoverOptions{
 		Wait: f.cfg.LeaseDuration, ActivateAnyway: f.cfg.TakeoverActivateAnyway, Lease: &guard, Counts: counts,
+		Journal: fmt.Sprintf("%s (lease of site %s unchanged for %v)", d.Reason, active, time.Duration(view.Unchanged).Round(time.Millisecond)),
 	})
 	took := time.Since(start).Round(time.Millisecond).String()
 	switch {
@@ -250,6 +285,7 @@ func (f *failover) pass(ctx context.Context, b *zkbridge.Bridge) {
 		f.count("failed")
 		f.step(slog.LevelError, "automatic takeover failed; trying again", "err", err.Error())
 	}
+	return 0
 }
 
 func (f *failover) count(result string) {
@@ -355,12 +391,53 @@ func (f *failover) holding() (bool, error) {
 	if f.cfg.Takeover != TakeoverAuto {
 		return false, nil
 	}
-	if srv := f.srv.Load(); srv != nil && srv.Mode() == fusefs.ModePrimary {
-		return false, nil
+	o := HoldObservation{Site: f.cfg.Site, Mode: fusefs.ModeReplica}
+	if srv := f.srv.Load(); srv != nil {
+		o.Mode = srv.Mode()
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.refused != "" {
+	o.ActiveSite, o.Refused = f.active, f.refused != ""
+	if f.observed != nil && f.observed.Site == f.active {
+		o.ActiveLease = f.observed.State
+	}
+	f.mu.Unlock()
+	return DecideHold(o)
+}
+
+// HoldObservation is what the gate's rule looks at (takeover auto).
+type HoldObservation struct {
+	Site string
+	Mode fusefs.Mode
+	// ActiveSite is active-site as the failover runner last read it,
+	// and ActiveLease that site's lease as last observed ("" unknown).
+	ActiveSite  string
+	ActiveLease zkbridge.LeaseState
+	// Refused: this site's automatic takeover refused.
+	Refused bool
+}
+
+// DecideHold is the gate's rule with takeover auto (design §5.12), the
+// one place it is written; true means the open waits, false admits it
+// or, with an error, fails it:
+//
+//   - a primary admits;
+//   - a fenced mount admits while another site is active and seen alive
+//     (its lease fresh, or absent: no takeover can conclude it dead):
+//     this site lost a takeover that has decided, and its mount answers
+//     as with takeover manual (listings filtered, writes EROFS) instead
+//     of failing every open after hold-timeout;
+//   - after this site's automatic takeover refused, an open fails (EIO);
+//   - otherwise the open waits: a replica of a standby site, and a fenced
+//     mount while a takeover towards its site may come (the active
+//     site's lease is not seen fresh, or its own lease lapsed).
+func DecideHold(o HoldObservation) (bool, error) {
+	switch {
+	case o.Mode == fusefs.ModePrimary:
+		return false, nil
+	case o.Mode == fusefs.ModeFenced && o.ActiveSite != "" && o.ActiveSite != o.Site &&
+		(o.ActiveLease == zkbridge.LeaseFresh || o.ActiveLease == zkbridge.LeaseAbsent):
+		return false, nil
+	case o.Refused:
 		return false, fmt.Errorf("the automatic takeover refused: %w", syscall.EIO)
 	}
 	return true, nil

@@ -48,7 +48,7 @@ func (f *follower) run(ctx context.Context) error {
 	if f.cfg.ZooKeeper != nil {
 		f.group.Go(func() error { f.connect(ctx); return nil })
 	}
-	tick := time.NewTicker(f.cfg.FollowInterval)
+	tick := time.NewTicker(f.interval())
 	defer tick.Stop()
 	for {
 		f.pass(ctx)
@@ -61,6 +61,17 @@ func (f *follower) run(ctx context.Context) error {
 	}
 }
 
+// interval is the period of the passes. With a liveness lease a pass
+// comes at least every D/16, and its read of active-site is cut short
+// after one period, so the mount is fenced at most D/2 + D/8 after the
+// start of the last renewal that counted (design §5.10).
+func (f *follower) interval() time.Duration {
+	if f.cfg.LeaseDuration > 0 {
+		return min(f.cfg.FollowInterval, f.cfg.LeaseDuration/16)
+	}
+	return f.cfg.FollowInterval
+}
+
 // pass makes one level-triggered pass.
 func (f *follower) pass(ctx context.Context) {
 	o := Observation{Site: f.cfg.Site, Mode: f.srv.Mode(), Lease: f.cfg.Lease, BackingReplaced: f.pin.replaced()}
@@ -70,18 +81,22 @@ func (f *follower) pass(ctx context.Context) {
 		// that takes longer than a pass, not after the calls' retries:
 		// the client notices silent servers within 2/3 of its session
 		// timeout, before they expire its session and a takeover
-		// elsewhere can get past its wait (Config.Validate).
+		// elsewhere can get past its wait (Config.Validate). A liveness
+		// lease lapses half a lease after the last renewal, and the pass
+		// must get to judging it: a read stuck in its retries would let
+		// another site take over beside a writable primary.
+		leased := f.cfg.Lease || f.cfg.LeaseDuration > 0
 		b := f.bridge.Load()
-		if b != nil && f.cfg.Lease && b.Session().State != zkbridge.SessionConnected {
+		if b != nil && leased && b.Session().State != zkbridge.SessionConnected {
 			b = nil
 		}
 		if b != nil {
 			rctx := ctx
-			if f.cfg.Lease {
+			if leased {
 				// A read that began just before the connection went
 				// would retry for the calls' whole RetryTimeout.
 				var cancel context.CancelFunc
-				rctx, cancel = context.WithTimeout(ctx, f.cfg.FollowInterval)
+				rctx, cancel = context.WithTimeout(ctx, f.interval())
 				defer cancel()
 			}
 			active, epoch, err := b.ActiveSite(rctx)

@@ -48,6 +48,13 @@ type pathEntry struct {
 	seen int64 // unix nanoseconds
 	used int64 // unix nanoseconds of the last verification that listed it
 
+	// GUARDED_BY(cache.pathsMu). A changelog file's version that was
+	// read and found to hold dstlSize bytes, flag byte included (the
+	// File.Size a changelog reference gives): a compressed one is not
+	// its handle's size long, and is read only once per version.
+	dstl     FileVersion
+	dstlSize int64
+
 	// GUARDED_BY(cache.pathsMu). The manifest build that last met the
 	// entry, and the position of its file in that build's list: a build
 	// merges a path it meets again into its first file, and the next

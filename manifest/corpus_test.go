@@ -188,6 +188,11 @@ func TestCorpusHAFiles(t *testing.T) {
 				if cc.CheckpointID != c.ID || cc.JobID != e.JobID {
 					t.Errorf("%s: checkpoint %d of job %s, want %d of %s", c.HAFile, cc.CheckpointID, cc.JobID, c.ID, e.JobID)
 				}
+				// Level L2's half: the HA file and every file it names.
+				hv, _ := v.VerifyHA(context.Background(), c.ID, flinkha.StateHandle{URI: e.StorageRootURI + "/" + c.HAFile, Size: int64(len(data))})
+				if !hv.Complete {
+					t.Errorf("%s: VerifyHA: %v", c.HAFile, hv.Problems)
+				}
 				verdict := v.VerifyDir(context.Background(), filepath.Join(e.Storage(), filepath.FromSlash(c.Dir)))
 				if verdict.Manifest == nil {
 					t.Fatalf("%s: %v", c.Dir, verdict.Problems)
@@ -235,7 +240,7 @@ func TestCorpusKinds(t *testing.T) {
 	for _, e := range flinkdata.Corpus(t) {
 		t.Run(e.Release+"/"+e.Kind, func(t *testing.T) {
 			kinds := map[metadata.Kind]int{}
-			var channels, finished, broadcast, operatorState, nullProps int
+			var channels, finished, broadcast, operatorState, nullProps, inMemory int
 			users := map[string]int{} // shared file -> checkpoints referencing it
 			for i, dir := range e.States() {
 				m, err := metadata.DecodeFile(filepath.Join(e.Storage(), filepath.FromSlash(dir), MetadataFile), metadata.Options{})
@@ -262,6 +267,13 @@ func TestCorpusKinds(t *testing.T) {
 						if st.Finished {
 							finished++
 						}
+						if h := st.ManagedKeyed; h != nil && h.Tag == metadata.TagChangelogV2 {
+							for _, d := range h.NonMaterialized {
+								if d != nil && d.Tag == metadata.TagChangelogByteIncrement {
+									inMemory++
+								}
+							}
+						}
 						if h := st.ManagedOperator; h != nil {
 							operatorState++
 							for _, s := range h.States {
@@ -286,6 +298,11 @@ func TestCorpusKinds(t *testing.T) {
 				want["canonical and native savepoints"] = len(e.Savepoints) == 2
 			case "changelog":
 				want["changelog files"] = kinds[metadata.KindChangelog] > 0
+			case "changelog-compressed":
+				want["changelog files"] = kinds[metadata.KindChangelog] > 0
+				want["only Snappy-compressed changelog files"] = compressedChangelogs(t, &e) == kinds[metadata.KindChangelog]
+			case "changelog-memory":
+				want["in-memory changelog handles (tag 9)"] = inMemory > 0
 			case "file-merging", "file-merging-across":
 				want["file-merging segments"] = kinds[metadata.KindSegment] > 0
 				want["file-merging directories"] = kinds[metadata.KindDirectory] > 0
@@ -393,4 +410,30 @@ func classDescs(t *testing.T, data []byte) map[string]string {
 		return nil
 	})
 	return out
+}
+
+// compressedChangelogs counts the references of e's checkpoints and
+// savepoints to changelog files whose flag byte says Snappy-compressed.
+func compressedChangelogs(t *testing.T, e *flinkdata.Entry) int {
+	n := 0
+	for _, dir := range e.States() {
+		m, err := metadata.DecodeFile(filepath.Join(e.Storage(), filepath.FromSlash(dir), MetadataFile), metadata.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range m.References(dir) {
+			if r.Kind != metadata.KindChangelog {
+				continue
+			}
+			rel, _ := corpusFile(e, dir, &File{Path: r.Path, Relative: r.Relative})
+			data, err := os.ReadFile(filepath.Join(e.Storage(), filepath.FromSlash(rel)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(data) > 0 && data[0] == dstlCompressed {
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -162,7 +162,7 @@ func (p *prober) stat(b *probeBatch, dirs *dirFds) {
 			o.err = err
 			continue
 		}
-		o.size, o.mode = st.Size, st.Mode
+		o.size, o.mode, o.ver = st.Size, st.Mode, VersionOf(&st)
 	}
 }
 

@@ -243,8 +243,18 @@ func (v *Verifier) judgeAt(now int64) judge {
 func (j judge) needsCheck(f *File, e *pathEntry) bool {
 	e.used = j.now
 	// e.seen is only set for a path inside the roots (e.err == nil).
-	trusted := j.trust && !f.IsDir() && e.seen != 0 && e.seen >= j.notBefore && f.Satisfied(e.size)
+	trusted := j.trust && !f.IsDir() && e.seen != 0 && e.seen >= j.notBefore && e.satisfies(f)
 	return !trusted
+}
+
+// satisfies reports whether the file e was last found complete as
+// satisfies f: a changelog file by what reading it found. The caller
+// holds cache.pathsMu.
+func (e *pathEntry) satisfies(f *File) bool {
+	if f.Kind == metadata.KindChangelog && f.Size > 0 {
+		return e.dstlSize == f.Size && e.dstl.size == e.size
+	}
+	return f.Satisfied(e.size)
 }
 
 // all returns the positions of the files that need a check (entries[i]
@@ -273,6 +283,7 @@ type observation struct {
 	err  error
 	size int64
 	mode uint32
+	ver  FileVersion
 }
 
 // checkFiles checks the files at the positions need lists (entries[i] is
@@ -329,6 +340,13 @@ func (v *Verifier) checkFiles(ctx context.Context, judge judge, probes *prober, 
 			verdict.addProblem(Problem{Path: f.Path, Kind: ProblemOutsideRoot, Detail: "symbolic link (not followed)"})
 		case typ != unix.S_IFREG:
 			verdict.addProblem(Problem{Path: f.Path, Kind: ProblemMissing, Detail: "not a regular file"})
+		case f.Kind == metadata.KindChangelog && f.Size > 0:
+			if p := v.checkChangelog(t); p != nil {
+				verdict.addProblem(*p)
+				continue
+			}
+			targets[complete] = *t
+			complete++
 		case !f.Satisfied(o.size):
 			want := f.Size
 			detail := fmt.Sprintf("expected %d bytes, found %d", f.Size, o.size)
@@ -355,6 +373,53 @@ func (v *Verifier) checkFiles(ctx context.Context, judge judge, probes *prober, 
 	if err := ctx.Err(); err != nil {
 		verdict.addProblem(Problem{Path: ".", Kind: ProblemIOError, Detail: err.Error()})
 	}
+}
+
+// checkChangelog reads the changelog file t names (changelogChanges)
+// unless its version was found complete before, and returns why it does
+// not hold the changes its handles count, or nil. t's observation
+// becomes what the open file's stat found.
+func (v *Verifier) checkChangelog(t *target) *Problem {
+	f, e := t.file, t.entry
+	c := v.cache
+	c.pathsMu.Lock()
+	known := e.dstlSize == f.Size && e.dstl == t.obs.ver
+	c.pathsMu.Unlock()
+	if known {
+		return nil
+	}
+	file, err := openBeneath(v.cfg.Resolver, filepath.Join(e.dir, e.base))
+	if err != nil {
+		return fileProblem(f.Path, err)
+	}
+	defer file.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(file.Fd()), &st); err != nil {
+		return fileProblem(f.Path, err)
+	}
+	t.obs.size, t.obs.ver = st.Size, VersionOf(&st)
+	want := f.Size - 1 // the flag byte
+	compressed, changes, err := changelogChanges(file, st.Size, want)
+	var de *dstlError
+	switch {
+	case errors.As(err, &de):
+		p := &Problem{Path: f.Path, Kind: ProblemParseError, Detail: "changelog file " + de.Error(), Offset: de.Offset}
+		if de.Short {
+			p.Kind, p.Expected, p.Found = ProblemSizeMismatch, f.Size, st.Size
+		}
+		return p
+	case err != nil:
+		return &Problem{Path: f.Path, Kind: ProblemIOError, Detail: err.Error()}
+	case !compressed && changes != want:
+		return &Problem{Path: f.Path, Kind: ProblemSizeMismatch, Detail: fmt.Sprintf("expected %d bytes, found %d", f.Size, st.Size), Expected: f.Size, Found: st.Size}
+	case changes != want:
+		return &Problem{Path: f.Path, Kind: ProblemSizeMismatch, Expected: f.Size, Found: changes + 1,
+			Detail: fmt.Sprintf("Snappy-compressed changelog file of %d bytes holds %d bytes of changes, its handle %d", st.Size, changes, want)}
+	}
+	c.pathsMu.Lock()
+	e.dstl, e.dstlSize = t.obs.ver, f.Size
+	c.pathsMu.Unlock()
+	return nil
 }
 
 // matchProbed gives targets (in ascending file order) what the parse's

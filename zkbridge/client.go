@@ -271,7 +271,8 @@ func (c *client) onEvent(ev zk.Event) {
 			}
 			h.up, h.since = true, now
 		}
-	} else if h.up && ev.State != zk.StateConnected {
+	} else if h.up && ev.State != zk.StateConnected && !c.closed.Load() {
+		// Closing the client disconnects too: that is no loss.
 		h.up, h.since = false, now
 		h.losses++
 		session := c.session

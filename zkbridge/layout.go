@@ -582,15 +582,23 @@ func (b *Bridge) lockEvidence(ctx context.Context, jobs map[string]*JobLayout, m
 		}
 		return LockStyleUnknown, nil
 	}
-	sawGraph := map[LockStyle]bool{}
+	// Every job's evidence is read at once; it is merged in the order of
+	// the jobs, as if read one after another.
+	graphs := make([]string, 0, len(jobs))
 	for _, j := range jobs {
-		if j.JobGraph == "" {
-			continue
+		if j.JobGraph != "" {
+			graphs = append(graphs, j.JobGraph)
 		}
-		s, err := classify(j.JobGraph)
-		if err != nil {
-			return err
-		}
+	}
+	graphStyle := make([]LockStyle, len(graphs))
+	if err := forEachJob(len(graphs), func(i int) (err error) {
+		graphStyle[i], err = classify(graphs[i])
+		return err
+	}); err != nil {
+		return err
+	}
+	sawGraph := map[LockStyle]bool{}
+	for _, s := range graphStyle {
 		sawGraph[s] = true
 	}
 	if sawGraph[LockChild] {
@@ -599,11 +607,13 @@ func (b *Bridge) lockEvidence(ctx context.Context, jobs map[string]*JobLayout, m
 	if sawGraph[LockDirect] {
 		ev.add(true, "a job graph has a lock directly under it", gensUpTo(Gen1_14)...)
 	}
-	for _, id := range modernJobs {
-		j := jobs[id]
+	// The style of each modern job's first pointer that shows one.
+	pointerStyle := make([]LockStyle, len(modernJobs))
+	if err := forEachJob(len(modernJobs), func(i int) error {
+		j := jobs[modernJobs[i]]
 		names, _, err := b.zk.children(ctx, j.PointerDir)
 		if errors.Is(err, zk.ErrNoNode) {
-			continue
+			return nil
 		}
 		if err != nil {
 			return err
@@ -617,18 +627,28 @@ func (b *Bridge) lockEvidence(ctx context.Context, jobs map[string]*JobLayout, m
 				return err
 			}
 			if s != LockStyleUnknown {
-				if j.LockStyle == LockStyleUnknown {
-					j.LockStyle = s
-				} else if j.LockStyle != s {
-					j.LockStyle = LockStyleUnknown
-				}
-				if s == LockChild {
-					ev.add(true, "job "+id+": a pointer has a persistent locks child", gensFrom(Gen1_15)...)
-				} else {
-					ev.add(true, "job "+id+": a pointer has a lock directly under it", Gen1_14)
-				}
-				break
+				pointerStyle[i] = s
+				return nil
 			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for i, id := range modernJobs {
+		j, s := jobs[id], pointerStyle[i]
+		if s == LockStyleUnknown {
+			continue
+		}
+		if j.LockStyle == LockStyleUnknown {
+			j.LockStyle = s
+		} else if j.LockStyle != s {
+			j.LockStyle = LockStyleUnknown
+		}
+		if s == LockChild {
+			ev.add(true, "job "+id+": a pointer has a persistent locks child", gensFrom(Gen1_15)...)
+		} else {
+			ev.add(true, "job "+id+": a pointer has a lock directly under it", Gen1_14)
 		}
 	}
 	return nil

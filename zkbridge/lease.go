@@ -245,8 +245,12 @@ type LeaseView struct {
 	Unchanged Duration `json:"unchanged"`
 	// Renewed is the holder's own time of its last renewal (for people:
 	// the rule never compares clocks of two machines).
-	Renewed    time.Time `json:"renewed,omitempty"`
-	RevokedBy  string    `json:"revoked_by,omitempty"`
+	Renewed   time.Time `json:"renewed,omitempty"`
+	RevokedBy string    `json:"revoked_by,omitempty"`
+	// ExpiresIn, for a fresh lease, is when a read that starts then
+	// would find it expired if it stays unchanged: an observer reads
+	// again at that moment rather than at its next period.
+	ExpiresIn  Duration `json:"expires_in,omitempty"`
 	guardValid bool
 	guard      LeaseGuard
 }
@@ -318,6 +322,7 @@ func (o *LeaseObserver) Observe(ctx context.Context) (LeaseView, error) {
 		v.guard, v.guardValid = LeaseGuard{Site: o.site, node: node, version: stat.Version, record: rec}, true
 	default:
 		v.State = LeaseFresh
+		v.ExpiresIn = Duration(max(time.Millisecond, o.seenAt.Add(o.rule.ObserverDead()).Sub(o.now())))
 	}
 	return v, nil
 }

@@ -78,9 +78,13 @@ func TestIntegration_Lease(t *testing.T) {
 		}
 		return v
 	}
-	observe(LeaseFresh)
+	if v := observe(LeaseFresh); time.Duration(v.ExpiresIn) != rule.ObserverDead() {
+		t.Fatalf("first seen: expires in %v, want %v", time.Duration(v.ExpiresIn), rule.ObserverDead())
+	}
 	oc.add(rule.ObserverDead() - time.Millisecond)
-	observe(LeaseFresh)
+	if v := observe(LeaseFresh); time.Duration(v.ExpiresIn) != time.Millisecond {
+		t.Fatalf("1ms before the conclusion: expires in %v", time.Duration(v.ExpiresIn))
+	}
 	// A renewal restarts it.
 	if err := h.Renew(ctx, 0); err != nil {
 		t.Fatal(err)

@@ -86,6 +86,21 @@ func (l *Liveness) String() string {
 	return s
 }
 
+// WaitLiveness waits at most wait until counts (nil: every node) of the
+// cluster's liveness shows no JobManager alive, watching the nodes so
+// that it returns as soon as the last one vanishes, and returns the
+// liveness read last (counted).
+func (b *Bridge) WaitLiveness(ctx context.Context, wait time.Duration, counts func(*Liveness) *Liveness) (*Liveness, error) {
+	l, err := b.discover(ctx)
+	if errors.Is(err, ErrNoNamespace) {
+		return &Liveness{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return b.waitDead(ctx, l, wait, 0, counts, nil)
+}
+
 // Liveness reads the cluster's liveness now.
 func (b *Bridge) Liveness(ctx context.Context) (*Liveness, error) {
 	l, err := b.discover(ctx)
@@ -104,35 +119,45 @@ func (b *Bridge) liveness(ctx context.Context, l *Layout) (*Liveness, error) {
 			return nil, err
 		}
 	}
-	for _, j := range l.Jobs {
+	perJob := make([][]EphemeralNode, len(l.Jobs))
+	err := forEachJob(len(l.Jobs), func(i int) error {
+		j := l.Jobs[i]
+		add := func(n EphemeralNode) { perJob[i] = append(perJob[i], n) }
 		// Flink 1.14 keeps each job's leader election under jobs/<job>.
 		if err := b.walkEphemeral(ctx, ns, join(ns, "jobs", j.JobID, "leader"), 3, add); err != nil {
-			return nil, err
+			return err
 		}
 		if j.JobGraph != "" {
 			ls, err := b.lockChildren(ctx, j.JobGraph, KindJobGraphLock)
 			if err != nil && !errors.Is(err, zk.ErrNoNode) {
-				return nil, err
+				return err
 			}
-			live.Nodes = append(live.Nodes, ls.ephemeral...)
+			perJob[i] = append(perJob[i], ls.ephemeral...)
 		}
 		if j.PointerDir == "" {
-			continue
+			return nil
 		}
 		names, _, err := b.zk.children(ctx, j.PointerDir)
 		if errors.Is(err, zk.ErrNoNode) {
-			continue
+			return nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, n := range names {
 			ls, err := b.lockChildren(ctx, join(j.PointerDir, n), KindCheckpointLock)
 			if err != nil && !errors.Is(err, zk.ErrNoNode) {
-				return nil, err
+				return err
 			}
-			live.Nodes = append(live.Nodes, ls.ephemeral...)
+			perJob[i] = append(perJob[i], ls.ephemeral...)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, nodes := range perJob {
+		live.Nodes = append(live.Nodes, nodes...)
 	}
 	live.Alive = len(live.Nodes) > 0
 	return live, nil
@@ -185,7 +210,7 @@ func (b *Bridge) walkEphemeral(ctx context.Context, ns, root string, depth int, 
 // LivenessPoll (a new JobManager creates nodes nobody watches yet). It
 // returns the last liveness read. counts, when set, keeps what must
 // vanish (TakeoverOptions.Counts).
-func (b *Bridge) waitDead(ctx context.Context, l *Layout, wait, quiet time.Duration, counts func(*Liveness) *Liveness) (*Liveness, error) {
+func (b *Bridge) waitDead(ctx context.Context, l *Layout, wait, quiet time.Duration, counts func(*Liveness) *Liveness, j *journal) (*Liveness, error) {
 	deadline := time.Now().Add(wait)
 	// armed holds one watch per ephemeral node until it fires.
 	armed := map[string]<-chan zk.Event{}
@@ -204,6 +229,7 @@ func (b *Bridge) waitDead(ctx context.Context, l *Layout, wait, quiet time.Durat
 				clear = time.Now()
 				if quiet > 0 {
 					b.log.Info("no Flink JobManager in ZooKeeper: making sure none comes back", "remaining", quiet.String())
+					j.waiting(ctx, fmt.Sprintf("no Flink JobManager to come back for %v", quiet))
 				}
 			}
 			left := quiet - time.Since(clear)
@@ -229,6 +255,7 @@ func (b *Bridge) waitDead(ctx context.Context, l *Layout, wait, quiet time.Durat
 		if s := fmt.Sprint(live.Sessions()); s != lastSessions {
 			level, lastSessions = slog.LevelInfo, s
 		}
+		j.waiting(ctx, fmt.Sprintf("Flink's JobManager session(s) %s (%s) to end, at most until %s", lastSessions, strings.Join(live.Addresses(), ", "), deadline.UTC().Format(time.RFC3339)))
 		b.log.Log(ctx, level, "waiting for Flink's JobManagers to vanish from ZooKeeper", "nodes", len(live.Nodes),
 			"sessions", lastSessions, "addresses", strings.Join(live.Addresses(), ","), "remaining", remaining.Round(time.Second).String())
 		gone := false

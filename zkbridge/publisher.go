@@ -421,15 +421,22 @@ func (b *Bridge) readMarkers(ctx context.Context, paths ckptfsPaths) (map[string
 		if err != nil {
 			return nil, err
 		}
-		for _, job := range jobs {
-			data, _, err := b.zk.get(ctx, paths.marker(site, job))
+		data, found := make([][]byte, len(jobs)), make([]bool, len(jobs))
+		if err := forEachJob(len(jobs), func(i int) (err error) {
+			data[i], _, err = b.zk.get(ctx, paths.marker(site, jobs[i]))
 			if errors.Is(err, zk.ErrNoNode) {
+				return nil
+			}
+			found[i] = err == nil
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		for i, job := range jobs {
+			if !found[i] {
 				continue
 			}
-			if err != nil {
-				return nil, err
-			}
-			m, err := decodeMarker(data)
+			m, err := decodeMarker(data[i])
 			if err != nil {
 				b.log.Warn("undecodable marker", "znode", paths.marker(site, job), "err", err)
 				continue

@@ -20,8 +20,11 @@ type StatusReport struct {
 	ActiveSite string    `json:"active_site"`
 	Epoch      int64     `json:"epoch"`
 	// Leases are the sites' liveness leases (design §5.10).
-	Leases []LeaseInfo  `json:"leases"`
-	Jobs   []*JobStatus `json:"jobs"`
+	Leases []LeaseInfo `json:"leases"`
+	// AutoTakeover is the journal of the latest automatic takeover (nil:
+	// none ran).
+	AutoTakeover *AutoTakeover `json:"auto_takeover"`
+	Jobs         []*JobStatus  `json:"jobs"`
 }
 
 // JobStatus is one job's pointers and markers.
@@ -103,6 +106,9 @@ func (b *Bridge) Status(ctx context.Context) (*StatusReport, error) {
 		return nil, err
 	}
 	if rep.Leases, err = b.readLeases(ctx, paths); err != nil {
+		return nil, err
+	}
+	if rep.AutoTakeover, err = b.readAutoTakeover(ctx, paths); err != nil {
 		return nil, err
 	}
 	markers, err := b.readMarkers(ctx, paths)

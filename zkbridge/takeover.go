@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -65,7 +66,13 @@ type TakeoverOptions struct {
 	// counts every ephemeral node.
 	Counts func(*Liveness) *Liveness
 
-	// beforeRetraction is a test seam, called before every retraction.
+	// Journal, when set, is why an automatic takeover started: the
+	// takeover then keeps its journal (AutoTakeover) while it holds the
+	// lock, unless this site is active already.
+	Journal string
+
+	// beforeRetraction is a test seam, called before every retraction,
+	// one call at a time.
 	beforeRetraction func(job string, id int64)
 }
 
@@ -215,12 +222,31 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 		defer b.releaseLock(lock)
 		lock.lease = opts.Lease
 	}
+	var j *journal
+	if opts.Journal != "" && lock != nil {
+		if active, _, err := b.readActiveSite(ctx, paths); err == nil && active != b.cfg.Site {
+			j = b.openJournal(ctx, paths, lock, opts.Journal)
+		}
+	}
+	defer func() {
+		if j != nil && j.rec.State == AutoRunning {
+			j.end(ctx, AutoStopped, "ended without a decision: "+rep.Decision, rep.Epoch)
+		}
+	}()
+	j.step(ctx, "takeover lock acquired", "ok")
 
 	start := time.Now()
-	live, err := b.waitDead(ctx, l, opts.Wait, min(opts.Quiet, opts.Wait), opts.Counts)
+	live, err := b.waitDead(ctx, l, opts.Wait, min(opts.Quiet, opts.Wait), opts.Counts, j)
 	rep.Waited = Duration(time.Since(start).Round(time.Millisecond))
 	if err != nil {
+		rep.Decision = err.Error()
 		return nil, err
+	}
+	j.waiting(ctx, "")
+	if live.Alive {
+		j.step(ctx, fmt.Sprintf("%s after waiting %v", live, time.Duration(rep.Waited)), "refused")
+	} else {
+		j.step(ctx, fmt.Sprintf("no JobManager that must vanish is alive (waited %v)", time.Duration(rep.Waited)), "ok")
 	}
 	rep.JobManager = live
 	if live.Alive && !opts.DryRun {
@@ -259,17 +285,10 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 	if err != nil {
 		return nil, err
 	}
-	for _, jl := range l.Jobs {
-		marker, ok := markers[b.cfg.Site][jl.JobID]
-		if !ok {
-			marker = NoMarker(jl.JobID)
-		}
-		jt, err := b.takeoverJob(ctx, paths, lock, ep, l, jl, marker, opts)
-		if err != nil {
-			rep.Decision = fmt.Sprintf("stopped at job %s: %v", jl.JobID, err)
-			return rep, err
-		}
-		rep.Jobs = append(rep.Jobs, jt)
+	err = b.takeoverJobs(ctx, paths, lock, ep, l, markers[b.cfg.Site], opts, rep)
+	j.jobs(ctx, rep.Jobs)
+	if err != nil {
+		return rep, err
 	}
 
 	switch {
@@ -281,6 +300,7 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 		rep.Decision = fmt.Sprintf("site %s was already active (epoch %d)", b.cfg.Site, ep.value)
 	case rep.Refused() && !opts.ActivateAnyway:
 		rep.Decision = fmt.Sprintf("site %s not activated: some job has no pointer this site holds completely", b.cfg.Site)
+		j.end(ctx, AutoRefused, rep.Decision, ep.value)
 	case opts.DryRun:
 		rep.Decision = fmt.Sprintf("dry run: would make site %s active with epoch %d", b.cfg.Site, ep.value+1)
 	default:
@@ -294,6 +314,7 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 			rep.Decision += " (activated anyway although some job was refused)"
 		}
 		log.Info("site activated", "epoch", rep.Epoch)
+		j.end(ctx, AutoActivated, rep.Decision, rep.Epoch)
 	}
 	return rep, nil
 }
@@ -352,6 +373,73 @@ func (b *Bridge) discoverForTakeover(ctx context.Context) (*Layout, error) {
 	b.log.Info("Flink's namespace does not exist: a cluster that has not run yet", "namespace", ns)
 	return &Layout{PathRoot: root, ClusterID: b.cfg.ClusterID, Namespace: ns,
 		Evidence: []string{ns + " does not exist: Flink has not run in this cluster yet"}}, nil
+}
+
+// takeoverJobs runs takeoverJob for every job of l, several at once, and
+// appends their reports to rep in l's order. The jobs' writes are
+// independent: each retraction is its own multi, checked against the
+// same epoch and lock versions, none of which changes before activate.
+// When a job fails the others are stopped; rep then holds the jobs that
+// finished, and Decision names the first job that failed.
+func (b *Bridge) takeoverJobs(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, l *Layout, markers map[string]Marker, opts TakeoverOptions, rep *TakeoverReport) error {
+	if hook := opts.beforeRetraction; hook != nil {
+		var mu sync.Mutex
+		opts.beforeRetraction = func(job string, id int64) {
+			mu.Lock()
+			defer mu.Unlock()
+			hook(job, id)
+		}
+	}
+	jctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		jt  *JobTakeover
+		err error
+	}
+	results := make([]result, len(l.Jobs))
+	var (
+		mu       sync.Mutex
+		firstErr = -1 // GUARDED_BY(mu), the job that failed first
+		wg       sync.WaitGroup
+	)
+	sem := make(chan struct{}, parallelJobs)
+	for i, jl := range l.Jobs {
+		marker, ok := markers[jl.JobID]
+		if !ok {
+			marker = NoMarker(jl.JobID)
+		}
+		wg.Go(func() {
+			var r result
+			select {
+			case sem <- struct{}{}:
+				r.jt, r.err = b.takeoverJob(jctx, paths, lock, ep, l, jl, marker, opts)
+				<-sem
+			case <-jctx.Done():
+				r.err = jctx.Err()
+			}
+			results[i] = r
+			if r.err != nil {
+				mu.Lock()
+				if firstErr < 0 {
+					firstErr = i
+				}
+				mu.Unlock()
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	for _, r := range results {
+		if r.err == nil {
+			rep.Jobs = append(rep.Jobs, r.jt)
+		}
+	}
+	if firstErr >= 0 {
+		err := results[firstErr].err
+		rep.Decision = fmt.Sprintf("stopped at job %s: %v", l.Jobs[firstErr].JobID, err)
+		return err
+	}
+	return nil
 }
 
 // maxJobRounds bounds re-planning of one job whose znodes keep changing.

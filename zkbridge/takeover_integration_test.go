@@ -782,3 +782,54 @@ func TestIntegration_TakeoverWaitsOutAReturningJobManager(t *testing.T) {
 		t.Errorf("a refused takeover reports %+v", rep)
 	}
 }
+
+// TestIntegration_TakeoverStopsAtFailingJob: jobs are taken over at once;
+// when one of them fails (a conflicting backup in its way) the takeover
+// returns that error, names the job, reports the jobs that finished and
+// does not activate the site.
+func TestIntegration_TakeoverStopsAtFailingJob(t *testing.T) {
+	c := zktest.StartCluster(t, 1)
+	e := newEnv(t, c)
+	jm, _ := e.startJM(flinkemu.Flink1_20, false)
+	var jobs []string
+	for range 4 {
+		job := flinkemu.NewJobID()
+		jobs = append(jobs, job)
+		if err := jm.SubmitJob(job); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, err := jm.CompleteCheckpoint(job, flinkemu.CheckpointSpec{StateSizes: []int{100}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hideFile(t, jm.Checkpoints(job)[2].StateFiles[0]) // 3
+	}
+	jm.Close()
+	b := e.bridge("dc2")
+	paths := newCkptfsPaths(e.ckptfs, "default")
+	failing := jobs[2]
+	for _, p := range []string{paths.prunedRoot(), paths.prunedJob(failing)} {
+		if err := b.zk.ensure(testContext(t, time.Minute), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Conn().Create(paths.pruned(failing, 3), mustBackup(t, &Backup{Format: backupFormat, Znode: "/elsewhere", Data: []byte("other")}), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := b.Takeover(testContext(t, time.Minute), TakeoverOptions{})
+	if !errors.Is(err, ErrBackupConflict) {
+		t.Fatalf("takeover with a conflicting backup: %v, want ErrBackupConflict", err)
+	}
+	if rep == nil || rep.Activated || !strings.Contains(rep.Decision, "stopped at job "+failing) {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, jt := range rep.Jobs {
+		if jt.JobID == failing || !slices.Equal(jt.Retracted, []int64{3}) {
+			t.Errorf("reported job %s retracted %v", jt.JobID, jt.Retracted)
+		}
+	}
+	if _, _, err := b.Conn().Get(e.ckptfs + "/default/active-site"); !errors.Is(err, zk.ErrNoNode) {
+		t.Errorf("active-site after a failed takeover: %v", err)
+	}
+}

@@ -209,6 +209,7 @@ func writeStatusText(w io.Writer, rep *zkbridge.StatusReport) {
 	for _, l := range rep.Leases {
 		fmt.Fprintf(w, "liveness lease: %s\n", l)
 	}
+	writeAutoTakeover(w, rep.AutoTakeover)
 	for _, j := range rep.Jobs {
 		fmt.Fprintf(w, "\njob %s\n", j.JobID)
 		if len(j.Pointers) > 0 {
@@ -294,4 +295,25 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// writeAutoTakeover prints the journal of the latest automatic takeover.
+func writeAutoTakeover(w io.Writer, a *zkbridge.AutoTakeover) {
+	if a == nil {
+		return
+	}
+	who := a.Site
+	if a.Host != "" {
+		who += fmt.Sprintf(", %s pid %d", a.Host, a.PID)
+	}
+	fmt.Fprintf(w, "automatic takeover by site %s (daemon %s), started %s: %s\n", a.Site, who, a.Started.Format(time.RFC3339Nano), a.State)
+	if a.WaitingFor != "" {
+		fmt.Fprintf(w, "  waiting for: %s\n", a.WaitingFor)
+	}
+	for _, s := range a.Steps {
+		fmt.Fprintf(w, "  %s +%v  %-9s %s\n", s.At.Format("15:04:05.000"), s.At.Sub(a.Started).Round(time.Millisecond), s.Outcome, s.What)
+	}
+	for _, r := range a.Refused {
+		fmt.Fprintf(w, "  refused job %s (%s): %s\n", r.JobID, r.Reason, r.Detail)
+	}
 }

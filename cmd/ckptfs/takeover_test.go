@@ -90,6 +90,10 @@ func TestIntegration_TakeoverCLI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status: exit %d\n%s", code, stderr)
 	}
+	// Closing the client at exit loses nothing: no warning about it.
+	if strings.Contains(stderr, "session lost") {
+		t.Errorf("status at exit: %s", stderr)
+	}
 	var status struct {
 		JobManager struct{ Alive bool } `json:"jobmanager"`
 		Jobs       []struct {
@@ -113,6 +117,9 @@ func TestIntegration_TakeoverCLI(t *testing.T) {
 	out, stderr, code = ckptfs(t, append([]string{"takeover", "-o", "json"}, recorded...)...)
 	if code != 4 {
 		t.Fatalf("takeover: exit %d, want 4\n%s%s", code, out, stderr)
+	}
+	if strings.Contains(stderr, "session lost") {
+		t.Errorf("takeover at exit: %s", stderr)
 	}
 	var rep struct {
 		Site  string `json:"site"`

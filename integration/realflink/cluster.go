@@ -87,6 +87,11 @@ func (c ClusterConfig) Settings() map[string]string {
 		"restart-strategy.fixed-delay.attempts":                                            "1000000",
 		"restart-strategy.fixed-delay.delay":                                               "500 ms",
 		"heartbeat.timeout":                                                                "20000",
+		// REST answers from an execution graph cached for this long
+		// (default 3 s; apache/flink RestEndpointFactory
+		// .createExecutionGraphCache): a test polling REST for RUNNING
+		// would see it up to 3 s late, and the recovery times with it.
+		"web.refresh-interval": "100",
 	}
 	for k, v := range c.Extra {
 		s[k] = v

@@ -87,19 +87,31 @@ func corpusKinds() []corpusKind {
 		}
 	}
 	rocksIncr := with(backend("rocksdb"), incremental(true))
+	// The state.changelog.* names are 1.20's (StateChangelogOptions);
+	// 1.15-1.19 know only state.backend.changelog.* and ignore them.
+	changelog := with(backend("hashmap"), func(d Dist) map[string]string {
+		return map[string]string{
+			pick(d, "state.backend.changelog.enabled", "state.changelog.enabled", [2]int{1, 20}): "true",
+			pick(d, "state.backend.changelog.storage", "state.changelog.storage", [2]int{1, 20}): "filesystem",
+			"dstl.dfs.base-path": "file://{root}/changelog",
+			pick(d, "state.backend.changelog.periodic-materialize.interval", "state.changelog.periodic-materialize.interval", [2]int{1, 20}): "2 s",
+		}
+	})
 	return []corpusKind{
 		{name: "hashmap", since: [2]int{1, 15}, settings: backend("hashmap"), checkpoints: 3, savepoints: []string{"CANONICAL"}},
 		{name: "rocksdb-full", since: [2]int{1, 15}, settings: with(backend("rocksdb"), incremental(false)), checkpoints: 3},
 		{name: "rocksdb-incremental", since: [2]int{1, 15}, settings: rocksIncr, checkpoints: 7, savepoints: []string{"CANONICAL", "NATIVE"}},
-		// The state.changelog.* names are 1.20's (StateChangelogOptions);
-		// 1.15-1.19 know only state.backend.changelog.* and ignore them.
-		{name: "changelog", since: [2]int{1, 15}, settings: with(backend("hashmap"), func(d Dist) map[string]string {
-			return map[string]string{
-				pick(d, "state.backend.changelog.enabled", "state.changelog.enabled", [2]int{1, 20}): "true",
-				pick(d, "state.backend.changelog.storage", "state.changelog.storage", [2]int{1, 20}): "filesystem",
-				"dstl.dfs.base-path": "file://{root}/changelog",
-				pick(d, "state.backend.changelog.periodic-materialize.interval", "state.changelog.periodic-materialize.interval", [2]int{1, 20}): "2 s",
-			}
+		{name: "changelog", since: [2]int{1, 15}, settings: changelog, checkpoints: 6},
+		// Snappy-framed DSTL files (StateChangeFsUploader): their length
+		// is not their handle's size, which counts uncompressed bytes.
+		{name: "changelog-compressed", since: [2]int{1, 15}, settings: with(changelog, func(d Dist) map[string]string {
+			return map[string]string{"dstl.dfs.compression.enabled": "true"}
+		}), checkpoints: 6},
+		// The in-memory changelog storage (flink-runtime's
+		// InMemoryStateChangelogStorageFactory): the changes ride inline in
+		// _metadata, as InMemoryChangelogStateHandle (tag 9).
+		{name: "changelog-memory", since: [2]int{1, 15}, settings: with(changelog, func(d Dist) map[string]string {
+			return map[string]string{pick(d, "state.backend.changelog.storage", "state.changelog.storage", [2]int{1, 20}): "memory"}
 		}), checkpoints: 6},
 		{name: "file-merging", since: [2]int{1, 20}, settings: with(rocksIncr, func(d Dist) map[string]string {
 			return map[string]string{"execution.checkpointing.file-merging.enabled": "true"}

@@ -148,6 +148,8 @@ type run struct {
 	// FAILED and Flink deletes its checkpoints through the promoted
 	// mount. noGuard runs DC2's mount without the deletion guard.
 	failRestore, noGuard bool
+	// lease, when set, is the liveness lease of a hot-standby run.
+	lease time.Duration
 	// out is what the run measured, as far as it got.
 	out outcome
 	// story narrates the run (make demo); nil in tests.
@@ -170,6 +172,14 @@ func newRun(t *testing.T, d Dist, ckptfs bool) *run {
 		r.heldBack = heldBackParts[rng.IntN(len(heldBackParts))]
 	}
 	return r
+}
+
+// leaseOr is the run's lease, def when unset.
+func (r *run) leaseOr(def time.Duration) time.Duration {
+	if r.lease > 0 {
+		return r.lease
+	}
+	return def
 }
 
 // heldBackParts are the parts of a job's HA state a run can hold back
@@ -260,6 +270,9 @@ func (w *world) report(site string) *Report {
 
 // outcome is what one run measured, for the chaos table.
 type outcome struct {
+	// Breakdown is a hot-standby run's recovery, step by step after the
+	// loss (autoTakeoverBreakdown).
+	Breakdown         string
 	Ahead, Refused    bool
 	Optimal, Restored int64
 	Newest            int64 // ZooKeeper's newest pointer at the loss

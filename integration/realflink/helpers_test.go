@@ -3,6 +3,7 @@
 package realflink
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -45,7 +46,11 @@ func waitUntil(tb testing.TB, timeout time.Duration, what string, ok func() bool
 			}
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
+			var tails []string
+			for _, p := range procs {
+				tails = append(tails, fmt.Sprintf("%s:\n%s\n%s", p.Name, p.Tail(20), logTail(p.FlinkLog, 30)))
+			}
+			tb.Fatalf("timed out after %v waiting for %s\n%s", timeout, what, strings.Join(tails, "\n"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

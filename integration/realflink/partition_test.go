@@ -637,8 +637,9 @@ func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *n
 	w.say(t, "3. DC1 back")
 	deadline := time.Now().Add(3 * flinkSession)
 	for time.Now().Before(deadline) {
-		// EROFS, or EIO for a file whose writers the fence revoked.
-		if err := os.WriteFile(w.dc1.Path(filepath.Join(w.flink, "probe")), nil, 0o644); !errors.Is(err, syscall.EROFS) && !errors.Is(err, syscall.EIO) {
+		// EROFS at once, as with takeover manual: with takeover auto a
+		// fenced mount is not held while DC2 is alive (daemon.DecideHold).
+		if err := os.WriteFile(w.dc1.Path(filepath.Join(w.flink, "probe")), nil, 0o644); !errors.Is(err, syscall.EROFS) {
 			t.Fatalf("DC1's mount after DC1 came back: a write got %v, want EROFS (fenced)", err)
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -649,6 +650,10 @@ func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *n
 	out.ReturnedStayedFenced = true
 	// A fenced mount lists only what its NAS holds completely.
 	raw := chkDirs(filepath.Join(w.backing["dc1"], "checkpoints", w.job))
+	listAt := time.Now()
+	if _, err := os.ReadDir(w.dc1.Path(filepath.Join(w.flink, "checkpoints", w.job))); err != nil || time.Since(listAt) > 10*time.Second {
+		t.Errorf("listing DC1's fenced mount: %v after %v, want it at once, filtered as a replica's", err, time.Since(listAt))
+	}
 	seen := chkDirs(w.dc1.Path(filepath.Join(w.flink, "checkpoints", w.job)))
 	for _, d := range raw {
 		_, err := os.Stat(filepath.Join(w.backing["dc1"], "checkpoints", w.job, d, "_metadata"))

@@ -40,7 +40,14 @@ func TestIntegration_HotStandbyRTOCase(t *testing.T) {
 	}
 	mounttest.RequireFUSE(t)
 	c := zktest.StartCluster(t, 5, func(cfg *zktest.Config) { cfg.MaxSessionTimeout = 5 * time.Second })
-	out := runHotStandby(t, c, newRun(t, d, true), mode)
+	r := newRun(t, d, true)
+	r.lease = rtoLease
+	out := runHotStandby(t, c, r, mode)
+	for _, l := range strings.Split(strings.Trim(out.Breakdown, "\n"), "\n") {
+		if l != "" {
+			fmt.Printf("RTO-STEP %s\n", l)
+		}
+	}
 	fmt.Printf("RTO case=%s loss_to_running=%s takeover=%s restored=%d optimal=%d\n", mode, out.LossToRunning, out.Takeover, out.Restored, out.Optimal)
 }
 
@@ -51,7 +58,7 @@ func TestIntegration_HotStandbyRTOCase(t *testing.T) {
 // and TaskManagers standing by on DC2 and the same seeds, in ABBA order
 // (CKPTFS_BENCH_RUNS runs per case, default 2; CKPTFS_BENCH_FLINK picks
 // the release, default the newest 1.20). Flink's session timeout is 4 s
-// and ckptfs's lease 6 s (standbyLease). It reports both medians, their
+// and ckptfs's lease 3 s (rtoLease). It reports both medians, their
 // ratio (target at most 1.2) and the takeover's share.
 func BenchmarkHotStandbyRTO(b *testing.B) {
 	defer benchLoud(b)
@@ -72,9 +79,13 @@ func BenchmarkHotStandbyRTO(b *testing.B) {
 		outb, err := cmd.Output()
 		var line string
 		sc := bufio.NewScanner(bytes.NewReader(outb))
+		var steps []string
 		for sc.Scan() {
 			if strings.HasPrefix(sc.Text(), "RTO ") {
 				line = sc.Text()
+			}
+			if s, ok := strings.CutPrefix(sc.Text(), "RTO-STEP "); ok {
+				steps = append(steps, s)
 			}
 		}
 		if err != nil || line == "" {
@@ -82,6 +93,9 @@ func BenchmarkHotStandbyRTO(b *testing.B) {
 		}
 		loss, takeover := fieldDuration(line, "loss_to_running="), fieldDuration(line, "takeover=")
 		b.Logf("run %d: %s, seed %d: loss -> RUNNING %v (takeover %v)", i, mode, seed, loss.Round(time.Millisecond), takeover.Round(time.Millisecond))
+		for _, s := range steps {
+			b.Logf("  %s", s)
+		}
 		rto[mode] = append(rto[mode], loss.Seconds())
 		if mode == standbyAuto {
 			takeovers = append(takeovers, takeover.Seconds())
@@ -94,7 +108,7 @@ func BenchmarkHotStandbyRTO(b *testing.B) {
 	b.ReportMetric(benchMedian(takeovers), "s-to-takeover")
 	b.Logf("hot standby RTO, Flink %s: ckptfs (takeover auto, lease %v) %s; Flink's own HA in one site %s; ratio %.2f (target <= 1.2); "+
 		"DC2's automatic takeover done %s after the loss; Flink session timeout %v (target <= %v)",
-		d.Version, standbyLease, benchFmt(rto[standbyAuto], "s"), benchFmt(rto[standbyFlinkHA], "s"), benchRatio(a, f),
+		d.Version, rtoLease, benchFmt(rto[standbyAuto], "s"), benchFmt(rto[standbyFlinkHA], "s"), benchRatio(a, f),
 		benchFmt(takeovers, "s"), flinkSession, flinkSession+5*time.Second)
 }
 

@@ -29,10 +29,11 @@ var wanLatencies = []time.Duration{0, 10 * time.Millisecond, 20 * time.Milliseco
 //
 //   - takeover20: `ckptfs takeover` run in DC2 for 20 jobs with 3
 //     pointers each (every pointer verified at L2, one retraction per
-//     job), the process's whole run;
+//     job), the process's whole run, given DC2's servers (zk=dc2) or
+//     DC3's only (zk=dc3: every read crosses the WAN);
 //   - marker: from an emulated JobManager completing a checkpoint on
-//     DC2's NAS to DC2's mount (in DC2) publishing it in its marker, seen
-//     by a watcher.
+//     DC2's NAS to DC2's mount (in DC2, given DC2's servers) publishing
+//     it in its marker, seen by a watcher.
 //
 // Each at every latency of wanLatencies; compare them with the same
 // run's latency=0ms.
@@ -79,8 +80,12 @@ func BenchmarkIntegration_WAN(b *testing.B) {
 		}
 	}
 	jm.Close()
+	// zk is the servers ckptfs is given: go-zookeeper picks one of them
+	// at random, and whether it is across the WAN decides what a read
+	// costs, so each case names its servers.
+	zk := c.ConnectString()
 	ckptfs := func(s *Site, args ...string) ([]byte, error) {
-		base := []string{"--zk", c.ConnectString(), "--site", "dc2", "--cluster-id", "twenty", "--path-root", jcfg.PathRoot,
+		base := []string{"--zk", zk, "--site", "dc2", "--cluster-id", "twenty", "--path-root", jcfg.PathRoot,
 			"--map", jcfg.FlinkStorage + "=" + nas}
 		if s == nil {
 			return execCombined(binary, append(args, base...)...)
@@ -95,43 +100,56 @@ func BenchmarkIntegration_WAN(b *testing.B) {
 		return out, err
 	}
 	observer := zktest.Connect(b, c.Servers())
-	for _, lat := range wanLatencies {
-		b.Run(fmt.Sprintf("takeover20/latency=%dms", lat.Milliseconds()), func(b *testing.B) {
-			wan.SetLatency(lat)
-			defer wan.SetLatency(0)
-			var took []time.Duration
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				// Not timed: the retracted pointers back, DC1 active.
-				if out, err := ckptfs(nil, "restore-pruned", "--unverified"); err != nil {
-					b.Fatalf("restore-pruned: %v\n%s", err, out)
-				}
-				if _, err := observer.Set("/ckptfs/twenty/active-site", []byte("dc1"), -1); err != nil && i > 0 {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				start := time.Now()
-				out, err := ckptfs(dc2, "takeover", "--wait", "0", "-o", "json")
-				took = append(took, time.Since(start))
-				b.StopTimer()
-				var rep struct {
-					Activated bool `json:"activated"`
-					Jobs      []struct {
-						Retracted []int64 `json:"retracted"`
-					} `json:"jobs"`
-				}
-				if err != nil || json.Unmarshal(out, &rep) != nil || !rep.Activated || len(rep.Jobs) != 20 {
-					b.Fatalf("takeover: %v\n%s", err, out)
-				}
-				for _, j := range rep.Jobs {
-					if !slices.Equal(j.Retracted, []int64{3}) {
-						b.Fatalf("takeover retracted %v, want [3]", j.Retracted)
-					}
-				}
-				b.StartTimer()
+	takeover20 := func(b *testing.B, lat time.Duration) {
+		wan.SetLatency(lat)
+		defer wan.SetLatency(0)
+		var took []time.Duration
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			// Not timed: the retracted pointers back, DC1 active.
+			if out, err := ckptfs(nil, "restore-pruned", "--unverified"); err != nil {
+				b.Fatalf("restore-pruned: %v\n%s", err, out)
 			}
-			reportQuantiles(b, took)
-		})
+			if _, err := observer.Set("/ckptfs/twenty/active-site", []byte("dc1"), -1); err != nil && i > 0 {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			start := time.Now()
+			out, err := ckptfs(dc2, "takeover", "--wait", "0", "-o", "json")
+			took = append(took, time.Since(start))
+			b.StopTimer()
+			var rep struct {
+				Activated bool `json:"activated"`
+				Jobs      []struct {
+					Retracted []int64 `json:"retracted"`
+				} `json:"jobs"`
+			}
+			if err != nil || json.Unmarshal(out, &rep) != nil || !rep.Activated || len(rep.Jobs) != 20 {
+				b.Fatalf("takeover: %v\n%s", err, out)
+			}
+			for _, j := range rep.Jobs {
+				if !slices.Equal(j.Retracted, []int64{3}) {
+					b.Fatalf("takeover retracted %v, want [3]", j.Retracted)
+				}
+			}
+			b.StartTimer()
+		}
+		reportQuantiles(b, took)
+	}
+	// DC2's own servers (reads answered in DC2), and DC3's (every read
+	// crosses the WAN, as when DC2's servers are down).
+	servers := []struct {
+		name string
+		idx  []int
+	}{{"dc2", []int{0, 1}}, {"dc3", []int{2}}}
+	for _, srv := range servers {
+		for _, lat := range wanLatencies {
+			b.Run(fmt.Sprintf("takeover20/zk=%s/latency=%dms", srv.name, lat.Milliseconds()), func(b *testing.B) {
+				zk = c.ConnectString(srv.idx...)
+				defer func() { zk = c.ConnectString() }()
+				takeover20(b, lat)
+			})
+		}
 	}
 
 	// marker: an emulated JobManager completes checkpoints on DC1's NAS;
@@ -157,7 +175,7 @@ func BenchmarkIntegration_WAN(b *testing.B) {
 		b.Fatal(err)
 	}
 	mnt := filepath.Join(root, "dc2", "flink")
-	if _, err := dc2.StartMount("ckptfs-markers", binary, "replica", mnas, mnt, "--zk", c.ConnectString(), "--cluster-id", "markers",
+	if _, err := dc2.StartMount("ckptfs-markers", binary, "replica", mnas, mnt, "--zk", c.ConnectString(0, 1), "--cluster-id", "markers",
 		"--path-root", mcfg.PathRoot, "--map", mcfg.FlinkStorage+"="+mnas, "--poll", "1s"); err != nil {
 		b.Fatal(err)
 	}

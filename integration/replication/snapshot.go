@@ -87,10 +87,27 @@ func (s *Snapshot) pass(ctx context.Context) error {
 }
 
 func (s *Snapshot) build(ctx context.Context) error {
+	// A real snapshot is instant. With Freeze the tree is first copied
+	// with the writers running, then, frozen, brought up to date: only
+	// what changed since is copied while they stand still. (A freeze as
+	// long as a whole copy, on a loaded machine, outlasted Flink's
+	// ZooKeeper session timeout: DC1's JobManager lost its leadership to
+	// a standby of DC2 before any loss.)
 	if s.freeze != nil {
+		if err := s.copyTree(ctx, false); err != nil {
+			return err
+		}
 		release := s.freeze()
 		defer release()
+		return s.copyTree(ctx, true)
 	}
+	return s.copyTree(ctx, false)
+}
+
+// copyTree copies the source into the staging directory; update keeps
+// what the staging directory already holds up to date and removes what
+// the source no longer has.
+func (s *Snapshot) copyTree(ctx context.Context, update bool) error {
 	rfi, err := os.Stat(s.src)
 	if err != nil {
 		return err
@@ -102,9 +119,24 @@ func (s *Snapshot) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	have := map[string]entry{}
+	var haveNames []string
+	if update {
+		if have, haveNames, err = scan(ctx, s.staging, false); err != nil {
+			return err
+		}
+	}
 	for _, rel := range names {
 		e := src[rel]
 		abs := filepath.Join(s.staging, filepath.FromSlash(rel))
+		if d, ok := have[rel]; ok {
+			if e.same(d) {
+				continue
+			}
+			if err := s.removeTree(ctx, abs); err != nil {
+				return err
+			}
+		}
 		var err error
 		switch {
 		case e.isDir():
@@ -130,6 +162,14 @@ func (s *Snapshot) build(ctx context.Context) error {
 		}
 		if err != nil {
 			return err
+		}
+	}
+	// Gone from the source: deepest first.
+	for i := len(haveNames) - 1; i >= 0; i-- {
+		if _, ok := src[haveNames[i]]; !ok {
+			if err := s.removeTree(ctx, filepath.Join(s.staging, filepath.FromSlash(haveNames[i]))); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

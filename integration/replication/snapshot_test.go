@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -275,5 +276,45 @@ func TestSnapshotPinnedReaderAndKilledPass(t *testing.T) {
 	}
 	if _, err := os.Stat(s.staging); err != nil {
 		t.Fatalf("the killed pass's staging tree should be left behind: %v", err)
+	}
+}
+
+// TestSnapshotFreezeCopiesOnlyTheDelta: with Freeze, the writers stand
+// still only while the pass copies what changed since its unfrozen copy,
+// and the snapshot is still the tree as it was at the freeze (here the
+// writes that happen between the unfrozen copy and the freeze: a new
+// file, a file rewritten, a file and a directory removed).
+func TestSnapshotFreezeCopiesOnlyTheDelta(t *testing.T) {
+	root := t.TempDir()
+	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
+	big := strings.Repeat("x", 64<<10)
+	for i := range 8 {
+		writeFile(t, src, fmt.Sprintf("chk/f%d", i), big, i)
+	}
+	writeFile(t, src, "ha/old", "old", 1)
+	writeFile(t, src, "gone/file", "gone", 1)
+	var s *Snapshot
+	var atFreeze, delta int64
+	freeze := func() func() {
+		atFreeze = s.Stats().BytesCopied
+		writeFile(t, src, "ha/new", "new pointer", 20)
+		writeFile(t, src, "ha/old", "rewritten", 21)
+		if err := os.RemoveAll(filepath.Join(src, "gone")); err != nil {
+			t.Fatal(err)
+		}
+		delta = int64(len("new pointer") + len("rewritten"))
+		return func() {}
+	}
+	var err error
+	s, err = NewSnapshot(SnapshotOptions{Options: Options{Source: src, Dest: dst, Rand: seeded(3)}, Freeze: freeze})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pass(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	assertSameTree(t, src, dst)
+	if frozen := s.Stats().BytesCopied - atFreeze; frozen != delta {
+		t.Errorf("copied %d bytes with the writers frozen, want only the %d that changed", frozen, delta)
 	}
 }

@@ -3,6 +3,7 @@ package metrics
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -63,6 +64,32 @@ func familyOf(name string) (*Family, []string) {
 		}
 	}
 	return nil, nil
+}
+
+// TestAlertRulesPromtool has Prometheus's own promtool check the alert
+// rules and run their unit tests (ckptfs-alerts_test.yml: each alert fires
+// when it should and not before). Without promtool it skips, or fails
+// under CKPTFS_REQUIRE_SYSTEMD=1, the switch of the deployment tools (make
+// deps installs Debian's prometheus package, which carries promtool).
+func TestAlertRulesPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CKPTFS_REQUIRE_SYSTEMD") == "1" {
+			t.Fatalf("promtool is required (CKPTFS_REQUIRE_SYSTEMD=1): %v; make deps installs it", err)
+		}
+		t.Skipf("promtool not found (set CKPTFS_REQUIRE_SYSTEMD=1 to fail instead): %v", err)
+	}
+	dir := filepath.Join(deployDir, "prometheus")
+	for _, args := range [][]string{
+		{"check", "rules", "ckptfs-alerts.yml"},
+		{"test", "rules", "ckptfs-alerts_test.yml"},
+	} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
 }
 
 // TestAlertRulesUseExportedMetrics parses the example alert rules and

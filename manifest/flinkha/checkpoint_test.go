@@ -189,7 +189,14 @@ func TestEncodeRejects(t *testing.T) {
 		{"unknown retention", func(s *CheckpointSpec) { s.Retention = 7 }, "unknown retention"},
 		{"changelog before 1.16", func(s *CheckpointSpec) {
 			s.Metadata.Operators[2].Subtasks = []metadata.Subtask{{ManagedKeyed: &metadata.KeyedHandle{Tag: metadata.TagChangelog}}}
-		}, "tag 8 is not supported"},
+		}, "tag 8 (Flink 1.15's changelog handle) is not supported"},
+		{"changelog file increment before 1.16", func(s *CheckpointSpec) {
+			s.Metadata.Operators[2].Subtasks = []metadata.Subtask{{ManagedKeyed: &metadata.KeyedHandle{Tag: metadata.TagChangelogFileIncrement}}}
+		}, "tag 10 (Flink 1.15's changelog handle) is not supported"},
+		{"in-memory changes not kept", func(s *CheckpointSpec) {
+			s.Metadata.Operators[2].Subtasks = []metadata.Subtask{{ManagedKeyed: &metadata.KeyedHandle{Tag: metadata.TagChangelogByteIncrement, KeyGroupCount: 1,
+				Changes: []metadata.StateChange{{KeyGroup: 0, DataLen: 3}}}}}
+		}, "KeepInline"},
 		{"file merging operator without a directory", func(s *CheckpointSpec) {
 			s.Metadata.Operators[2].Subtasks = []metadata.Subtask{{ManagedOperator: &metadata.OperatorHandle{
 				Tag: metadata.TagFileMergingOperator, SharedDir: "file:/flink/shared/x", EmptyFlag: 1,

@@ -441,6 +441,28 @@ func (c *classes) changelogStream() *javaser.ClassDesc {
 		obj("storageIdentifier", sigString))
 }
 
+// The in-memory changelog handle (tag 9) and what it holds, as 1.20.5
+// and 2.3.0 declare them.
+const (
+	classChangelogInMemory = "org.apache.flink.runtime.state.changelog.inmemory.InMemoryChangelogStateHandle"
+	classStateChange       = "org.apache.flink.runtime.state.changelog.StateChange"
+	classSequenceNumber    = "org.apache.flink.runtime.state.changelog.SequenceNumber$GenericSequenceNumber"
+	sigSequenceNumber      = "Lorg/apache/flink/runtime/state/changelog/SequenceNumber;"
+)
+
+func (c *classes) changelogInMemory() *javaser.ClassDesc {
+	return c.plain(classChangelogInMemory, 1, nil, obj("changes", sigList), obj("from", sigSequenceNumber),
+		obj("keyGroupRange", sigRange), obj("stateHandleID", sigHandleID), obj("to", sigSequenceNumber))
+}
+
+func (c *classes) stateChange() *javaser.ClassDesc {
+	return c.plain(classStateChange, 1, nil, fInt("keyGroup"), obj("change", "[B"))
+}
+
+func (c *classes) sequenceNumber() *javaser.ClassDesc {
+	return c.plain(classSequenceNumber, 1, nil, fLong("number"))
+}
+
 func (c *classes) tuple2() *javaser.ClassDesc {
 	return c.plain(classTuple2, 1, func() *javaser.ClassDesc { return c.plain(classTuple, 1, nil) },
 		obj("f0", sigObject), obj("f1", sigObject))

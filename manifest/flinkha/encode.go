@@ -66,12 +66,12 @@ type CheckpointSpec struct {
 // Flink's class names, field sets and serialVersionUIDs (doc.go says which
 // Flink version each part follows). Stream handles: file, relative,
 // inline, segment and nested key-groups; keyed handles: key groups (also
-// of savepoints), incremental, and the changelog backend's (tags 14 and
-// 13, as 1.20.5 and 2.3.0 write them); operator handles: partitionable
+// of savepoints), incremental, and the changelog backend's (tags 14, 13
+// and 9, as 1.20.5 and 2.3.0 write them); operator handles: partitionable
 // and file-merging (with empty segments); channel state of unaligned
 // checkpoints, merged ones (2.x) too; finished subtasks and operators. It
-// fails for the rest: older changelog handles (tags 8, 9, 10) and Flink
-// 1.1 legacy state.
+// fails for the rest: Flink 1.15's changelog handles (tags 8 and 10,
+// which 1.16+ only read) and Flink 1.1 legacy state.
 func EncodeCompletedCheckpoint(spec CheckpointSpec) ([]byte, error) {
 	b, err := newBuilder(spec)
 	if err != nil {
@@ -642,6 +642,13 @@ func (b *builder) keyedHandle(k *metadata.KeyedHandle) (javaser.Value, sizes, er
 		return b.changelog(k)
 	case metadata.TagChangelogFileIncrementV2:
 		return b.changelogStream(k)
+	case metadata.TagChangelogByteIncrement:
+		return b.changelogInMemory(k)
+	}
+	if k.Tag == metadata.TagChangelog || k.Tag == metadata.TagChangelogFileIncrement {
+		// MetadataV2V3SerializerBase of 1.16+ reads them and writes 14 and
+		// 13 instead: only a 1.15 HA file could show their classes.
+		return nil, sizes{}, fmt.Errorf("keyed state handle tag %d (Flink 1.15's changelog handle) is not supported", k.Tag)
 	}
 	return nil, sizes{}, fmt.Errorf("keyed state handle tag %d is not supported", k.Tag)
 }
@@ -710,6 +717,36 @@ func (b *builder) changelogStream(k *metadata.KeyedHandle) (javaser.Value, sizes
 		With("handlesAndOffsets", b.c.jdk.ArrayList(parts...)).With("keyGroupRange", r).
 		With("stateHandleID", b.stateHandleID(k.StateHandleID)).With("storageIdentifier", k.StorageIdentifier)
 	return o, sizes{k.StateSize, k.CheckpointedSize}, nil
+}
+
+// changelogInMemory returns an InMemoryChangelogStateHandle, the changes
+// of the in-memory changelog storage (state.changelog.storage: memory)
+// held inline, as 1.20.5 and 2.3.0 write it: an ArrayList of StateChange
+// and the sequence numbers as GenericSequenceNumber. Its state size is
+// the changes' bytes (InMemoryChangelogStateHandle.getStateSize).
+func (b *builder) changelogInMemory(k *metadata.KeyedHandle) (javaser.Value, sizes, error) {
+	r, err := b.keyGroupRange(k.KeyGroupStart, k.KeyGroupCount)
+	if err != nil {
+		return nil, sizes{}, err
+	}
+	var total int64
+	changes := make([]javaser.Value, 0, len(k.Changes))
+	for i, c := range k.Changes {
+		if len(c.Data) != int(c.DataLen) {
+			return nil, sizes{}, fmt.Errorf("change %d has %d of %d bytes (decode the metadata with KeepInline)", i, len(c.Data), c.DataLen)
+		}
+		data := c.Data
+		if data == nil {
+			data = []byte{}
+		}
+		total += int64(len(data))
+		changes = append(changes, javaser.NewObject(b.c.stateChange()).With("keyGroup", c.KeyGroup).With("change", b.c.jdk.ByteArray(data)))
+	}
+	seq := func(n int64) *javaser.Object { return javaser.NewObject(b.c.sequenceNumber()).With("number", n) }
+	o := javaser.NewObject(b.c.changelogInMemory()).
+		With("changes", b.c.jdk.ArrayList(changes...)).With("from", seq(k.From)).With("keyGroupRange", r).
+		With("stateHandleID", b.stateHandleID(k.StateHandleID)).With("to", seq(k.To))
+	return o, sizes{total, total}, nil
 }
 
 // incremental returns an IncrementalRemoteKeyedStateHandle.

@@ -21,7 +21,7 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDec
 	./manifest:FuzzChangelogChanges:150000
 FUZZTIME ?= 10m
 
-.PHONY: all build deps flink chaos-flink chaos-net guard-flink bench-wan harvest corpus corpus-restore test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
+.PHONY: all build deps flink chaos-flink chaos-net guard-flink bench-wan harvest corpus corpus-restore corpus-all corpus-walk test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
 
 all: build
 
@@ -191,10 +191,32 @@ corpus: deps flink build
 
 # Real Flink restores every committed corpus entry through a ckptfs replica
 # mount; with one referenced file removed, the mount hides it and Flink
-# fails without ckptfs too (CORPUS_KINDS limits it). About 40 s per entry.
+# fails without ckptfs too (CORPUS_KINDS and CORPUS_VERSIONS limit it;
+# CORPUS_DIR restores from another corpus, such as corpus-all's). About
+# 40 s per entry.
 corpus-restore: deps flink build
-	CKPTFS_CORPUS_RESTORE=1 CKPTFS_CORPUS_KINDS="$(CORPUS_KINDS)" \
+	CKPTFS_CORPUS_DIR="$(CORPUS_DIR)" CKPTFS_CORPUS_RESTORE=1 CKPTFS_CORPUS_KINDS="$(CORPUS_KINDS)" CKPTFS_CORPUS_VERSIONS="$(CORPUS_VERSIONS)" \
 		$(REQUIRE) nice -n 19 $(GO) test -count=1 -run '^TestCorpusRestore$$' -v -timeout 120m ./integration/realflink/
+
+# The corpus of every release marked test or runs in flink/versions.tsv
+# (CORPUS_VERSIONS, CORPUS_KINDS limit it), each kind it can write, into
+# CORPUS_ALL_DIR outside the repository (too large to commit), then
+# corpus-walk on it. About 5 to 10 minutes per release; not in make test.
+CORPUS_ALL_DIR ?= $(CKPTFS_CACHE)/corpus
+RUNS_VERSIONS = $(shell awk -F'\t' '!/^\#/ && ($$5 == "test" || $$5 == "runs") { print $$1 }' flink/versions.tsv)
+corpus-all: deps flink build
+	@bash flink/fetch.sh $(or $(CORPUS_VERSIONS),$(RUNS_VERSIONS)) >/dev/null
+	CKPTFS_CORPUS=$(CORPUS_ALL_DIR) CKPTFS_CORPUS_VERSIONS="$(or $(CORPUS_VERSIONS),$(RUNS_VERSIONS))" CKPTFS_CORPUS_KINDS="$(CORPUS_KINDS)" \
+		$(REQUIRE) nice -n 19 $(GO) test -count=1 -run '^TestCorpus$$' -v -timeout 600m ./integration/realflink/
+	$(MAKE) corpus-walk CORPUS_DIR=$(CORPUS_ALL_DIR)
+
+# The checks make test runs on the committed corpus, on the corpus in
+# CORPUS_DIR instead (default corpus-all's): _metadata round trips,
+# exact verification, named faults, HA files and the encoder's classes,
+# the replica mount under the three replication simulators.
+corpus-walk: build
+	CKPTFS_CORPUS_DIR=$(or $(CORPUS_DIR),$(CORPUS_ALL_DIR)) $(REQUIRE) $(GO) test -count=1 ./manifest/ ./manifest/metadata/ ./manifest/flinkha/
+	CKPTFS_CORPUS_DIR=$(or $(CORPUS_DIR),$(CORPUS_ALL_DIR)) $(REQUIRE) $(GO) test -count=1 -run '^TestMountReplicaCorpusSimulators$$' ./cmd/ckptfs/
 
 # One narrated run of the two-site failover with real Flink (a JobManager
 # and a TaskManager per site, five ZooKeeper servers, two ckptfs mounts),

@@ -457,6 +457,16 @@ func corpusPointers(conn *zk.Conn, ns, job, root string) ([]flinkdata.Checkpoint
 		if !ok {
 			continue
 		}
+		// A pointer without its locks child is marked for deletion
+		// (1.15+, ZooKeeperStateHandleStore): Flink is subsuming it, its
+		// HA file may be gone already, and Flink reads it no more.
+		locks, _, err := conn.Children(dir + "/" + name)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(locks, "locks") {
+			continue
+		}
 		data, _, err := conn.Get(dir + "/" + name)
 		if err != nil {
 			return nil, err

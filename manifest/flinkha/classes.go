@@ -402,9 +402,6 @@ func (c *classes) completedCheckpoint(fs FieldSet) *javaser.ClassDesc {
 	case FieldSet15:
 		fields = append(fields, fLong("duration"), obj("metadataHandle", sigStream),
 			obj("storageLocation", "Lorg/apache/flink/runtime/state/CompletedCheckpointStorageLocation;"))
-	case FieldSet1150:
-		fields = append(fields, fLong("completionTimestamp"), obj("metadataHandle", sigStream),
-			obj("storageLocation", "Lorg/apache/flink/runtime/state/CompletedCheckpointStorageLocation;"))
 	default:
 		fields = append(fields, fLong("completionTimestamp"), obj("metadataHandle", sigStream),
 			obj("storageLocation", "Lorg/apache/flink/runtime/state/CompletedCheckpointStorageLocation;"))

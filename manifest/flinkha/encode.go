@@ -103,15 +103,27 @@ func newBuilder(spec CheckpointSpec) (*builder, error) {
 	if spec.Metadata != nil {
 		version = spec.Metadata.Version
 	}
+	release := spec.Release
+	if b.fs == FieldSet1150 {
+		// The 1.15 field set is the release's shape of FieldSet115:
+		// shapesOf owns which releases write restoredProps.
+		if release == "" {
+			release = "1.15"
+		}
+		b.fs = FieldSet115
+	}
 	var err error
-	if b.c.shapes, err = shapesOf(spec.Release, version); err != nil {
+	if b.c.shapes, err = shapesOf(release, version); err != nil {
 		return nil, err
+	}
+	if spec.FieldSet == FieldSet1150 && b.c.shapes.restoredProps {
+		return nil, fmt.Errorf("flinkha: field set %q (no restoredProps) contradicts release %q", spec.FieldSet, spec.Release)
 	}
 	if b.fs == "" {
 		b.fs = FieldSet115
 	}
 	switch b.fs {
-	case FieldSet14, FieldSet15, FieldSet115, FieldSet1150:
+	case FieldSet14, FieldSet15, FieldSet115:
 	default:
 		return nil, fmt.Errorf("flinkha: unknown field set %q", spec.FieldSet)
 	}
@@ -177,7 +189,7 @@ func (b *builder) completedCheckpoint() (*javaser.Object, error) {
 	set("job", b.id(b.c.jobID(), lower, upper))
 	set("checkpointID", spec.CheckpointID)
 	set("timestamp", spec.Timestamp)
-	if b.fs == FieldSet115 || b.fs == FieldSet1150 {
+	if b.fs == FieldSet115 {
 		set("completionTimestamp", spec.CompletionTimestamp)
 	} else {
 		set("duration", spec.CompletionTimestamp-spec.Timestamp)

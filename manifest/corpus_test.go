@@ -312,7 +312,13 @@ func TestCorpusKinds(t *testing.T) {
 				want["finished tasks"] = finished > 0
 				want["broadcast state"] = broadcast > 0
 			case "spa":
-				want["null properties"] = nullProps == len(e.Savepoints)
+				// SavepointWriter writes null checkpoint properties from
+				// 1.16 on; 1.15's writes a savepoint's (real 1.15.4).
+				if strings.HasPrefix(e.Release, "1.15.") {
+					want["checkpoint properties"] = nullProps == 0
+				} else {
+					want["null properties"] = nullProps == len(e.Savepoints)
+				}
 			}
 			if e.Kind != "spa" {
 				want["operator state (the source's splits)"] = operatorState > 0

@@ -184,7 +184,7 @@ func (jm *JobManager) CompleteCheckpoint(jobID string, spec CheckpointSpec) (*Ch
 		return nil, err
 	}
 	ha, err := flinkha.EncodeCompletedCheckpoint(flinkha.CheckpointSpec{
-		FieldSet: jm.cfg.Layout.FieldSet(), Release: jm.cfg.releaseString(), JobID: jobID, CheckpointID: id,
+		FieldSet: jm.cfg.FieldSet(), Release: jm.cfg.releaseString(), JobID: jobID, CheckpointID: id,
 		Timestamp: cp.Timestamp.UnixMilli(), CompletionTimestamp: cp.Timestamp.UnixMilli() + 150,
 		ExternalPointer: cp.FlinkDir, MetadataSize: int64(meta.Len()), Metadata: m, Retention: jm.cfg.Retention,
 	})
@@ -257,7 +257,7 @@ func (jm *JobManager) sourceOperator(cp *Checkpoint, version int32) metadata.Ope
 // object in Flink), serialized on its own.
 func (jm *JobManager) checkpointProperties(jobID string) ([]byte, error) {
 	ha, err := flinkha.EncodeCompletedCheckpoint(flinkha.CheckpointSpec{
-		FieldSet: jm.cfg.Layout.FieldSet(), Release: jm.cfg.releaseString(), JobID: jobID, ExternalPointer: jm.flinkPath("checkpoints", jobID, "chk-0"), Retention: jm.cfg.Retention,
+		FieldSet: jm.cfg.FieldSet(), Release: jm.cfg.releaseString(), JobID: jobID, ExternalPointer: jm.flinkPath("checkpoints", jobID, "chk-0"), Retention: jm.cfg.Retention,
 	})
 	if err != nil {
 		return nil, err

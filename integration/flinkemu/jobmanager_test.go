@@ -141,7 +141,7 @@ func TestIntegration_Layouts(t *testing.T) {
 				t.Errorf("pointer names %s (%d bytes), want %s (%d)", p, h.Size, cp.HAFlinkPath, len(ha))
 			}
 			cc, err := flinkha.DecodeCompletedCheckpoint(ha)
-			if err != nil || cc.CheckpointID != 5 || cc.JobID != job || cc.ExternalPointer != cp.FlinkDir || cc.FieldSet != layout.FieldSet() {
+			if err != nil || cc.CheckpointID != 5 || cc.JobID != job || cc.ExternalPointer != cp.FlinkDir || cc.FieldSet != cfg.FieldSet() {
 				t.Errorf("HA file: %+v, %v", cc, err)
 			}
 			if m, err := metadata.DecodeFile(cp.Metadata, metadata.Options{}); err != nil || m.CheckpointID != 5 {

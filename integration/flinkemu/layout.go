@@ -144,12 +144,16 @@ func (l Layout) oneLeaderSession() bool { return l >= Flink1_17 }
 // LocksChild reports whether pointers carry a persistent locks child.
 func (l Layout) LocksChild() bool { return l >= Flink1_17 }
 
-// FieldSet is the CompletedCheckpoint field set the release writes.
-func (l Layout) FieldSet() flinkha.FieldSet {
-	if l == Flink1_13 {
+// FieldSet is the CompletedCheckpoint field set the release writes:
+// 1.14 already has completionTimestamp, restoredProps came with 1.16
+// (real 1.14.5 and 1.15.4 HA files have none).
+func (c *Config) FieldSet() flinkha.FieldSet {
+	switch {
+	case c.Layout == Flink1_13:
 		return flinkha.FieldSet15
+	case c.release() < 116:
+		return flinkha.FieldSet1150
 	}
-	// 1.14.5 already has completionTimestamp.
 	return flinkha.FieldSet115
 }
 

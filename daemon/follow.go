@@ -134,7 +134,7 @@ func (f *follower) pass(ctx context.Context) {
 }
 
 // connect connects the bridge, retrying every second, then publishes this
-// site's markers and runs the lag tracker until ctx ends.
+// site's markers and runs the sweeper and the lag tracker until ctx ends.
 func (f *follower) connect(ctx context.Context) {
 	var b *zkbridge.Bridge
 	for b == nil {
@@ -163,6 +163,17 @@ func (f *follower) connect(ctx context.Context) {
 			f.zkm.SetPublisher(pub)
 			f.catalog.OnChange(func(manifest.Change) { pub.Trigger() })
 			g.Go(func() error { pub.Run(gctx); return nil })
+		}
+	}
+	if f.cfg.Site != "" {
+		// On the active site, retract pointers a returning JobManager of
+		// another site adds after the takeover (zkbridge.Sweeper). It
+		// verifies on the NAS: on a hung one it is left behind when the
+		// daemon stops.
+		if sw, err := b.NewSweeper(f.cfg.ZooKeeper.FlinkSessionTimeout); err != nil {
+			f.log.Error("stray pointer sweeper", "err", err)
+		} else {
+			g.Go(func() error { detached(gctx, func() { sw.Run(gctx, f.cfg.FollowInterval) }); return nil })
 		}
 	}
 	if f.cfg.LeaseDuration > 0 || f.cfg.Takeover == TakeoverAuto || len(f.cfg.SiteJobManagers) > 0 {

@@ -32,6 +32,8 @@ type EphemeralNode struct {
 	Owner SessionID     `json:"session"`
 	// Address is the leader address stored in a leader node, if any.
 	Address string `json:"address,omitempty"`
+	// Czxid is the transaction that created the node (set for locks).
+	Czxid int64 `json:"-"`
 }
 
 // SessionID is a ZooKeeper session id, printed in hex as ZooKeeper does.

@@ -214,7 +214,7 @@ func (b *Bridge) lockChildren(ctx context.Context, node string, kind EphemeralKi
 				return ls, err
 			}
 			if stat.EphemeralOwner != 0 {
-				ls.ephemeral = append(ls.ephemeral, EphemeralNode{Path: path, Kind: kind, Owner: SessionID(stat.EphemeralOwner)})
+				ls.ephemeral = append(ls.ephemeral, EphemeralNode{Path: path, Kind: kind, Owner: SessionID(stat.EphemeralOwner), Czxid: stat.Czxid})
 				continue
 			}
 			ls.hasLocksNode, ls.locksStat = true, *stat
@@ -227,7 +227,7 @@ func (b *Bridge) lockChildren(ctx context.Context, node string, kind EphemeralKi
 					continue
 				}
 				if st.EphemeralOwner != 0 {
-					ls.ephemeral = append(ls.ephemeral, EphemeralNode{Path: join(path, s), Kind: kind, Owner: SessionID(st.EphemeralOwner)})
+					ls.ephemeral = append(ls.ephemeral, EphemeralNode{Path: join(path, s), Kind: kind, Owner: SessionID(st.EphemeralOwner), Czxid: st.Czxid})
 				} else {
 					ls.other++
 				}
@@ -242,7 +242,7 @@ func (b *Bridge) lockChildren(ctx context.Context, node string, kind EphemeralKi
 			continue
 		}
 		if st.EphemeralOwner != 0 {
-			ls.ephemeral = append(ls.ephemeral, EphemeralNode{Path: path, Kind: kind, Owner: SessionID(st.EphemeralOwner)})
+			ls.ephemeral = append(ls.ephemeral, EphemeralNode{Path: path, Kind: kind, Owner: SessionID(st.EphemeralOwner), Czxid: st.Czxid})
 		} else {
 			ls.other++
 		}

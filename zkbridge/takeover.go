@@ -508,7 +508,7 @@ func (b *Bridge) takeoverJob(ctx context.Context, paths ckptfsPaths, lock *takeo
 			if opts.beforeRetraction != nil {
 				opts.beforeRetraction(jl.JobID, r.ID)
 			}
-			applied, err := b.retract(ctx, paths, lock, ep, js, p, r)
+			applied, err := b.retract(ctx, paths, lock, ep, js, p, r, false)
 			if err != nil {
 				return nil, err
 			}
@@ -703,10 +703,12 @@ func (b *Bridge) backupIDs(ctx context.Context, paths ckptfsPaths, job string) (
 
 // retract removes one pointer in one multi: the epoch is unchanged, the
 // lock still ours, the backup is created (or already holds exactly this
-// pointer), locks and the pointer are deleted at the versions read. It
-// returns false (and no error) when the pointer changed meanwhile: the
-// caller re-reads and re-plans.
-func (b *Bridge) retract(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, js *JobState, p *Pointer, r Retraction) (bool, error) {
+// pointer), locks and the pointer are deleted at the versions read. With
+// dropLocks the JobManagers' ephemeral locks read are deleted too (a
+// takeover finds none: it runs once no JobManager is alive). It returns
+// false (and no error) when the pointer changed meanwhile: the caller
+// re-reads and re-plans.
+func (b *Bridge) retract(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, js *JobState, p *Pointer, r Retraction, dropLocks bool) (bool, error) {
 	log := b.log.With("job", p.JobID, "checkpoint", p.ID, "znode", p.Znode, "version", p.Stat.Version)
 	backupPath := paths.pruned(p.JobID, p.ID)
 	bk, ok, err := b.backupOf(ctx, ep, js, p, r.Reason)
@@ -739,6 +741,12 @@ func (b *Bridge) retract(ctx context.Context, paths ckptfsPaths, lock *takeoverL
 		} else {
 			log.Info("backup of this pointer exists already: reusing it")
 			ops = append(ops, txOp{name: "backup", op: &zk.CheckVersionRequest{Path: backupPath, Version: oldStat.Version}})
+		}
+	}
+	if dropLocks {
+		for _, n := range p.Locks {
+			// Flink never writes a lock node: version 0.
+			ops = append(ops, txOp{name: "lock " + n.Owner.String(), op: &zk.DeleteRequest{Path: n.Path, Version: 0}})
 		}
 	}
 	if p.HasLocksNode {

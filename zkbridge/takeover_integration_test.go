@@ -443,14 +443,14 @@ func TestIntegration_RetractionReplyLost(t *testing.T) {
 	}
 	p5 := js.pointer(5)
 	r := Retraction{ID: 5, Reason: ReasonAboveNewestComplete}
-	if ok, err := b.retract(ctx, paths, lock, ep, js, p5, r); !ok || err != nil {
+	if ok, err := b.retract(ctx, paths, lock, ep, js, p5, r, false); !ok || err != nil {
 		t.Fatalf("retract: %v, %v", ok, err)
 	}
 	if ok, err := b.retractionApplied(ctx, p5, paths.pruned(s.job, 5)); !ok || err != nil {
 		t.Errorf("retractionApplied after the retraction: %v, %v", ok, err)
 	}
 	before := e.dump(b.Conn())
-	if ok, err := b.retract(ctx, paths, lock, ep, js, p5, r); ok || err != nil {
+	if ok, err := b.retract(ctx, paths, lock, ep, js, p5, r, false); ok || err != nil {
 		t.Errorf("retrying the retraction: %v, %v; want not applied, no error (re-plan)", ok, err)
 	}
 	requireSameTree(t, "a repeated retraction", before, e.dump(b.Conn()))
@@ -461,7 +461,7 @@ func TestIntegration_RetractionReplyLost(t *testing.T) {
 	if _, err := b.Conn().Create(paths.pruned(s.job, 4), mustBackup(t, &Backup{Format: backupFormat, Znode: p4.Znode, Data: []byte("other")}), 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.retract(ctx, paths, lock, ep, js, p4, Retraction{ID: 4}); !errors.Is(err, ErrBackupConflict) {
+	if _, err := b.retract(ctx, paths, lock, ep, js, p4, Retraction{ID: 4}, false); !errors.Is(err, ErrBackupConflict) {
 		t.Errorf("retract over a conflicting backup: %v", err)
 	}
 	if ok, _, _ := b.Conn().Exists(p4.Znode); !ok {

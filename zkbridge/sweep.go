@@ -1,0 +1,246 @@
+package zkbridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// SweptPointer is a pointer the active site's sweep retracted.
+type SweptPointer struct {
+	JobID  string        `json:"job_id"`
+	ID     int64         `json:"id"`
+	Reason RetractReason `json:"reason"`
+}
+
+// SweepStats counts what a Sweeper did.
+type SweepStats struct {
+	Passes    uint64 `json:"passes"`
+	Retracted uint64 `json:"retracted"`
+	Failures  uint64 `json:"failures"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+// Sweeper keeps ZooKeeper from pointing, after a takeover, at what the
+// active site does not hold. A takeover judges the pointers that exist
+// when it runs; a JobManager of the old site that comes back may still
+// add one afterwards: Curator retries a create cut off by a partition
+// with a new session once the link is back, and Flink's stores do not
+// check leadership in that write. Its HA file is on the old site's NAS
+// only, and the next recovery on the active site would fail on it
+// forever. On the active site, each pass applies the takeover's rule
+// (PlanJob) to the pointers created since the activation and retracts,
+// with the same fenced multi and backup, those that:
+//
+//   - PlanJob would retract (not L2-complete here, or above the newest
+//     one that is);
+//   - were not written by a session that leads now: Flink adds a pointer
+//     and its lock in one transaction, so the running JobManager's own
+//     pointers are never judged, whatever a stale read of the NAS says
+//     (a lock it adds later, recovering, does not count: a new leader
+//     locks a stray pointer too before failing on it);
+//   - have a verdict (an I/O error decides nothing);
+//   - stayed so for the grace period (the daemon passes Flink's session
+//     timeout: the lease of a writer's creating lock), and again when
+//     judged under the takeover lock.
+//
+// A stray pointer's lock, held by the old site's JobManager, is deleted
+// with it.
+type Sweeper struct {
+	b     *Bridge
+	grace time.Duration
+	now   func() time.Time
+
+	mu    sync.Mutex
+	seen  map[strayKey]time.Time // GUARDED_BY(mu): when a candidate was first seen
+	stats SweepStats             // GUARDED_BY(mu)
+}
+
+// strayKey names one pointer node: a pointer deleted and created again
+// is another.
+type strayKey struct {
+	znode string
+	czxid int64
+}
+
+type stray struct {
+	js *JobState
+	p  *Pointer
+	r  Retraction
+}
+
+func (s stray) key() strayKey { return strayKey{s.p.Znode, s.p.Stat.Czxid} }
+
+// NewSweeper returns a sweeper that retracts a stray pointer once it was
+// seen for grace. The bridge must have a site.
+func (b *Bridge) NewSweeper(grace time.Duration) (*Sweeper, error) {
+	if err := b.requireSite("sweep"); err != nil {
+		return nil, err
+	}
+	if grace < 0 {
+		return nil, fmt.Errorf("zkbridge: sweep grace %v is negative", grace)
+	}
+	return &Sweeper{b: b, grace: grace, now: time.Now, seen: map[strayKey]time.Time{}}, nil
+}
+
+// Stats returns the counts so far.
+func (s *Sweeper) Stats() SweepStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Run makes a pass every interval until ctx ends.
+func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := s.Pass(ctx); err != nil && ctx.Err() == nil {
+			s.b.log.Warn("sweeping stray pointers", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Pass makes one pass and returns what it retracted. It does nothing
+// unless this site is active.
+func (s *Sweeper) Pass(ctx context.Context) (swept []SweptPointer, err error) {
+	defer func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.stats.Passes++
+		s.stats.Retracted += uint64(len(swept))
+		if err != nil && ctx.Err() == nil {
+			s.stats.Failures++
+			s.stats.LastError = err.Error()
+		}
+	}()
+	b := s.b
+	l, err := b.discover(ctx)
+	if errors.Is(err, ErrNoNamespace) {
+		s.keep(nil)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	paths := b.ckptfsFor(l)
+	cands, err := s.strays(ctx, paths, l)
+	if err != nil {
+		return nil, err
+	}
+	if due := s.keep(cands); len(due) == 0 {
+		return nil, nil
+	}
+	lock, err := b.acquireLock(ctx, paths, "sweep", 0)
+	if errors.Is(err, ErrTakeoverInProgress) {
+		return nil, nil // the next pass judges what it leaves
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer b.releaseLock(lock)
+	// Under the lock, neither the epoch nor active-site can change
+	// without the multis below failing their guards.
+	ep, err := b.readEpoch(ctx, paths)
+	if err != nil {
+		return nil, err
+	}
+	if cands, err = s.strays(ctx, paths, l); err != nil {
+		return nil, err
+	}
+	due := s.keep(cands)
+	for _, c := range due {
+		if err := b.zk.ensure(ctx, paths.prunedJob(c.p.JobID)); err != nil {
+			return swept, err
+		}
+		applied, err := b.retract(ctx, paths, lock, ep, c.js, c.p, c.r, true)
+		if err != nil {
+			return swept, err
+		}
+		if applied {
+			b.log.Warn("stray pointer retracted: written after this site's takeover, not held here",
+				"job", c.p.JobID, "checkpoint", c.p.ID, "reason", string(c.r.Reason), "backup", paths.pruned(c.p.JobID, c.p.ID))
+			swept = append(swept, SweptPointer{JobID: c.p.JobID, ID: c.p.ID, Reason: c.r.Reason})
+		}
+	}
+	return swept, nil
+}
+
+// keep remembers when each candidate was first seen, forgets the others,
+// and returns those seen for the grace period.
+func (s *Sweeper) keep(cands []stray) []stray {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	seen := make(map[strayKey]time.Time, len(cands))
+	var due []stray
+	for _, c := range cands {
+		first, ok := s.seen[c.key()]
+		if !ok {
+			first = now
+		}
+		seen[c.key()] = first
+		if now.Sub(first) >= s.grace {
+			due = append(due, c)
+		}
+	}
+	s.seen = seen
+	return due
+}
+
+// strays reads and judges every job's pointers; nothing when this site
+// is not active.
+func (s *Sweeper) strays(ctx context.Context, paths ckptfsPaths, l *Layout) ([]stray, error) {
+	b := s.b
+	active, activeStat, err := b.readActiveSite(ctx, paths)
+	if err != nil || active != b.cfg.Site {
+		return nil, err
+	}
+	live, err := b.liveness(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	var leaders []SessionID
+	for _, n := range live.Nodes {
+		if n.Kind == KindLeader {
+			leaders = append(leaders, n.Owner)
+		}
+	}
+	perJob := make([][]stray, len(l.Jobs))
+	err = forEachJob(len(l.Jobs), func(i int) error {
+		js, err := b.readJob(ctx, l.Jobs[i])
+		if err != nil || js.LockStyle == LockStyleUnknown {
+			return err // an ambiguous layout is the takeover's to refuse
+		}
+		created := false
+		for _, p := range js.Pointers {
+			created = created || p.Stat.Czxid > activeStat.Mzxid
+		}
+		if !created {
+			return nil
+		}
+		for _, p := range js.Pointers {
+			p.Verdict = b.verifyPointer(ctx, p)
+		}
+		for _, r := range PlanJob(facts(js)).Retract {
+			p := js.pointer(r.ID)
+			own := slices.ContainsFunc(p.Locks, func(n EphemeralNode) bool {
+				return n.Czxid == p.Stat.Czxid && slices.Contains(leaders, n.Owner)
+			})
+			if p.Stat.Czxid <= activeStat.Mzxid || p.Verdict.Verdict.Unknown || own {
+				continue
+			}
+			perJob[i] = append(perJob[i], stray{js: js, p: p, r: r})
+		}
+		return nil
+	})
+	return slices.Concat(perJob...), err
+}

@@ -1,0 +1,121 @@
+package zkbridge
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/ckptfs/ckptfs/integration/flinkemu"
+	"github.com/ckptfs/ckptfs/integration/zktest"
+)
+
+// TestIntegration_SweepStrayPointer: DC1's JobManager loses its session
+// in a partition, DC2 takes over and its JobManager recovers the job;
+// then DC1's JobManager, back with a new session, completes a checkpoint
+// whose HA file only DC1's NAS holds (as real Flink did in make
+// chaos-net), and DC2's leader locks it too. DC2's sweeper retracts that
+// pointer, locks and all, after the grace period, with a backup; it
+// leaves alone the pointers from before the takeover and those DC2's
+// leader wrote, even when a stale read of the NAS makes one look
+// incomplete; DC1's sweeper, not active, does nothing.
+func TestIntegration_SweepStrayPointer(t *testing.T) {
+	c := zktest.StartCluster(t, 1)
+	for _, layout := range flinkemu.Layouts() {
+		t.Run(layout.String(), func(t *testing.T) {
+			e := newEnv(t, c)
+			ctx := testContext(t, 2*time.Minute)
+			jm1, proxies := e.startJM(layout, true)
+			job := flinkemu.NewJobID()
+			if err := jm1.SubmitJob(job); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				if _, err := jm1.CompleteCheckpoint(job, flinkemu.CheckpointSpec{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			zktest.ExpireConnSession(t, jm1.Conn(), proxies)
+			b2, b1 := e.bridge("dc2"), e.bridge("dc1")
+			if rep, err := b2.Takeover(ctx, TakeoverOptions{Wait: 30 * time.Second}); err != nil || !rep.Activated {
+				t.Fatalf("takeover: %v %+v", err, rep)
+			}
+			jm2, _ := e.startJM(layout, false)
+			if _, err := jm2.Recover(job, flinkemu.RestoreOptions{}); err != nil {
+				t.Fatalf("DC2's JobManager recovers: %v", err)
+			}
+			// DC1's JobManager, back: checkpoint 3 is on DC1's NAS only.
+			cp3, err := jm1.CompleteCheckpoint(job, flinkemu.CheckpointSpec{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hideFile(t, cp3.HAFile)
+			// DC2's leader locks it as a recovery would (getAllAndLock),
+			// which does not make it DC2's.
+			lockDir := cp3.Znode
+			if layout.LocksChild() {
+				lockDir += "/locks"
+			}
+			if _, err := jm2.Conn().Create(lockDir+"/recovery-lock", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+				t.Fatal(err)
+			}
+			// DC2's own checkpoint 4, read torn here as a stale NFS
+			// client might: its leader holds it.
+			cp4, err := jm2.CompleteCheckpoint(job, flinkemu.CheckpointSpec{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			whole := tearFile(t, cp4.HAFile)
+
+			const grace = time.Second
+			s2, err := b2.NewSweeper(grace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s1, err := b1.NewSweeper(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := e.flinkTree(b2.Conn())
+			if swept, err := s1.Pass(ctx); err != nil || len(swept) > 0 {
+				t.Fatalf("DC1's sweeper (not active): %v, %v", swept, err)
+			}
+			if swept, err := s2.Pass(ctx); err != nil || len(swept) > 0 {
+				t.Fatalf("DC2's first pass (within the grace period): %v, %v", swept, err)
+			}
+			requireSameTree(t, "passes that retract nothing", before, e.flinkTree(b2.Conn()))
+			time.Sleep(grace)
+			swept, err := s2.Pass(ctx)
+			if err != nil || !slices.Equal(swept, []SweptPointer{{JobID: job, ID: cp3.ID, Reason: ReasonAboveNewestComplete}}) {
+				t.Fatalf("DC2's pass after the grace period: %+v, %v; want checkpoint 3 retracted", swept, err)
+			}
+			for id, want := range map[int64]bool{1: true, 2: true, cp3.ID: false, cp4.ID: true} {
+				ok, _, err := b2.Conn().Exists(e.root + "/default/" + pointerPath(layout, job, id))
+				if err != nil || ok != want {
+					t.Errorf("pointer %d exists=%v (%v), want %v", id, ok, err, want)
+				}
+			}
+			data, _, err := b2.Conn().Get(e.ckptfs + "/default/pruned/" + job + "/" + checkpointName(cp3.ID))
+			if bk, derr := decodeBackup(data); err != nil || derr != nil || bk.Znode != cp3.Znode {
+				t.Errorf("backup of 3: %+v %v %v", bk, err, derr)
+			}
+			if st := s2.Stats(); st.Retracted != 1 || st.Failures != 0 {
+				t.Errorf("stats %+v", st)
+			}
+			// Once checkpoint 4 reads whole, nothing more to do.
+			whole()
+			if swept, err := s2.Pass(ctx); err != nil || len(swept) > 0 {
+				t.Errorf("pass with nothing stray: %v, %v", swept, err)
+			}
+		})
+	}
+}
+
+// pointerPath is a pointer's path below the namespace.
+func pointerPath(layout flinkemu.Layout, job string, id int64) string {
+	if layout == flinkemu.Flink1_13 {
+		return "checkpoints/" + job + "/" + checkpointName(id)
+	}
+	return "jobs/" + job + "/checkpoints/" + checkpointName(id)
+}

@@ -58,7 +58,9 @@
 // child), each in one multi that also checks the epoch version, checks
 // that the takeover lock is still held (so nothing is written after our
 // session expired) and creates the backup; and RestorePruned creates them
-// again, with their bytes. It never touches state files, _metadata, HA
+// again, with their bytes. A takeover does it once; on the active site the
+// Sweeper does it for pointers another site's JobManager adds afterwards
+// (deleting their locks too). It never touches state files, _metadata, HA
 // files, job graphs, blobs, the checkpoint id counter, leader or latch
 // nodes, or the job result store (it reads some of them).
 //

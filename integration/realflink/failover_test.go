@@ -818,6 +818,20 @@ func (w *world) pointerIDs(conn *zk.Conn) ([]int64, error) {
 	return ids, nil
 }
 
+// visiblePointerIDs lists the pointers Flink's recovery reads: from 1.15
+// on, a pointer without its locks child is marked for deletion, and
+// Flink skips it (as ckptfs does).
+func (w *world) visiblePointerIDs(conn *zk.Conn) ([]int64, error) {
+	ids, err := w.pointerIDs(conn)
+	if err != nil || !w.r.dist.AtLeast(1, 15) {
+		return ids, err
+	}
+	return slices.DeleteFunc(ids, func(id int64) bool {
+		ok, _, err := conn.Exists(fmt.Sprintf("%s/%019d/locks", w.pointerDir(), id))
+		return err == nil && !ok
+	}), nil
+}
+
 // atLoss is what DC2 holds at the instant DC1 is lost.
 type atLoss struct {
 	ids      []int64
@@ -829,7 +843,7 @@ func (l *atLoss) newest() int64 { return l.ids[len(l.ids)-1] }
 
 func (w *world) observe(ctx context.Context, t *testing.T, conn *zk.Conn, v *manifest.Verifier) *atLoss {
 	t.Helper()
-	ids, err := w.pointerIDs(conn)
+	ids, err := w.visiblePointerIDs(conn)
 	if err != nil || len(ids) == 0 {
 		t.Fatalf("no pointer in ZooKeeper at the loss: %v", err)
 	}

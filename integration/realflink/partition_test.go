@@ -763,17 +763,11 @@ func (w *netWorld) waitStrayFree(ctx context.Context, t *testing.T, conn *zk.Con
 	deadline := time.Now().Add(flinkSession + 15*time.Second)
 	for {
 		var err error
-		if ids, err = w.pointerIDs(conn); err != nil {
+		if ids, err = w.visiblePointerIDs(conn); err != nil {
 			t.Fatal(err)
 		}
 		stray, why = nil, nil
 		for _, id := range ids {
-			znode := fmt.Sprintf("%s/%019d", w.pointerDir(), id)
-			// From 1.15 on, a pointer without its locks child is marked
-			// for deletion: Flink does not read it.
-			if ok, _, err := conn.Exists(znode + "/locks"); err == nil && !ok && w.r.dist.AtLeast(1, 15) {
-				continue
-			}
 			pv, err := w.verifyPointer(ctx, conn, v, id)
 			if errors.Is(err, zk.ErrNoNode) {
 				continue // subsumed meanwhile

@@ -715,6 +715,7 @@ func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *n
 	// retries the create cut off by the partition); DC2's daemon retracts
 	// it (zkbridge.Sweeper).
 	ids := w.waitStrayFree(ctx, t, zc.Conn, v2, "with DC1 back")
+	out.StraysSwept = len(events(w.mounts["dc2"], logSwept, healAt))
 	if rep := w.report("dc2"); len(rep.Restores) != parallelism {
 		t.Errorf("DC2's job restored %d times (%v) with DC1 back, want once per subtask", len(rep.Restores), rep.Restores)
 	}
@@ -748,8 +749,6 @@ func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *n
 	if len(after) > 0 {
 		t.Errorf("at the end: %d files written on DC1's NAS after its fence (%v), %d of them on DC2's", len(after), slices.Sorted(maps.Keys(after)), out.WritesAfterFenceDC2)
 	}
-	w.waitStrayFree(ctx, t, zc.Conn, v2, "at the end")
-	out.StraysSwept = len(events(w.mounts["dc2"], logSwept, healAt))
 	return out
 }
 

@@ -123,11 +123,16 @@ func (s *Sweeper) Pass(ctx context.Context) (swept []SweptPointer, err error) {
 		}
 	}()
 	b := s.b
-	l, err := b.discover(ctx)
-	if errors.Is(err, ErrNoNamespace) {
+	// Cheap first: the mode follower reads active-site as often.
+	active, _, err := b.ActiveSite(ctx)
+	if errors.Is(err, ErrNoNamespace) || err == nil && active != b.cfg.Site {
 		s.keep(nil)
 		return nil, nil
 	}
+	if err != nil {
+		return nil, err
+	}
+	l, err := b.discover(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -220,25 +225,27 @@ func (s *Sweeper) strays(ctx context.Context, paths ckptfsPaths, l *Layout) ([]s
 		if err != nil || js.LockStyle == LockStyleUnknown {
 			return err // an ambiguous layout is the takeover's to refuse
 		}
-		created := false
+		// Only pointers created since the activation and not written by
+		// a leader are suspects; a job without one costs no verification.
+		var suspects []int64
 		for _, p := range js.Pointers {
-			created = created || p.Stat.Czxid > activeStat.Mzxid
+			own := slices.ContainsFunc(p.Locks, func(n EphemeralNode) bool {
+				return n.Czxid == p.Stat.Czxid && slices.Contains(leaders, n.Owner)
+			})
+			if p.Stat.Czxid > activeStat.Mzxid && !own {
+				suspects = append(suspects, p.ID)
+			}
 		}
-		if !created {
+		if len(suspects) == 0 {
 			return nil
 		}
 		for _, p := range js.Pointers {
 			p.Verdict = b.verifyPointer(ctx, p)
 		}
 		for _, r := range PlanJob(facts(js)).Retract {
-			p := js.pointer(r.ID)
-			own := slices.ContainsFunc(p.Locks, func(n EphemeralNode) bool {
-				return n.Czxid == p.Stat.Czxid && slices.Contains(leaders, n.Owner)
-			})
-			if p.Stat.Czxid <= activeStat.Mzxid || p.Verdict.Verdict.Unknown || own {
-				continue
+			if p := js.pointer(r.ID); slices.Contains(suspects, r.ID) && !p.Verdict.Verdict.Unknown {
+				perJob[i] = append(perJob[i], stray{js: js, p: p, r: r})
 			}
-			perJob[i] = append(perJob[i], stray{js: js, p: p, r: r})
 		}
 		return nil
 	})

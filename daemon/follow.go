@@ -173,6 +173,7 @@ func (f *follower) connect(ctx context.Context) {
 		if sw, err := b.NewSweeper(f.cfg.ZooKeeper.FlinkSessionTimeout); err != nil {
 			f.log.Error("stray pointer sweeper", "err", err)
 		} else {
+			f.zkm.SetSweeper(sw)
 			g.Go(func() error { detached(gctx, func() { sw.Run(gctx, f.cfg.FollowInterval) }); return nil })
 		}
 	}

@@ -212,6 +212,11 @@ func collectZooKeeper(z *ZooKeeper, site string, gauge gaugeFunc, counter counte
 		counter(ReconcileActions, st.Refused, "refused")
 		counter(ReconcileActions, st.Failures, "failure")
 	}
+	if s := z.sweeper.Load(); s != nil {
+		st := s.Stats()
+		counter(SweepActions, st.Retracted, "retract")
+		counter(SweepActions, st.Failures, "failure")
+	}
 	if z.Lag == nil {
 		return
 	}

@@ -52,6 +52,7 @@ const (
 	LagUpdateFailures        = "ckptfs_lag_update_failures_total"
 	ReconcilePasses          = "ckptfs_reconcile_passes_total"
 	ReconcileActions         = "ckptfs_reconcile_actions_total"
+	SweepActions             = "ckptfs_sweep_actions_total"
 	TakeoverActions          = "ckptfs_takeover_actions_total"
 	TakeoverLastRun          = "ckptfs_takeover_last_run_timestamp_seconds"
 	TakeoverLastExitCode     = "ckptfs_takeover_last_exit_code"
@@ -160,6 +161,8 @@ var Families = []Family{
 		Help: "Passes of the marker publisher: full (re-reads ZooKeeper) or fast (after a verdict changed)."},
 	{Name: ReconcileActions, Type: "counter", Labels: []string{labelAction},
 		Help: "What the marker publisher did: write (a marker changed), conflict (another publisher wrote first), refused (the invariant check failed), failure (a pass failed)."},
+	{Name: SweepActions, Type: "counter", Labels: []string{labelAction},
+		Help: "What the active site's sweep of stray pointers did: retract (a pointer another site's JobManager added after the takeover, not held here), failure (a pass failed)."},
 	{Name: TakeoverActions, Type: "counter", Labels: []string{labelAction}, Textfile: true,
 		Help: "What ckptfs takeover and restore-pruned did on this machine: run, retract (pointers), refuse_job, refuse_alive, activate, error, restore (pointers)."},
 	{Name: TakeoverLastRun, Type: "gauge", Textfile: true,

@@ -16,6 +16,7 @@ import (
 type ZooKeeper struct {
 	bridge    atomic.Pointer[zkbridge.Bridge]
 	publisher atomic.Pointer[zkbridge.Publisher]
+	sweeper   atomic.Pointer[zkbridge.Sweeper]
 	active    atomic.Pointer[ActiveSite]
 	// Lag computes the lag behind Flink's pointers (nil: not exported).
 	Lag *LagTracker
@@ -38,6 +39,9 @@ func (z *ZooKeeper) SetBridge(b *zkbridge.Bridge) { z.bridge.Store(b) }
 
 // SetPublisher sets the daemon's marker publisher.
 func (z *ZooKeeper) SetPublisher(p *zkbridge.Publisher) { z.publisher.Store(p) }
+
+// SetSweeper sets the daemon's sweeper of stray pointers.
+func (z *ZooKeeper) SetSweeper(s *zkbridge.Sweeper) { z.sweeper.Store(s) }
 
 // SetActiveSite records what active-site and epoch say.
 func (z *ZooKeeper) SetActiveSite(site string, epoch int64) {

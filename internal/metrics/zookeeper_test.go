@@ -195,6 +195,18 @@ func TestIntegration_ScrapeZooKeeper(t *testing.T) {
 	if read := s.value(t, ActiveSiteLastRead, ""); time.Since(time.Unix(int64(read), 0)) > time.Minute {
 		t.Errorf("active-site last read at %v", read)
 	}
+	// The active site's sweeper: nothing stray.
+	sw, err := b.NewSweeper(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if swept, err := sw.Pass(ctx); err != nil || len(swept) > 0 {
+		t.Fatalf("sweep: %v %v", swept, err)
+	}
+	z.SetSweeper(sw)
+	if s := scrape(t, src); s.value(t, SweepActions, "action=retract") != 0 || s.value(t, SweepActions, "action=failure") != 0 {
+		t.Errorf("sweeper: %s", s.series(SweepActions))
+	}
 
 	// The servers expire the session; the client gets a new one.
 	zktest.ExpireConnSession(t, b.Conn(), proxies)

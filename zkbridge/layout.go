@@ -591,7 +591,7 @@ func (b *Bridge) lockEvidence(ctx context.Context, jobs map[string]*JobLayout, m
 		}
 	}
 	graphStyle := make([]LockStyle, len(graphs))
-	if err := forEachJob(len(graphs), func(i int) (err error) {
+	if _, err := forEachJob(ctx, len(graphs), func(_ context.Context, i int) (err error) {
 		graphStyle[i], err = classify(graphs[i])
 		return err
 	}); err != nil {
@@ -609,7 +609,7 @@ func (b *Bridge) lockEvidence(ctx context.Context, jobs map[string]*JobLayout, m
 	}
 	// The style of each modern job's first pointer that shows one.
 	pointerStyle := make([]LockStyle, len(modernJobs))
-	if err := forEachJob(len(modernJobs), func(i int) error {
+	if _, err := forEachJob(ctx, len(modernJobs), func(ctx context.Context, i int) error {
 		j := jobs[modernJobs[i]]
 		names, _, err := b.zk.children(ctx, j.PointerDir)
 		if errors.Is(err, zk.ErrNoNode) {

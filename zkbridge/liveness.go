@@ -122,7 +122,7 @@ func (b *Bridge) liveness(ctx context.Context, l *Layout) (*Liveness, error) {
 		}
 	}
 	perJob := make([][]EphemeralNode, len(l.Jobs))
-	err := forEachJob(len(l.Jobs), func(i int) error {
+	_, err := forEachJob(ctx, len(l.Jobs), func(ctx context.Context, i int) error {
 		j := l.Jobs[i]
 		add := func(n EphemeralNode) { perJob[i] = append(perJob[i], n) }
 		// Flink 1.14 keeps each job's leader election under jobs/<job>.

@@ -1,6 +1,9 @@
 package zkbridge
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // parallelJobs bounds how many jobs ckptfs reads or takes over at once.
 // Each job costs a few ZooKeeper round trips, one after another; across
@@ -9,26 +12,54 @@ import "sync"
 // instead of the sum of their round trips.
 const parallelJobs = 32
 
-// forEachJob runs f(0), ..., f(n-1), at most parallelJobs at once, and
-// returns the error of the lowest i that failed. Each f writes only what
-// belongs to its i: callers merge the results in index order, so what
-// they build does not depend on the order the calls finished in.
-func forEachJob(n int, f func(i int) error) error {
-	errs := make([]error, n)
+// forEachJob runs f(ctx, 0), ..., f(ctx, n-1), at most parallelJobs at
+// once. The first call to fail cancels the context the others get (calls
+// not started then never start), and forEachJob returns its index and
+// error; -1 and nil when every call succeeded, -1 and ctx's error when ctx
+// ended before every call ran. Each f writes only what belongs to its i:
+// callers merge the results in index order, so what they build does not
+// depend on the order the calls finished in.
+func forEachJob(ctx context.Context, n int, f func(ctx context.Context, i int) error) (int, error) {
+	jctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		failed  = -1  // GUARDED_BY(mu)
+		first   error // GUARDED_BY(mu)
+		skipped bool  // GUARDED_BY(mu)
+		wg      sync.WaitGroup
+	)
 	sem := make(chan struct{}, parallelJobs)
-	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			sem <- struct{}{}
+			select {
+			case sem <- struct{}{}:
+			case <-jctx.Done():
+				mu.Lock()
+				skipped = true
+				mu.Unlock()
+				return
+			}
 			defer func() { <-sem }()
-			errs[i] = f(i)
+			if jctx.Err() != nil { // a slot freed by a canceled call
+				mu.Lock()
+				skipped = true
+				mu.Unlock()
+				return
+			}
+			if err := f(jctx, i); err != nil {
+				mu.Lock()
+				if failed < 0 {
+					failed, first = i, err
+				}
+				mu.Unlock()
+				cancel()
+			}
 		})
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+	if failed < 0 && skipped {
+		return -1, ctx.Err()
 	}
-	return nil
+	return failed, first
 }

@@ -422,7 +422,7 @@ func (b *Bridge) readMarkers(ctx context.Context, paths ckptfsPaths) (map[string
 			return nil, err
 		}
 		data, found := make([][]byte, len(jobs)), make([]bool, len(jobs))
-		if err := forEachJob(len(jobs), func(i int) (err error) {
+		if _, err := forEachJob(ctx, len(jobs), func(ctx context.Context, i int) (err error) {
 			data[i], _, err = b.zk.get(ctx, paths.marker(site, jobs[i]))
 			if errors.Is(err, zk.ErrNoNode) {
 				return nil

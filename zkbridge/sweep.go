@@ -220,7 +220,7 @@ func (s *Sweeper) strays(ctx context.Context, paths ckptfsPaths, l *Layout) ([]s
 		}
 	}
 	perJob := make([][]stray, len(l.Jobs))
-	err = forEachJob(len(l.Jobs), func(i int) error {
+	_, err = forEachJob(ctx, len(l.Jobs), func(ctx context.Context, i int) error {
 		js, err := b.readJob(ctx, l.Jobs[i])
 		if err != nil || js.LockStyle == LockStyleUnknown {
 			return err // an ambiguous layout is the takeover's to refuse

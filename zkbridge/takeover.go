@@ -390,56 +390,31 @@ func (b *Bridge) takeoverJobs(ctx context.Context, paths ckptfsPaths, lock *take
 			hook(job, id)
 		}
 	}
-	jctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type result struct {
-		jt  *JobTakeover
-		err error
-	}
-	results := make([]result, len(l.Jobs))
-	var (
-		mu       sync.Mutex
-		firstErr = -1 // GUARDED_BY(mu), the job that failed first
-		wg       sync.WaitGroup
-	)
-	sem := make(chan struct{}, parallelJobs)
-	for i, jl := range l.Jobs {
+	results := make([]*JobTakeover, len(l.Jobs))
+	failed, err := forEachJob(ctx, len(l.Jobs), func(ctx context.Context, i int) error {
+		jl := l.Jobs[i]
 		marker, ok := markers[jl.JobID]
 		if !ok {
 			marker = NoMarker(jl.JobID)
 		}
-		wg.Go(func() {
-			var r result
-			select {
-			case sem <- struct{}{}:
-				r.jt, r.err = b.takeoverJob(jctx, paths, lock, ep, l, jl, marker, opts)
-				<-sem
-			case <-jctx.Done():
-				r.err = jctx.Err()
-			}
-			results[i] = r
-			if r.err != nil {
-				mu.Lock()
-				if firstErr < 0 {
-					firstErr = i
-				}
-				mu.Unlock()
-				cancel()
-			}
-		})
-	}
-	wg.Wait()
-	for _, r := range results {
-		if r.err == nil {
-			rep.Jobs = append(rep.Jobs, r.jt)
+		jt, err := b.takeoverJob(ctx, paths, lock, ep, l, jl, marker, opts)
+		if err == nil {
+			results[i] = jt
+		}
+		return err
+	})
+	for _, jt := range results {
+		if jt != nil {
+			rep.Jobs = append(rep.Jobs, jt)
 		}
 	}
-	if firstErr >= 0 {
-		err := results[firstErr].err
-		rep.Decision = fmt.Sprintf("stopped at job %s: %v", l.Jobs[firstErr].JobID, err)
-		return err
+	switch {
+	case failed >= 0:
+		rep.Decision = fmt.Sprintf("stopped at job %s: %v", l.Jobs[failed].JobID, err)
+	case err != nil:
+		rep.Decision = fmt.Sprintf("stopped: %v", err)
 	}
-	return nil
+	return err
 }
 
 // maxJobRounds bounds re-planning of one job whose znodes keep changing.

@@ -312,7 +312,6 @@ func shapeOf(m map[string]*shape, key string) *shape {
 
 var (
 	reUUID      = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	reWholeUUID = regexp.MustCompile(`^` + reUUID.String() + `$`)
 	rePointer   = regexp.MustCompile(`/[0-9]{19}(/|$)`)
 	reLatch     = regexp.MustCompile(`/_c_` + reUUID.String() + `-latch-[0-9]{10}$`)
 	reLock      = regexp.MustCompile(`/locks/(` + reUUID.String() + `)$`)

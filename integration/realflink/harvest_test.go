@@ -329,12 +329,14 @@ func dumpZK(conn *zk.Conn, ns string, ph harvestPlaceholders) (*fixtureZK, error
 	return d, walk(ns)
 }
 
-// zkSequential reports a name ending in ZooKeeper's %010d sequence suffix.
-// A name that is a whole UUID (Flink's lock ids) is never sequential, even
-// when its last ten hex digits happen to be decimal ones.
+// zkSequential reports a name ending in ZooKeeper's %010d sequence suffix
+// after the dash of the prefix every sequential node here has (Curator's
+// "latch-", ckptfs's "lock-"). Names of hex ids (a job id, a UUID, a job's
+// leader node job-<id>) are never sequential, even when their last ten
+// hex digits happen to be decimal ones (about one job id in 300).
 func zkSequential(p string) bool {
 	name := p[strings.LastIndexByte(p, '/')+1:]
-	if len(name) <= 10 || reWholeUUID.MatchString(name) {
+	if len(name) <= 10 || name[len(name)-11] != '-' {
 		return false
 	}
 	for _, r := range name[len(name)-10:] {
@@ -342,8 +344,7 @@ func zkSequential(p string) bool {
 			return false
 		}
 	}
-	r := name[len(name)-11]
-	return r < '0' || r > '9'
+	return true
 }
 
 func fixturePrintable(b []byte) bool {
@@ -449,6 +450,23 @@ func TestZkSequential(t *testing.T) {
 		"/flink/c/jobs/j/checkpoints/0000000000000000004/locks/4f1e2a4b-1c2d-4e5f-8a9b-0a1b2c3d4e5f": false,
 		"/flink/c/jobs/j/checkpoints/0000000000000000004":                                            false,
 		"/flink/c/checkpoint-counter": false,
+	} {
+		if got := zkSequential(p); got != want {
+			t.Errorf("zkSequential(%s) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+// TestZKSequential: sequential names have the prefix's dash before the ten
+// digits; ids whose last ten hex digits are decimal are not sequential.
+func TestZKSequential(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/flink/c/leaderlatch/_c_123e4567-e89b-12d3-a456-426614174000-latch-0000000003": true,
+		"/ckptfs/c/takeover/_c_0a1b-lock-0000000001":                                    true,
+		"/flink/c/execution-plans/3f1b2c4d5e6f7a8b9c0d1f1234567890":                     false,
+		"/flink/c/leader/job-3f1b2c4d5e6f7a8b9c0d1f1234567890":                          false,
+		"/flink/c/jobs/j/checkpoints/1/locks/123e4567-e89b-12d3-a456-421234567890":      false,
+		"/flink/c/jobs/j/checkpoints/0000000000000000001":                               false,
 	} {
 		if got := zkSequential(p); got != want {
 			t.Errorf("zkSequential(%s) = %v, want %v", p, got, want)

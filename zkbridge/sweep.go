@@ -123,6 +123,11 @@ func (s *Sweeper) Pass(ctx context.Context) (swept []SweptPointer, err error) {
 		}
 	}()
 	b := s.b
+	// Without a session there is nothing to judge, and the outage is the
+	// session's to report (health, metrics), not each pass's.
+	if b.Session().State != SessionConnected {
+		return nil, nil
+	}
 	// Cheap first: the mode follower reads active-site as often.
 	active, _, err := b.ActiveSite(ctx)
 	if errors.Is(err, ErrNoNamespace) || err == nil && active != b.cfg.Site {

@@ -119,3 +119,46 @@ func pointerPath(layout flinkemu.Layout, job string, id int64) string {
 	}
 	return "jobs/" + job + "/checkpoints/" + checkpointName(id)
 }
+
+// TestIntegration_SweepWithoutSession: during a ZooKeeper outage a pass
+// does nothing and fails nothing (no warning a second), and sweeps again
+// once the session is back.
+func TestIntegration_SweepWithoutSession(t *testing.T) {
+	c := zktest.StartCluster(t, 1)
+	e := newEnv(t, c)
+	var proxies []*zktest.Proxy
+	var addrs []string
+	for _, s := range e.servers {
+		p := zktest.NewProxy(t, s)
+		proxies = append(proxies, p)
+		addrs = append(addrs, p.Addr())
+	}
+	b := e.bridge("dc2", func(cfg *Config) { cfg.Servers = addrs })
+	s, err := b.NewSweeper(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t, time.Minute)
+	for _, p := range proxies {
+		p.Block()
+		p.DropConns()
+	}
+	waitFor(t, 10*time.Second, "the session to be lost", func() (bool, error) {
+		return b.Session().State != SessionConnected, nil
+	})
+	if swept, err := s.Pass(ctx); err != nil || len(swept) > 0 {
+		t.Fatalf("a pass without a session: %v, %v; want nothing", swept, err)
+	}
+	for _, p := range proxies {
+		p.Unblock()
+	}
+	waitFor(t, 20*time.Second, "the session to be back", func() (bool, error) {
+		return b.Session().State == SessionConnected, nil
+	})
+	if _, err := s.Pass(ctx); err != nil {
+		t.Fatalf("a pass with the session back: %v", err)
+	}
+	if st := s.Stats(); st.Passes != 2 || st.Failures != 0 {
+		t.Errorf("stats %+v, want 2 passes, no failure", st)
+	}
+}

@@ -143,17 +143,9 @@ type Catalog struct {
 	haComplete map[string]bool
 	haJudged   map[string]haJudged
 
-	workMu sync.Mutex
-	// work: GUARDED_BY(workMu). The backing work started and not ended,
-	// by job directory (walkKey: the search for job directories).
-	work map[string]*backingWork
-}
-
-// backingWork is work on the backing file system that a pass waits for
-// at most BackingTimeout.
-type backingWork struct {
-	start time.Time
-	done  chan struct{} // closed when it ends
+	// backing bounds the waits for the backing file system, by job
+	// directory (walkPrefix: the search for job directories).
+	backing *BackingWaits
 }
 
 // walkPrefix starts the work key of a listing by the search for job
@@ -163,10 +155,6 @@ const walkPrefix = "\x00"
 // savepointPrefix starts the work key of verifying a directory's
 // savepoints.
 const savepointPrefix = "\x01"
-
-// ErrBackingTimeout: the backing file system did not answer within
-// CatalogConfig.BackingTimeout.
-var ErrBackingTimeout = errors.New("the backing file system did not answer")
 
 // HungWork is backing work that has not ended within BackingTimeout.
 type HungWork struct {
@@ -214,7 +202,7 @@ func NewCatalog(cfg CatalogConfig) (*Catalog, error) {
 		return nil, err
 	}
 	cfg.Backing = filepath.Clean(cfg.Backing)
-	c := &Catalog{cfg: cfg, pokec: make(chan struct{}, 1), jobs: map[string]map[string]*Verdict{}, work: map[string]*backingWork{}, savepoints: map[string]map[string]*Verdict{}}
+	c := &Catalog{cfg: cfg, pokec: make(chan struct{}, 1), jobs: map[string]map[string]*Verdict{}, backing: NewBackingWaits(cfg.BackingTimeout), savepoints: map[string]map[string]*Verdict{}}
 	for _, p := range cfg.HiddenPatterns {
 		c.hidden = append(c.hidden, compileHidden(p))
 	}
@@ -371,7 +359,7 @@ func (c *Catalog) Refresh(ctx context.Context) {
 	timeouts := jobs.timeouts
 	jobs.jobs = append(jobs.jobs, jobs.keep(old)...)
 	for _, job := range jobs.jobs {
-		verdicts, err := bounded(ctx, c, job, func(ctx context.Context) (map[string]*Verdict, error) { return c.verifyJob(ctx, job) })
+		verdicts, err := Bounded(ctx, c.backing, job, func(ctx context.Context) (map[string]*Verdict, error) { return c.verifyJob(ctx, job) })
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -388,7 +376,7 @@ func (c *Catalog) Refresh(ctx context.Context) {
 	}
 	savepoints := map[string]map[string]*Verdict{}
 	for _, holder := range jobs.holders {
-		verdicts, err := bounded(ctx, c, savepointPrefix+holder, func(ctx context.Context) (map[string]*Verdict, error) {
+		verdicts, err := Bounded(ctx, c.backing, savepointPrefix+holder, func(ctx context.Context) (map[string]*Verdict, error) {
 			return c.verifySavepoints(ctx, holder)
 		})
 		switch {
@@ -416,7 +404,7 @@ func (c *Catalog) Refresh(ctx context.Context) {
 		complete map[string]bool
 		judged   map[string]haJudged
 	}
-	ha, haErr := bounded(ctx, c, haFilesKey, func(ctx context.Context) (haScan, error) {
+	ha, haErr := Bounded(ctx, c.backing, haFilesKey, func(ctx context.Context) (haScan, error) {
 		complete, judged := c.scanHAFiles(ctx, prevHA)
 		return haScan{complete, judged}, ctx.Err()
 	})
@@ -493,65 +481,18 @@ func unknownVerdicts(old map[string]*Verdict, err error) map[string]*Verdict {
 	return out
 }
 
-// bounded runs fn as the work of key, and waits for it at most
-// BackingTimeout (ErrBackingTimeout). Work it gave up on goes on, with
-// its context ended, and its result is dropped: until it ends, bounded
-// does not start key's work again and fails at once. fn may not
-// touch the catalog's state.
-func bounded[T any](ctx context.Context, c *Catalog, key string, fn func(context.Context) (T, error)) (T, error) {
-	var zero T
-	c.workMu.Lock()
-	if w := c.work[key]; w != nil {
-		c.workMu.Unlock()
-		return zero, fmt.Errorf("%w since %s (waiting for it)", ErrBackingTimeout, w.start.UTC().Format(time.RFC3339))
-	}
-	w := &backingWork{start: time.Now(), done: make(chan struct{})}
-	c.work[key] = w
-	c.workMu.Unlock()
-
-	wctx, cancel := context.WithCancel(ctx)
-	var res T
-	var err error
-	go func() {
-		defer cancel()
-		res, err = fn(wctx)
-		c.workMu.Lock()
-		delete(c.work, key)
-		c.workMu.Unlock()
-		close(w.done)
-	}()
-	t := time.NewTimer(c.cfg.BackingTimeout)
-	defer t.Stop()
-	select {
-	case <-w.done:
-		return res, err
-	case <-t.C:
-		cancel()
-		return zero, fmt.Errorf("%w within %v", ErrBackingTimeout, c.cfg.BackingTimeout)
-	case <-ctx.Done():
-		cancel()
-		return zero, ctx.Err()
-	}
-}
-
 // hung lists the work older than BackingTimeout, oldest first.
 func (c *Catalog) hung(now time.Time) []HungWork {
-	c.workMu.Lock()
-	defer c.workMu.Unlock()
 	var out []HungWork
-	for key, w := range c.work {
-		if now.Sub(w.start) < c.cfg.BackingTimeout {
-			continue
-		}
-		h := HungWork{Dir: key, Since: w.start}
-		if rel, ok := strings.CutPrefix(key, walkPrefix); ok {
-			h = HungWork{Dir: rel, Walk: true, Since: w.start}
-		} else if rel, ok := strings.CutPrefix(key, savepointPrefix); ok {
-			h = HungWork{Dir: rel, Since: w.start}
+	for _, p := range c.backing.Pending(now) {
+		h := HungWork{Dir: p.Key, Since: p.Since}
+		if rel, ok := strings.CutPrefix(p.Key, walkPrefix); ok {
+			h = HungWork{Dir: rel, Walk: true, Since: p.Since}
+		} else if rel, ok := strings.CutPrefix(p.Key, savepointPrefix); ok {
+			h = HungWork{Dir: rel, Since: p.Since}
 		}
 		out = append(out, h)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Since.Before(out[j].Since) })
 	return out
 }
 
@@ -623,7 +564,7 @@ func (c *Catalog) findJobDirs(ctx context.Context) walkResult {
 	var res walkResult
 	var walk func(rel string, depth int)
 	walk = func(rel string, depth int) {
-		entries, err := bounded(ctx, c, walkPrefix+rel, func(context.Context) ([]iofs.DirEntry, error) {
+		entries, err := Bounded(ctx, c.backing, walkPrefix+rel, func(context.Context) ([]iofs.DirEntry, error) {
 			return os.ReadDir(filepath.Join(c.cfg.Backing, rel))
 		})
 		if err != nil {

@@ -139,7 +139,7 @@ func (f *follower) connect(ctx context.Context) {
 	var b *zkbridge.Bridge
 	for b == nil {
 		var err error
-		if b, err = zkbridge.New(ctx, *f.cfg.ZooKeeper, zkbridge.NewSiteVerifier(f.verifier)); err != nil {
+		if b, err = zkbridge.New(ctx, *f.cfg.ZooKeeper, zkbridge.NewSiteVerifier(f.verifier, f.cfg.Catalog.BackingTimeout)); err != nil {
 			f.log.Warn("connecting to ZooKeeper", "err", err)
 			select {
 			case <-ctx.Done():
@@ -167,14 +167,14 @@ func (f *follower) connect(ctx context.Context) {
 	}
 	if f.cfg.Site != "" {
 		// On the active site, retract pointers a returning JobManager of
-		// another site adds after the takeover (zkbridge.Sweeper). It
-		// verifies on the NAS: on a hung one it is left behind when the
-		// daemon stops.
+		// another site adds after the takeover (zkbridge.Sweeper). Like
+		// the lag, it waits for the NAS at most the backing timeout
+		// (zkbridge.NewSiteVerifier).
 		if sw, err := b.NewSweeper(f.cfg.ZooKeeper.FlinkSessionTimeout); err != nil {
 			f.log.Error("stray pointer sweeper", "err", err)
 		} else {
 			f.zkm.SetSweeper(sw)
-			g.Go(func() error { detached(gctx, func() { sw.Run(gctx, f.cfg.FollowInterval) }); return nil })
+			g.Go(func() error { sw.Run(gctx, f.cfg.FollowInterval); return nil })
 		}
 	}
 	if f.cfg.LeaseDuration > 0 || f.cfg.Takeover == TakeoverAuto || len(f.cfg.SiteJobManagers) > 0 {
@@ -182,9 +182,7 @@ func (f *follower) connect(ctx context.Context) {
 	}
 	if f.zkm.Lag != nil {
 		f.catalog.OnChange(func(manifest.Change) { f.zkm.Lag.Trigger() })
-		// The lag verifies ZooKeeper's pointers on the NAS: on a hung
-		// one it is left behind when the daemon stops.
-		g.Go(func() error { detached(gctx, func() { f.zkm.Lag.Run(gctx) }); return nil })
+		g.Go(func() error { f.zkm.Lag.Run(gctx); return nil })
 	}
 	<-ctx.Done()
 	g.Wait()

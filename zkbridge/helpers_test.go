@@ -147,7 +147,7 @@ func (e *env) verifier() Verifier {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return NewSiteVerifier(v)
+	return NewSiteVerifier(v, manifest.DefaultCatalogConfig().BackingTimeout)
 }
 
 // dump reads the whole tree below the env's roots.

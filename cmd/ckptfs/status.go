@@ -123,7 +123,7 @@ func (f *zkFlags) open(ctx context.Context, cmd *cobra.Command, needSite bool) (
 	if err != nil {
 		return nil, located(cmd, err)
 	}
-	return zkbridge.New(ctx, cfg, zkbridge.NewSiteVerifier(v))
+	return zkbridge.New(ctx, cfg, zkbridge.NewSiteVerifier(v, manifest.DefaultCatalogConfig().BackingTimeout))
 }
 
 // commandContext ends on SIGINT or SIGTERM; ending it stops whatever

@@ -816,7 +816,7 @@ func TestFixture_ZooKeeper(t *testing.T) {
 			cfg.PathRoot, cfg.ClusterID, cfg.Site = f.meta.PathRoot, f.meta.ClusterID, "dc2"
 			cfg.FlinkSessionTimeout = harvestSession
 			cfg.LivenessPoll = 100 * time.Millisecond
-			b, err := zkbridge.New(ctx, cfg, zkbridge.NewSiteVerifier(f.verifier(t, tree)))
+			b, err := zkbridge.New(ctx, cfg, zkbridge.NewSiteVerifier(f.verifier(t, tree), manifest.DefaultCatalogConfig().BackingTimeout))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -114,7 +114,7 @@ func TestIntegration_RealFlink115OldHAServices(t *testing.T) {
 	bcfg := zkbridge.DefaultConfig()
 	bcfg.Servers, bcfg.PathRoot, bcfg.ClusterID, bcfg.Site, bcfg.CkptfsRoot = c.Servers(), pathRoot, clusterID, "dc2", "/ckptfs"
 	bcfg.FlinkSessionTimeout = session
-	b, err := zkbridge.New(ctx, bcfg, zkbridge.NewSiteVerifier(v))
+	b, err := zkbridge.New(ctx, bcfg, zkbridge.NewSiteVerifier(v, manifest.DefaultCatalogConfig().BackingTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,7 @@ func TestIntegration_ScrapeZooKeeper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := zkbridge.New(ctx, bcfg, zkbridge.NewSiteVerifier(v))
+	b, err := zkbridge.New(ctx, bcfg, zkbridge.NewSiteVerifier(v, manifest.DefaultCatalogConfig().BackingTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,32 +4,25 @@ package realflink
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ckptfs/ckptfs/integration/zktest"
 )
 
-// freePorts returns n TCP ports free on addr right now.
+// freePorts returns n TCP ports free on addr right now and never handed
+// out before in this process, to ZooKeeper servers either: a site's
+// servers bind in its own network namespace, where a probe here does
+// not see them.
 func freePorts(tb testing.TB, addr string, n int) []int {
 	tb.Helper()
-	var out []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp4", addr+":0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	ps, err := zktest.FreePorts(addr, n)
+	if err != nil {
+		tb.Fatal(err)
 	}
-	return out
+	return ps
 }
 
 // waitUntil polls ok until it holds, failing after timeout or as soon as

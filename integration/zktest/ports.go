@@ -17,9 +17,18 @@ type portAllocator struct {
 	used map[int]bool // GUARDED_BY(mu): every port handed out so far
 }
 
-// take returns n distinct ports that were free a moment ago and were never
-// returned before by this allocator.
-func (a *portAllocator) take(n int) ([]int, error) {
+// FreePorts returns n TCP ports that were free on addr (an IPv4 address)
+// a moment ago and that this process never handed out before, neither
+// to a ZooKeeper server nor to another caller. Tests that place servers
+// in other network namespaces probe the ports here, where those servers'
+// ports look free: without the record they would be handed out again.
+func FreePorts(addr string, n int) ([]int, error) { return ports.takeOn(addr, n) }
+
+// take returns n distinct loopback ports that were free a moment ago and
+// were never returned before by this allocator.
+func (a *portAllocator) take(n int) ([]int, error) { return a.takeOn("127.0.0.1", n) }
+
+func (a *portAllocator) takeOn(addr string, n int) ([]int, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 
@@ -34,9 +43,9 @@ func (a *portAllocator) take(n int) ([]int, error) {
 	}()
 	for attempts := 0; len(out) < n; attempts++ {
 		if attempts > 100*n {
-			return nil, fmt.Errorf("no fresh loopback port after %d attempts", attempts)
+			return nil, fmt.Errorf("no fresh port on %s after %d attempts", addr, attempts)
 		}
-		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		l, err := net.Listen("tcp4", net.JoinHostPort(addr, "0"))
 		if err != nil {
 			return nil, fmt.Errorf("allocate port: %w", err)
 		}

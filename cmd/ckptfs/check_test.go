@@ -27,6 +27,7 @@ func TestConfigCheckRunsEachCommandsValidation(t *testing.T) {
 		{"log level", "log-level: verbose\n", []string{"mount", "/a", "/b"}, `:1: log-level "verbose": `},
 		{"metrics address", "metrics-addr: 9477\n", []string{"mount", "/a", "/b"}, `:1: metrics-addr "9477": want HOST:PORT`},
 		{"lag interval", "lag-interval: 1ms\n", []string{"mount", "/a", "/b"}, `:1: lag-interval 1ms is too short`},
+		{"backing timeout of status", "zk: 127.0.0.1:1\nbacking-timeout: 1ms\n", []string{"status"}, `:2: backing-timeout 1ms is too short`},
 		{"zk", "site: dc2\nzk: zk1:2181,\n", []string{"mount", "/a", "/b"}, `:2: zk "zk1:2181,": server 2 is empty`},
 		{"path root", "zk: 127.0.0.1:1\npath-root: flink\n", []string{"status"}, `:2: path-root: "flink" is not an absolute ZooKeeper path`},
 		{"flink version", "zk: 127.0.0.1:1\nflink-version: one\n", []string{"status"}, `:2: flink-version: Flink version "one"`},

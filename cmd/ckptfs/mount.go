@@ -23,6 +23,10 @@ import (
 	"github.com/ckptfs/ckptfs/manifest"
 )
 
+// minBackingTimeout is the shortest backing-timeout accepted: with less,
+// a busy but healthy NAS would count as hung.
+const minBackingTimeout = 100 * time.Millisecond
+
 // mountConfig is the daemon's configuration. Every field is a setting
 // (see addSettings): flags, then CKPTFS_<NAME>, then the configuration
 // file, then defaultMountConfig.
@@ -107,7 +111,7 @@ func (c *mountConfig) validate() error {
 	if c.Poll < 10*time.Millisecond {
 		errs = append(errs, badSetting("poll", "poll %v is too short", c.Poll))
 	}
-	if c.BackingTimeout < 100*time.Millisecond {
+	if c.BackingTimeout < minBackingTimeout {
 		errs = append(errs, badSetting("backing-timeout", "backing-timeout %v is too short", c.BackingTimeout))
 	}
 	for _, p := range c.Hidden {

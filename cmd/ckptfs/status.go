@@ -26,11 +26,13 @@ import (
 // zkFlags are the flags of the commands that read Flink's pointers in
 // ZooKeeper: status, takeover and restore-pruned.
 type zkFlags struct {
-	zk        zkSettings
-	verbose   bool
-	logFormat string
-	textfile  string
-	paths     pathFlags
+	zk zkSettings
+	// backingTimeout bounds each verification's wait for the NAS.
+	backingTimeout time.Duration
+	verbose        bool
+	logFormat      string
+	textfile       string
+	paths          pathFlags
 }
 
 func (f *zkFlags) add(cmd *cobra.Command) {
@@ -45,6 +47,7 @@ func (f *zkFlags) add(cmd *cobra.Command) {
 		fl.StringVar(&f.zk.JobResultStore, "job-result-store", "", "Flink's job-result-store.storage-path as a `URI` Flink writes (default: Flink's, <high-availability.storageDir>/job-result-store/<cluster-id>)")
 		fl.DurationVar(&f.zk.FlinkSessionTimeout, "flink-session-timeout", f.zk.FlinkSessionTimeout, "Flink's high-availability.zookeeper.client.session-timeout: how long a dead JobManager's nodes may stay")
 		addConnectionSettings(fl, &f.zk)
+		fl.DurationVar(&f.backingTimeout, "backing-timeout", manifest.DefaultCatalogConfig().BackingTimeout, "how long a verification waits for the backing file system before its checkpoint counts as unknown (a hung NAS)")
 		fl.StringVar(&f.logFormat, "log-format", "text", "format of the log on stderr: text or json")
 	})
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log what is done on stderr")
@@ -86,6 +89,9 @@ func (f *zkFlags) config(w io.Writer, needSite bool) (zkbridge.Config, *manifest
 		errs = append(errs, requireSite(f.zk.Site))
 	}
 	errs = append(errs, checkLogFormat(f.logFormat))
+	if f.backingTimeout < minBackingTimeout {
+		errs = append(errs, badSetting("backing-timeout", "backing-timeout %v is too short", f.backingTimeout))
+	}
 	res, err := f.paths.resolver()
 	errs = append(errs, err)
 	level := slog.LevelWarn
@@ -123,7 +129,7 @@ func (f *zkFlags) open(ctx context.Context, cmd *cobra.Command, needSite bool) (
 	if err != nil {
 		return nil, located(cmd, err)
 	}
-	return zkbridge.New(ctx, cfg, zkbridge.NewSiteVerifier(v, manifest.DefaultCatalogConfig().BackingTimeout))
+	return zkbridge.New(ctx, cfg, zkbridge.NewSiteVerifier(v, f.backingTimeout))
 }
 
 // commandContext ends on SIGINT or SIGTERM; ending it stops whatever

@@ -16,9 +16,11 @@ var ErrBackingTimeout = errors.New("the backing file system did not answer")
 // system. A hung NAS (a hard NFS mount whose server is gone) blocks a
 // system call for as long as it is gone, and no context ends it, so
 // callers stop waiting instead: after the timeout they get
-// ErrBackingTimeout and the work goes on alone. Until it ends, the same
-// work (by key) fails at once rather than starting again, so a hung NAS
-// holds at most one goroutine per key.
+// ErrBackingTimeout and the work goes on alone. Work is named by a key:
+// a caller asking for work already running joins it (its result is
+// theirs too) until the timeout counted from its start, so a hung NAS
+// holds at most one goroutine per key, and work given up on makes the
+// next callers fail at once until it ends.
 type BackingWaits struct {
 	timeout time.Duration
 
@@ -28,7 +30,9 @@ type BackingWaits struct {
 
 type backingWork struct {
 	start time.Time
-	done  chan struct{} // closed when it ends
+	done  chan struct{} // closed when it ends, after res and err are set
+	res   any
+	err   error
 }
 
 // PendingWork is work waiting on the backing file system longer than
@@ -47,42 +51,49 @@ func NewBackingWaits(timeout time.Duration) *BackingWaits {
 // Timeout is how long a caller waits.
 func (b *BackingWaits) Timeout() time.Duration { return b.timeout }
 
-// Bounded runs fn as the work of key and waits for it at most the
-// timeout. Work given up on goes on with its context ended, and its
-// result is dropped. fn must not touch state the caller reads after
-// giving up.
+// Bounded runs fn as the work of key, or joins key's work if it runs,
+// and waits for it at most the timeout from its start. The work runs
+// with the context of the caller that started it, ended when that caller
+// stops waiting; its result is dropped if nobody waits any more. fn must
+// not touch state the caller reads after giving up.
 func Bounded[T any](ctx context.Context, b *BackingWaits, key string, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	b.mu.Lock()
-	if w := b.work[key]; w != nil {
-		b.mu.Unlock()
-		return zero, fmt.Errorf("%w since %s (waiting for it)", ErrBackingTimeout, w.start.UTC().Format(time.RFC3339))
+	w, joined := b.work[key]
+	if !joined {
+		w = &backingWork{start: time.Now(), done: make(chan struct{})}
+		b.work[key] = w
 	}
-	w := &backingWork{start: time.Now(), done: make(chan struct{})}
-	b.work[key] = w
 	b.mu.Unlock()
 
-	wctx, cancel := context.WithCancel(ctx)
-	var res T
-	var err error
-	go func() {
-		defer cancel()
-		res, err = fn(wctx)
-		b.mu.Lock()
-		delete(b.work, key)
-		b.mu.Unlock()
-		close(w.done)
-	}()
-	t := time.NewTimer(b.timeout)
+	stop := func() {}
+	if !joined {
+		wctx, cancel := context.WithCancel(ctx)
+		stop = cancel
+		go func() {
+			defer cancel()
+			res, err := fn(wctx)
+			b.mu.Lock()
+			w.res, w.err = res, err
+			delete(b.work, key)
+			b.mu.Unlock()
+			close(w.done)
+		}()
+	}
+	t := time.NewTimer(time.Until(w.start.Add(b.timeout)))
 	defer t.Stop()
 	select {
 	case <-w.done:
-		return res, err
+		res, _ := w.res.(T)
+		return res, w.err
 	case <-t.C:
-		cancel()
+		stop()
+		if joined {
+			return zero, fmt.Errorf("%w since %s (waiting for it)", ErrBackingTimeout, w.start.UTC().Format(time.RFC3339))
+		}
 		return zero, fmt.Errorf("%w within %v", ErrBackingTimeout, b.timeout)
 	case <-ctx.Done():
-		cancel()
+		stop()
 		return zero, ctx.Err()
 	}
 }

@@ -9,7 +9,8 @@ import (
 
 // TestBounded: a caller waits at most the timeout; the same work then
 // fails at once until the work given up on ends, other work runs
-// meanwhile, and Pending names what waits.
+// meanwhile, and Pending names what waits. Callers asking for work that
+// runs, within its timeout, share it.
 func TestBounded(t *testing.T) {
 	b := NewBackingWaits(50 * time.Millisecond)
 	release := make(chan struct{})
@@ -39,5 +40,29 @@ func TestBounded(t *testing.T) {
 	cancel()
 	if _, err := Bounded(cctx, b, "c", func(ctx context.Context) (int, error) { <-ctx.Done(); return 0, ctx.Err() }); !errors.Is(err, context.Canceled) {
 		t.Errorf("with the caller's context ended: %v", err)
+	}
+
+	// Two callers of the same work within its timeout: one run, one
+	// result for both.
+	long := NewBackingWaits(time.Minute)
+	runs, gate := 0, make(chan struct{})
+	work := func(context.Context) (int, error) { runs++; <-gate; return 7, nil }
+	first := make(chan int)
+	go func() { n, _ := Bounded(ctx, long, "k", work); first <- n }()
+	for {
+		long.mu.Lock()
+		started := len(long.work) > 0
+		long.mu.Unlock()
+		if started {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	go func() { time.Sleep(20 * time.Millisecond); close(gate) }()
+	if n, err := Bounded(ctx, long, "k", work); n != 7 || err != nil {
+		t.Errorf("joining running work: %d, %v; want its result", n, err)
+	}
+	if n := <-first; n != 7 || runs != 1 {
+		t.Errorf("the first caller got %d; the work ran %d times, want once", n, runs)
 	}
 }

@@ -99,9 +99,9 @@ func TestChaosNet(t *testing.T) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nchaos-net: %d runs, series seed %d\n", len(rows), series)
-	fmt.Fprintf(&b, "%-4s %-6s %-7s %-10s %-10s %-7s %-6s %-7s %-10s %-9s %-9s %-8s %-8s %-6s %-6s %-6s %-4s %-14s %s\n",
+	fmt.Fprintf(&b, "%-4s %-6s %-7s %-10s %-10s %-7s %-6s %-7s %-10s %-9s %-9s %-8s %-8s %-6s %-6s %-6s %-6s %-4s %-14s %s\n",
 		"run", "flink", "seed", "repl", "fault", "dc2only", "auto", "leader", "cut→fence", "fence<act", "takeover", "optimal", "restored",
-		"w/fnc", "onDC2", "swept", "rst", "result", "old direction: DC2's health")
+		"w/fnc", "onDC2", "p/fnc", "swept", "rst", "result", "old direction: DC2's health")
 	violations, harness, writes, seenDC2 := 0, 0, 0, 0
 	for i, x := range rows {
 		res := "ok"
@@ -125,10 +125,10 @@ func TestChaosNet(t *testing.T) {
 		if x.r != nil {
 			seed, kind = x.r.seed, x.r.kind
 		}
-		fmt.Fprintf(&b, "%-4d %-6s %-7d %-10s %-10s %-7v %-6v %-7s %-10v %-9v %-9v %-8d %-8d %-6d %-6d %-6d %-4d %-14s %s\n",
+		fmt.Fprintf(&b, "%-4d %-6s %-7d %-10s %-10s %-7v %-6v %-7s %-10v %-9v %-9v %-8d %-8d %-6d %-6d %-6d %-6d %-4d %-14s %s\n",
 			i, x.d.Version, seed, kind, x.pr.fault, x.pr.dc2Only, x.pr.auto, leader, x.out.CutToFence.Round(10*time.Millisecond),
 			x.out.FenceBeforeTakeover, x.out.Takeover.Round(100*time.Millisecond), x.out.Optimal, x.out.Restored,
-			x.out.WritesAfterFence, x.out.WritesAfterFenceDC2, x.out.StraysSwept, x.out.Restarts, res, x.out.OldDirectionAlarm)
+			x.out.WritesAfterFence, x.out.WritesAfterFenceDC2, x.out.PointersAfterFence, x.out.StraysSwept, x.out.Restarts, res, x.out.OldDirectionAlarm)
 	}
 	fmt.Fprintf(&b, "invariant violations: %d of %d runs (%d failed before DC1 was cut off); writes after the fence: %d on DC1's NAS, %d seen on DC2\n",
 		violations, len(rows), harness, writes, seenDC2)

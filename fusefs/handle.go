@@ -25,8 +25,10 @@ type handle struct {
 	// reported is the version of the file last queued for the Sealer, nil
 	// before the first FLUSH. GUARDED_BY(mu)
 	reported *fileStamp
-	// revoked is the file as it was when fencing revoked this passthrough
-	// writer; nil unless revoked. GUARDED_BY(mu)
+	// cut: fencing cut this passthrough writer off. GUARDED_BY(mu)
+	cut bool
+	// revoked is the file as it was when fencing gave up waiting for this
+	// writer to close; nil otherwise. GUARDED_BY(mu)
 	revoked *fileStamp
 	// released is closed once the kernel released the handle.
 	released chan struct{}
@@ -169,9 +171,9 @@ func (h *handle) report(release bool) {
 	}
 	fd := fdOf(h.lf)
 	h.mu.Lock()
-	reported, revoked := h.reported, h.revoked
+	reported, cut := h.reported, h.cut
 	h.mu.Unlock()
-	if release && revoked == nil && reported != nil {
+	if release && !cut && reported != nil {
 		if st, err := fstamp(fd); err == nil && st == *reported {
 			return // unchanged since FLUSH reported it: the common RELEASE
 		}
@@ -180,7 +182,7 @@ func (h *handle) report(release bool) {
 	if !ok {
 		return // unlinked, or never linked (O_TMPFILE)
 	}
-	if revoked != nil {
+	if cut {
 		// Cut off by fencing: whatever it holds was not closed cleanly.
 		if release {
 			fsys.writtenWithoutChecksum(rel)

@@ -462,6 +462,11 @@ func TestIntegration_FenceStopsPassthroughStream(t *testing.T) {
 			t.Errorf("round %d: size when SetMode returned %d, size now %d, acknowledged %d",
 				round, sizeAtFence, st.Size(), r.acked)
 		}
+		// The stream's writes all came before SetMode returned: none of
+		// them is a write after the fence.
+		if got := m.Server.Stats().WritesAfterFence; got != 0 {
+			t.Errorf("round %d: WritesAfterFence = %d, want 0", round, got)
+		}
 		if err := m.Server.SetMode(fusefs.ModePrimary); err != nil {
 			t.Fatal(err)
 		}

@@ -32,9 +32,12 @@ import (
 // included), is splice(2) or sendfile(2) into a descriptor that is still
 // open: the kernel hands those to the backing file without looking at
 // the inode. Such a descriptor keeps SetMode waiting (so a nil return
-// still means that nothing can write), and when it is finally closed the
-// mount compares the file with what it was at fencing time and counts
-// and logs a change (Stats.WritesAfterFence).
+// still means that nothing can write). If it is still open when SetMode
+// gives up, the mount records what the file is then, compares when the
+// descriptor is finally closed, and counts and logs a change
+// (Stats.WritesAfterFence). Writes before SetMode returns, a write in
+// flight when the kernel cut the writers off among them, land before
+// the fence is complete and are not counted.
 
 // ErrFenceIncomplete: SetMode gave up waiting for writers opened before
 // fencing to close. Until they do, splice(2) and sendfile(2) through them
@@ -109,6 +112,7 @@ func (s *Server) revokeWriters() error {
 	}
 	var open []string
 	for n, hs := range writers {
+		var still []*handle
 		for _, h := range hs {
 			if !expired {
 				select {
@@ -123,7 +127,15 @@ func (s *Server) revokeWriters() error {
 			default:
 				rel, _ := n.rel()
 				open = append(open, rel)
+				still = append(still, h)
 			}
+		}
+		// The fence ends here: what changes these files from now on
+		// came through splice(2) or sendfile(2) (checkAfterFence). A
+		// write in flight when the kernel cut the writers off lands
+		// before, and is not one.
+		if len(still) > 0 {
+			stamp(n, still)
 		}
 	}
 	if len(open) > 0 {
@@ -134,7 +146,7 @@ func (s *Server) revokeWriters() error {
 }
 
 // stampTimeout bounds how long revoke waits for the stamp of a file
-// (markRevoked): a hung NAS must not keep its writers from being cut off.
+// (markRevoked).
 const stampTimeout = 200 * time.Millisecond
 
 // revoke gets the kernel to mark n's inode bad, which cuts off hs, its
@@ -143,18 +155,11 @@ const stampTimeout = 200 * time.Millisecond
 // with revokedSize, without asking the NAS.
 func (s *Server) revoke(n *node, hs []*handle) error {
 	fsys := s.fsys
-	stamped := make(chan struct{})
-	go func() {
-		for _, h := range hs {
-			h.markRevoked()
-		}
-		close(stamped)
-	}()
-	select {
-	case <-stamped:
-	case <-time.After(stampTimeout):
-		rel, _ := n.rel()
-		fsys.log.Warn("revoking writers without their file's stamp: the backing file system does not answer its stat", "file", rel)
+	for _, h := range hs {
+		// Whatever it leaves was not closed cleanly (handle.report).
+		h.mu.Lock()
+		h.cut = true
+		h.mu.Unlock()
 	}
 	live := 0
 	for _, h := range hs {
@@ -197,6 +202,25 @@ func (s *Server) revoke(n *node, hs []*handle) error {
 			return fmt.Errorf("revoking writers of %s: the kernel did not ask for its attributes (stat: %v)", rel, err)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// stamp records what n is now for each of hs (markRevoked), waiting at
+// most stampTimeout: a hung NAS must not keep its writers from being cut
+// off.
+func stamp(n *node, hs []*handle) {
+	stamped := make(chan struct{})
+	go func() {
+		for _, h := range hs {
+			h.markRevoked()
+		}
+		close(stamped)
+	}()
+	select {
+	case <-stamped:
+	case <-time.After(stampTimeout):
+		rel, _ := n.rel()
+		n.fsys.log.Warn("revoked writers without their file's stamp: the backing file system does not answer its stat", "file", rel)
 	}
 }
 

@@ -291,6 +291,7 @@ func (s *Server) SetMode(m Mode) error {
 	}
 	s.transition.Lock()
 	defer s.transition.Unlock()
+	start := time.Now()
 	old, epoch := s.fsys.setMode(m)
 	if old != m {
 		s.fsys.log.Info("mode changed", "from", old.String(), "to", m.String())
@@ -307,7 +308,11 @@ func (s *Server) SetMode(m Mode) error {
 		}
 	}
 	if !m.writable() {
-		return errors.Join(s.fsys.waitMutations(epoch), s.revokeWriters())
+		err := errors.Join(s.fsys.waitMutations(epoch), s.revokeWriters())
+		if err == nil && old.writable() {
+			s.fsys.log.Info("fence complete: nothing written through the mount reaches the backing directory any more", "took", time.Since(start).String())
+		}
+		return err
 	}
 	return nil
 }

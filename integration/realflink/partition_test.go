@@ -332,6 +332,9 @@ const (
 	logFenced   = "fencing the mount: read-only"
 	logPromoted = "promoting the mount to primary"
 	logSwept    = "stray pointer retracted: written after this site's takeover, not held here"
+	// logFenceDone: fusefs.Server.SetMode returned, every writer opened
+	// before was released; until then a write in flight may still land.
+	logFenceDone = "fence complete: nothing written through the mount reaches the backing directory any more"
 )
 
 // changedSince lists the files below dir modified after t, but for
@@ -653,10 +656,23 @@ func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *n
 			out.FenceBeforeTakeover = false
 		}
 	}
-	w.say(t, "   DC2 active at %s, DC1 fenced at %s", activated.Format("15:04:05.000"), fenceAt.Format("15:04:05.000"))
-	if !out.FenceBeforeTakeover {
-		t.Errorf("DC2 became active (%v) while DC1's mount was not fenced (fenced %v, then %+v)", activated, fenceAt, events(w.mounts["dc1"], logPromoted, fenceAt))
+	// The fence is complete once the writers opened before it are cut
+	// off and released (a write in flight may land until then), which
+	// must also come before the activation.
+	fenceDone := fenceAt
+	if ev := events(w.mounts["dc1"], logFenceDone, fenceAt.Add(-time.Nanosecond)); len(ev) > 0 {
+		fenceDone = ev[0].Time
+	} else {
+		t.Errorf("DC1's mount never said its fence was complete (%q)", logFenceDone)
 	}
+	if !fenceDone.Before(activated) {
+		out.FenceBeforeTakeover = false
+	}
+	w.say(t, "   DC2 active at %s, DC1 fenced at %s (complete %v later)", activated.Format("15:04:05.000"), fenceAt.Format("15:04:05.000"), fenceDone.Sub(fenceAt).Round(time.Millisecond))
+	if !out.FenceBeforeTakeover {
+		t.Errorf("DC2 became active (%v) while DC1's mount was not fenced (fenced %v, complete %v, then %+v)", activated, fenceAt, fenceDone, events(w.mounts["dc1"], logPromoted, fenceAt))
+	}
+	fenceAt = fenceDone
 	// What DC1 wrote after its fence: nothing reached its NAS, so nothing
 	// can reach DC2's NAS or a pointer.
 	after := changedSince(w.backing["dc1"], fenceAt)

@@ -310,7 +310,7 @@ func (s *Server) SetMode(m Mode) error {
 	if !m.writable() {
 		err := errors.Join(s.fsys.waitMutations(epoch), s.revokeWriters())
 		if err == nil && old.writable() {
-			s.fsys.log.Info("fence complete: nothing written through the mount reaches the backing directory any more", "took", time.Since(start).String())
+			s.fsys.log.Info("fence complete: nothing written through the mount reaches the backing directory any more", "waited", time.Since(start).String())
 		}
 		return err
 	}

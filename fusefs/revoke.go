@@ -111,8 +111,8 @@ func (s *Server) revokeWriters() error {
 		break
 	}
 	var open []string
+	var still []*handle
 	for n, hs := range writers {
-		var still []*handle
 		for _, h := range hs {
 			if !expired {
 				select {
@@ -130,14 +130,12 @@ func (s *Server) revokeWriters() error {
 				still = append(still, h)
 			}
 		}
-		// The fence ends here: what changes these files from now on
-		// came through splice(2) or sendfile(2) (checkAfterFence). A
-		// write in flight when the kernel cut the writers off lands
-		// before, and is not one.
-		if len(still) > 0 {
-			stamp(n, still)
-		}
 	}
+	// The fence ends here: what changes these files from now on came
+	// through splice(2) or sendfile(2) (checkAfterFence). A write in
+	// flight when the kernel cut the writers off lands before, and is
+	// not one.
+	stamp(fsys, still)
 	if len(open) > 0 {
 		fsys.log.Error("fenced, but files opened for writing before stay open", "files", open, "waited", fsys.fenceTimeout)
 		errs = append(errs, fmt.Errorf("%w after %v: %s", ErrFenceIncomplete, fsys.fenceTimeout, strings.Join(open, ", ")))
@@ -145,8 +143,8 @@ func (s *Server) revokeWriters() error {
 	return errors.Join(errs...)
 }
 
-// stampTimeout bounds how long revoke waits for the stamp of a file
-// (markRevoked).
+// stampTimeout bounds how long fencing waits for the stamps of the files
+// still open when it gives up (markRevoked).
 const stampTimeout = 200 * time.Millisecond
 
 // revoke gets the kernel to mark n's inode bad, which cuts off hs, its
@@ -205,10 +203,13 @@ func (s *Server) revoke(n *node, hs []*handle) error {
 	}
 }
 
-// stamp records what n is now for each of hs (markRevoked), waiting at
-// most stampTimeout: a hung NAS must not keep its writers from being cut
-// off.
-func stamp(n *node, hs []*handle) {
+// stamp records what each handle's file is now (markRevoked), waiting
+// at most stampTimeout for them all: on a hung NAS fencing returns
+// without the stamps, and a later change of those files goes unseen.
+func stamp(fsys *fileSystem, hs []*handle) {
+	if len(hs) == 0 {
+		return
+	}
 	stamped := make(chan struct{})
 	go func() {
 		for _, h := range hs {
@@ -219,8 +220,12 @@ func stamp(n *node, hs []*handle) {
 	select {
 	case <-stamped:
 	case <-time.After(stampTimeout):
-		rel, _ := n.rel()
-		n.fsys.log.Warn("revoked writers without their file's stamp: the backing file system does not answer its stat", "file", rel)
+		var files []string
+		for _, h := range hs {
+			rel, _ := h.node.rel()
+			files = append(files, rel)
+		}
+		fsys.log.Warn("fenced without stamping the files still open: the backing file system does not answer their stat", "files", files)
 	}
 }
 

@@ -72,8 +72,10 @@ type TakeoverOptions struct {
 	Journal string
 
 	// beforeRetraction is a test seam, called before every retraction,
-	// one call at a time.
+	// one call at a time; beforeActivation, before the activation's
+	// multi.
 	beforeRetraction func(job string, id int64)
+	beforeActivation func()
 }
 
 // DefaultTakeoverOptions waits Config.DefaultTakeoverWait, and wants no
@@ -97,9 +99,11 @@ type TakeoverReport struct {
 	AlreadyActive bool   `json:"already_active,omitempty"`
 	ActiveSite    string `json:"active_site"`
 	// JobManager is the liveness read last.
-	JobManager *Liveness      `json:"jobmanager,omitempty"`
-	Waited     Duration       `json:"waited"`
-	Jobs       []*JobTakeover `json:"jobs"`
+	JobManager *Liveness `json:"jobmanager,omitempty"`
+	// Writers are other sites' writer nodes still held after the wait.
+	Writers []WriterNode   `json:"writers,omitempty"`
+	Waited  Duration       `json:"waited"`
+	Jobs    []*JobTakeover `json:"jobs"`
 	// Decision says in one sentence what happened and why.
 	Decision string `json:"decision"`
 }
@@ -207,7 +211,7 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 
 	var lock *takeoverLock
 	if !opts.DryRun {
-		for _, p := range []string{paths.prunedRoot(), paths.takeover()} {
+		for _, p := range []string{paths.prunedRoot(), paths.takeover(), paths.writers()} {
 			if err := b.zk.ensure(ctx, p); err != nil {
 				return nil, err
 			}
@@ -254,6 +258,21 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 		log.Warn("takeover refused: a JobManager is alive", "sessions", fmt.Sprint(live.Sessions()), "addresses", strings.Join(live.Addresses(), ","))
 		return rep, fmt.Errorf("%w: %s", ErrJobManagerAlive, live)
 	}
+	// Then for the other sites' mounts to be fenced (§5.13): the
+	// activation checks that none turned primary after this.
+	writers, err := b.waitWriters(ctx, paths, start.Add(opts.Wait), j)
+	rep.Waited = Duration(time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		rep.Decision = err.Error()
+		return nil, err
+	}
+	rep.Writers = writers
+	if len(writers) > 0 && !opts.DryRun {
+		rep.Decision = fmt.Sprintf("refused: %s after waiting %v; nothing changed", describeWriters(writers), time.Duration(rep.Waited))
+		j.step(ctx, rep.Decision, "refused")
+		log.Warn("takeover refused: another site's mount is writable", "detail", describeWriters(writers))
+		return rep, fmt.Errorf("%w: %s", ErrWriterAlive, describeWriters(writers))
+	}
 	// Jobs may have changed while we waited.
 	if l, err = b.discoverForTakeover(ctx); err != nil {
 		return nil, err
@@ -295,6 +314,9 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 	case live.Alive:
 		rep.Decision = fmt.Sprintf("dry run: %s; a takeover would refuse", live)
 		return rep, fmt.Errorf("%w: %s", ErrJobManagerAlive, live)
+	case len(writers) > 0:
+		rep.Decision = fmt.Sprintf("dry run: %s; a takeover would refuse", describeWriters(writers))
+		return rep, fmt.Errorf("%w: %s", ErrWriterAlive, describeWriters(writers))
 	case active == b.cfg.Site:
 		rep.AlreadyActive = true
 		rep.Decision = fmt.Sprintf("site %s was already active (epoch %d)", b.cfg.Site, ep.value)
@@ -304,7 +326,7 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 	case opts.DryRun:
 		rep.Decision = fmt.Sprintf("dry run: would make site %s active with epoch %d", b.cfg.Site, ep.value+1)
 	default:
-		if err := b.activate(ctx, paths, lock, ep, activeStat); err != nil {
+		if err := b.activate(ctx, paths, lock, ep, activeStat, opts.beforeActivation); err != nil {
 			rep.Decision = fmt.Sprintf("activation failed: %v", err)
 			return rep, err
 		}
@@ -775,21 +797,35 @@ func (b *Bridge) retractionApplied(ctx context.Context, p *Pointer, backupPath s
 }
 
 // activate sets active-site and bumps the epoch in one multi, checked
-// against the epoch version every retraction was checked against.
-func (b *Bridge) activate(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, activeStat *zk.Stat) error {
+// against the epoch version every retraction was checked against, and
+// against the writers version read with no other site's writer node.
+func (b *Bridge) activate(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, activeStat *zk.Stat, before func()) error {
 	site := []byte(b.cfg.Site)
 	next := []byte(strconv.FormatInt(ep.value+1, 10))
 	for attempt := 0; attempt < 5; attempt++ {
-		ops := append([]txOp{lock.guard(), epochBump(paths, ep, next)}, lock.leaseRevoke(b.cfg.Site, ep.value+1)...)
+		writers, version, err := b.otherWriters(ctx, paths)
+		if err != nil {
+			return err
+		}
+		if len(writers) > 0 {
+			return fmt.Errorf("activate: %w: %s", ErrWriterAlive, describeWriters(writers))
+		}
+		if before != nil {
+			before()
+		}
+		ops := append([]txOp{lock.guard(), epochBump(paths, ep, next), writersGuard(paths, version)}, lock.leaseRevoke(b.cfg.Site, ep.value+1)...)
 		if activeStat == nil {
 			ops = append(ops, txOp{name: "active-site", op: &zk.CreateRequest{Path: paths.activeSite(), Data: site, Acl: b.zk.acls.forPath(paths.activeSite())}})
 		} else {
 			ops = append(ops, txOp{name: "active-site", op: &zk.SetDataRequest{Path: paths.activeSite(), Data: site, Version: activeStat.Version}})
 		}
-		err := b.fencedMulti("activate "+b.cfg.Site, ops...)
+		err = b.fencedMulti("activate "+b.cfg.Site, ops...)
 		switch {
 		case err == nil:
 			return nil
+		case errors.Is(err, ErrWriterAlive):
+			// A writer node was created since: read again.
+			continue
 		case errors.Is(err, ErrLockLost), errors.Is(err, ErrEpochChanged), errors.Is(err, ErrLeaseRenewed):
 			return err
 		case refusedBy(err) == "active-site" || errors.Is(err, errOutcomeUnknown):

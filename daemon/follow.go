@@ -32,6 +32,8 @@ type follower struct {
 	kicks    chan struct{}
 
 	bridge atomic.Pointer[zkbridge.Bridge]
+	// writer is the bridge's writer claim (nil until connected).
+	writer atomic.Pointer[zkbridge.WriterClaim]
 	// lastActive is active-site as last read ("" before).
 	lastActive string
 }
@@ -119,17 +121,36 @@ func (f *follower) pass(ctx context.Context) {
 		o.LeaseLapsed = f.fo.leaseLapsed(f.lastActive)
 	}
 	d := Decide(o)
-	if d.Mode == o.Mode {
-		return
+	w := f.writer.Load()
+	if d.Mode == fusefs.ModePrimary && o.Session == SessionUp && w != nil {
+		// A primary holds this site's writer node, so that no takeover
+		// elsewhere activates beside it (design §5.13). A mount primary
+		// by configuration claims it on the first pass with a session.
+		if err := w.Claim(ctx); err != nil {
+			if d.Mode != o.Mode {
+				f.log.Warn("not promoting the mount: no writer node", "reason", d.Reason, "err", err)
+				return
+			}
+			f.log.Warn("claiming the writer node of a primary mount", "err", err)
+		}
 	}
-	if d.Mode == fusefs.ModePrimary {
-		f.log.Info("promoting the mount to primary", "reason", d.Reason)
-		f.pin.repin()
-	} else {
-		f.log.Warn("fencing the mount: read-only", "reason", d.Reason)
+	if d.Mode != o.Mode {
+		if d.Mode == fusefs.ModePrimary {
+			f.log.Info("promoting the mount to primary", "reason", d.Reason)
+			f.pin.repin()
+		} else {
+			f.log.Warn("fencing the mount: read-only", "reason", d.Reason)
+		}
+		if err := f.srv.SetMode(d.Mode); err != nil {
+			f.log.Error("changing the mount's mode", "to", d.Mode.String(), "err", err)
+			return
+		}
 	}
-	if err := f.srv.SetMode(d.Mode); err != nil {
-		f.log.Error("changing the mount's mode", "to", d.Mode.String(), "err", err)
+	if d.Mode != fusefs.ModePrimary && w != nil && w.Held() {
+		// The fence is complete (SetMode returned without error).
+		if err := w.Release(ctx); err != nil {
+			f.log.Warn("deleting the writer node", "err", err)
+		}
 	}
 }
 
@@ -150,9 +171,15 @@ func (f *follower) connect(ctx context.Context) {
 	}
 	f.zkm.SetBridge(b)
 	f.fo.start(ctx, b)
+	if f.cfg.Site != "" {
+		if w, err := b.NewWriterClaim(); err == nil {
+			f.writer.Store(w)
+		}
+	}
 	f.bridge.Store(b)
 	defer func() {
 		f.bridge.Store(nil)
+		f.writer.Store(nil)
 		b.Close()
 	}()
 	g, gctx := errgroup.WithContext(ctx)

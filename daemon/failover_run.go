@@ -276,6 +276,9 @@ func (f *failover) pass(ctx context.Context, b *zkbridge.Bridge) time.Duration {
 	case errors.Is(err, zkbridge.ErrJobManagerAlive):
 		f.count("jobmanager-alive")
 		f.step(slog.LevelWarn, "automatic takeover: a JobManager is alive; trying again", "err", err.Error())
+	case errors.Is(err, zkbridge.ErrWriterAlive):
+		f.count("writer-alive")
+		f.step(slog.LevelWarn, "automatic takeover: another site's mount is writable; trying again", "err", err.Error())
 	case errors.Is(err, zkbridge.ErrLeaseRenewed), errors.Is(err, zkbridge.ErrEpochChanged), errors.Is(err, zkbridge.ErrTakeoverInProgress):
 		f.count("lost-race")
 		f.step(slog.LevelInfo, "automatic takeover: another daemon or site came first", "err", err.Error())

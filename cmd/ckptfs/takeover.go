@@ -69,7 +69,8 @@ Exit status:
   0  every job is ok (and the site is active)
   3  usage, ZooKeeper or I/O error (nothing is left half-done: run it again)
   4  some job was refused (see the reasons): nothing changed for it
-  5  a Flink JobManager stayed alive past --wait: nothing changed`,
+  5  a Flink JobManager stayed alive past --wait, or another site's
+     mount stayed writable (its writer node): nothing changed`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := commandContext(cmd)
@@ -268,10 +269,11 @@ func writeRestoreText(w io.Writer, rep *zkbridge.RestoreReport) {
 }
 
 // commandResult is the exit of takeover or restore-pruned for the error
-// of their run: 5 when a JobManager stayed alive, 3 for any other error.
+// of their run: 5 when a JobManager stayed alive or another site's mount
+// stayed writable, 3 for any other error.
 func commandResult(err error) error {
 	switch {
-	case errors.Is(err, zkbridge.ErrJobManagerAlive):
+	case errors.Is(err, zkbridge.ErrJobManagerAlive), errors.Is(err, zkbridge.ErrWriterAlive):
 		return &exitError{code: exitAlive, err: err}
 	case err != nil:
 		return zkFail(err)
@@ -283,7 +285,7 @@ func commandResult(err error) error {
 func runActions(err error) map[string]uint64 {
 	a := map[string]uint64{metrics.ActionRun: 1}
 	switch {
-	case errors.Is(err, zkbridge.ErrJobManagerAlive):
+	case errors.Is(err, zkbridge.ErrJobManagerAlive), errors.Is(err, zkbridge.ErrWriterAlive):
 		a[metrics.ActionRefuseAlive]++
 	case err != nil:
 		a[metrics.ActionError]++

@@ -28,7 +28,7 @@ type Failover struct {
 	// Holding: the mount holds Flink's opens until the takeover decided.
 	Holding bool `json:"holding"`
 	// Runs counts automatic takeovers by result (activated, refused,
-	// jobmanager-alive, lost-race, failed); Refused is the refusal that
+	// jobmanager-alive, writer-alive, lost-race, failed); Refused is the refusal that
 	// keeps this site from taking over by itself ("" none).
 	Runs    map[string]uint64 `json:"runs,omitempty"`
 	Refused string            `json:"refused,omitempty"`

@@ -66,7 +66,7 @@ const (
 
 // AutoTakeoverResults are the values of the result label of
 // ckptfs_auto_takeovers_total.
-var AutoTakeoverResults = []string{"activated", "refused", "jobmanager-alive", "lost-race", "failed"}
+var AutoTakeoverResults = []string{"activated", "refused", "jobmanager-alive", "writer-alive", "lost-race", "failed"}
 
 // Label names.
 const (
@@ -178,7 +178,7 @@ var Families = []Family{
 	{Name: MountHolding, Type: "gauge",
 		Help: "1 while the mount holds Flink's opens of its HA and checkpoint directories until this site's takeover decided (takeover auto)."},
 	{Name: AutoTakeovers, Type: "counter", Labels: []string{labelResult},
-		Help: "Automatic takeovers this daemon ran, by result (activated, refused, jobmanager-alive, lost-race, failed)."},
+		Help: "Automatic takeovers this daemon ran, by result (activated, refused, jobmanager-alive, writer-alive, lost-race, failed)."},
 	{Name: StandbyJobManagers, Type: "gauge",
 		Help: "Leader sessions of this site's JobManagers (site-jobmanagers) seen while another site is active; with takeover manual a health failure."},
 }

@@ -238,25 +238,40 @@ func (w *netWorld) servingLeader(t *testing.T, idx ...int) int {
 // the servers lead: the leader was elected after that.
 func (w *netWorld) servingLeaderSince(t *testing.T, idx ...int) (int, time.Time) {
 	t.Helper()
-	leader, none := -1, time.Now()
-	waitUntil(t, stepTimeout, fmt.Sprintf("servers %v to form a quorum", idx), func() bool {
+	leader, none, ok := w.servingLeaderWithin(stepTimeout, idx...)
+	if !ok {
+		t.Fatalf("timed out after %v waiting for servers %v to form a quorum", stepTimeout, idx)
+	}
+	return leader, none
+}
+
+// servingLeaderWithin is servingLeaderSince waiting at most timeout; ok
+// is false when no server of idx led by then.
+func (w *netWorld) servingLeaderWithin(timeout time.Duration, idx ...int) (leader int, none time.Time, ok bool) {
+	none = time.Now()
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		at := time.Now()
 		leader = -1
+		known := true
 		for _, i := range idx {
 			m, err := w.zk.Mode(i)
 			if err != nil {
-				return false // unknown: neither led nor none did
+				known = false // unknown: neither led nor none did
+				break
 			}
 			if m == zktest.ModeLeader {
 				leader = i
 			}
 		}
-		if leader < 0 {
-			none = at
+		if !known {
+			continue
 		}
-		return leader >= 0
-	})
-	return leader, none
+		if leader >= 0 {
+			return leader, none, true
+		}
+		none = at
+	}
+	return -1, none, false
 }
 
 // takeoverOn runs `ckptfs takeover` in a site, against every server.
@@ -556,7 +571,21 @@ func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *n
 	stopFault := w.cut(t)
 	defer stopFault()
 	replStop()
-	survivors, noLeader := w.servingLeaderSince(t, 0, 1, 2)
+	var survivors int
+	var noLeader time.Time
+	if f == faultFlap {
+		// ZooKeeper's elections may not settle while the link flaps
+		// (each return of DC1's servers restarts them, with backoff):
+		// then the link stays down, as it does later anyway.
+		var ok bool
+		if survivors, noLeader, ok = w.servingLeaderWithin(3*flinkSession, 0, 1, 2); !ok {
+			stopFault()
+			w.say(t, "   no quorum of DC2 and DC3 while the link flaps: the link stops flapping and stays down")
+		}
+	}
+	if noLeader.IsZero() || survivors < 0 {
+		survivors, noLeader = w.servingLeaderSince(t, 0, 1, 2)
+	}
 	w.say(t, "   ZooKeeper: server %d leads DC2 and DC3 (%v after the cut)", survivors, time.Since(cutAt).Round(time.Millisecond))
 	var fenceAt time.Time
 	var reason string

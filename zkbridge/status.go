@@ -21,6 +21,9 @@ type StatusReport struct {
 	Epoch      int64     `json:"epoch"`
 	// Leases are the sites' liveness leases (design §5.10).
 	Leases []LeaseInfo `json:"leases"`
+	// Writers are the sites' writer nodes: whose mount may be primary
+	// (design §5.13).
+	Writers []WriterNode `json:"writers"`
 	// AutoTakeover is the journal of the latest automatic takeover (nil:
 	// none ran).
 	AutoTakeover *AutoTakeover `json:"auto_takeover"`
@@ -107,6 +110,12 @@ func (b *Bridge) Status(ctx context.Context) (*StatusReport, error) {
 	}
 	if rep.Leases, err = b.readLeases(ctx, paths); err != nil {
 		return nil, err
+	}
+	if rep.Writers, _, err = b.writerNodes(ctx, paths, ""); err != nil {
+		return nil, err
+	}
+	if rep.Writers == nil {
+		rep.Writers = []WriterNode{}
 	}
 	if rep.AutoTakeover, err = b.readAutoTakeover(ctx, paths); err != nil {
 		return nil, err

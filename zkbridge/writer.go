@@ -51,7 +51,7 @@ func writerSite(name string) string {
 	return name[:len(name)-17]
 }
 
-// WriterNode is a writer node of another site.
+// WriterNode is a writer node: the site whose mount may be primary.
 type WriterNode struct {
 	Znode string    `json:"znode"`
 	Site  string    `json:"site"`
@@ -59,7 +59,7 @@ type WriterNode struct {
 }
 
 func (w WriterNode) String() string {
-	return fmt.Sprintf("site %s's mount is writable (writer node of session %s)", w.Site, w.Owner)
+	return fmt.Sprintf("site %s's mount may write (writer node of session %s)", w.Site, w.Owner)
 }
 
 // writerRecord is a writer node's data, for people.
@@ -73,6 +73,11 @@ type writerRecord struct {
 // otherWriters lists the writer nodes of sites other than this one, with
 // the writers node's version (-1 when it does not exist).
 func (b *Bridge) otherWriters(ctx context.Context, paths ckptfsPaths) ([]WriterNode, int32, error) {
+	return b.writerNodes(ctx, paths, b.cfg.Site)
+}
+
+// writerNodes lists the writer nodes of every site but skip ("": all).
+func (b *Bridge) writerNodes(ctx context.Context, paths ckptfsPaths, skip string) ([]WriterNode, int32, error) {
 	names, stat, err := b.zk.children(ctx, paths.writers())
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, -1, nil
@@ -83,7 +88,7 @@ func (b *Bridge) otherWriters(ctx context.Context, paths ckptfsPaths) ([]WriterN
 	var out []WriterNode
 	for _, n := range names {
 		site := writerSite(n)
-		if site == b.cfg.Site {
+		if skip != "" && site == skip {
 			continue
 		}
 		if site == "" {
@@ -220,6 +225,9 @@ func (w *WriterClaim) Claim(ctx context.Context) error {
 	if w.beforeMulti != nil {
 		w.beforeMulti()
 	}
+	// The node's name carries the session read here: a claim in a
+	// session that changed meanwhile would leave a node Release does not
+	// know. Checked below.
 	failed, err := b.zk.multi(
 		&zk.CheckVersionRequest{Path: paths.epoch(), Version: ep.version},
 		&zk.CreateRequest{Path: node, Data: data, Acl: b.zk.acls.forPath(node), Flags: zk.FlagEphemeral},
@@ -241,6 +249,16 @@ func (w *WriterClaim) Claim(ctx context.Context) error {
 		}
 	default:
 		return fmt.Errorf("claim %s: %w", node, err)
+	}
+	if now := b.zk.conn.SessionID(); now != session {
+		_, _ = retry(ctx, b.zk, "delete "+node, func() (struct{}, error) {
+			err := b.zk.conn.Delete(node, -1)
+			if errors.Is(err, zk.ErrNoNode) {
+				return struct{}{}, nil
+			}
+			return struct{}{}, err
+		})
+		return fmt.Errorf("claim %s: the ZooKeeper session changed while claiming", node)
 	}
 	w.session, w.node = session, node
 	b.log.Info("writer node created: this site's mount may turn primary", "znode", node, "epoch", ep.value)

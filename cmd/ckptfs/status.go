@@ -215,6 +215,9 @@ func writeStatusText(w io.Writer, rep *zkbridge.StatusReport) {
 	for _, l := range rep.Leases {
 		fmt.Fprintf(w, "liveness lease: %s\n", l)
 	}
+	for _, n := range rep.Writers {
+		fmt.Fprintf(w, "writer node: %s\n", n)
+	}
 	writeAutoTakeover(w, rep.AutoTakeover)
 	for _, j := range rep.Jobs {
 		fmt.Fprintf(w, "\njob %s\n", j.JobID)

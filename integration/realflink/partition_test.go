@@ -792,7 +792,7 @@ func runPartitionInto(t *testing.T, r *run, pr partitionRun, out *netOutcome) *n
 	// it (zkbridge.Sweeper).
 	ids := w.waitStrayFree(ctx, t, zc.Conn, v2, "with DC1 back")
 	out.StraysSwept = len(events(w.mounts["dc2"], logSwept, healAt))
-	w.checkRestarts(ctx, t, fl2, jm2, restored.ID, healAt)
+	w.checkRestarts(ctx, t, fl2, jm2, jm1, restored.ID, healAt)
 	w.say(t, "   DC2's job runs on (checkpoint %d), pointers %v all held by DC2; DC1's JobManager %s", last, ids, processState(jm1))
 
 	// 4. The replication was left in the old direction: it copies DC1's
@@ -889,11 +889,20 @@ func (w *netWorld) waitStrayFree(ctx context.Context, t *testing.T, conn *zk.Con
 // within the session timeout), and then from a checkpoint no older than
 // the takeover's (judgeRestarts). Any other restart is the returning
 // site disturbing DC2's job.
-func (w *netWorld) checkRestarts(ctx context.Context, t *testing.T, fl *Cluster, jm *Process, restored int64, healAt time.Time) {
+func (w *netWorld) checkRestarts(ctx context.Context, t *testing.T, fl *Cluster, jm, jm1 *Process, restored int64, healAt time.Time) {
 	t.Helper()
 	rep := w.report("dc2")
-	lost, suspended := flinkLogTime(jm.FlinkLog, "Connection to ZooKeeper suspended", healAt)
-	restarts, err := judgeRestarts(rep.Restores, restored, suspended)
+	cause := ""
+	if lost, ok := flinkLogTime(jm.FlinkLog, "Connection to ZooKeeper suspended", healAt); ok {
+		cause = fmt.Sprintf("DC2's JobManager lost its ZooKeeper connection %.1fs after DC1 came back", lost.Sub(healAt).Seconds())
+	} else if revoked, ok := flinkLogTime(jm1.FlinkLog, "was revoked the leadership", healAt); ok {
+		// Flink's own: a returning leader whose session expired closes
+		// its job's leader election while its latch still believes it
+		// leads, and deletes the job's leader node, which DC2's
+		// JobManager had written (DefaultLeaderElectionService).
+		cause = fmt.Sprintf("DC1's JobManager, still running, gave up its leadership %.1fs after DC1 came back (Flink deletes the job's leader node then)", revoked.Sub(healAt).Seconds())
+	}
+	restarts, err := judgeRestarts(rep.Restores, restored, cause != "")
 	w.out.Restarts = restarts
 	if err != nil {
 		why := "none recorded"
@@ -904,17 +913,18 @@ func (w *netWorld) checkRestarts(ctx context.Context, t *testing.T, fl *Cluster,
 		return
 	}
 	if restarts > 0 {
-		w.out.RestartCause = fmt.Sprintf("DC2's JobManager lost its ZooKeeper connection %.1fs after DC1 came back", lost.Sub(healAt).Seconds())
+		w.out.RestartCause = cause
 		w.say(t, "   DC2's job restarted %d time(s) (%v): %s", restarts, rep.Restores, w.out.RestartCause)
 	}
 }
 
 // judgeRestarts counts the restarts in the checkpoints DC2's subtasks
 // restored (one per subtask and attempt, the takeover's first) and says
-// whether they are allowed: only after DC2's JobManager lost its
-// ZooKeeper connection, and never from a checkpoint older than the
-// takeover's.
-func judgeRestarts(restores []int64, restored int64, suspended bool) (int, error) {
+// whether they are allowed: only with a cause seen in Flink's logs after
+// DC1 came back (explained: DC2's JobManager lost its ZooKeeper
+// connection, or DC1's gave up its leadership), and never from a
+// checkpoint older than the takeover's.
+func judgeRestarts(restores []int64, restored int64, explained bool) (int, error) {
 	if len(restores) < parallelism {
 		return 0, fmt.Errorf("DC2's subtasks restored %v, want at least one restore for each of %d", restores, parallelism)
 	}
@@ -923,8 +933,8 @@ func judgeRestarts(restores []int64, restored int64, suspended bool) (int, error
 	if restarts == 0 {
 		return 0, nil
 	}
-	if !suspended {
-		return restarts, fmt.Errorf("DC2's job restarted %d time(s) (restores %v) and its JobManager kept its ZooKeeper connection", restarts, restores)
+	if !explained {
+		return restarts, fmt.Errorf("DC2's job restarted %d time(s) (restores %v), its JobManager kept its ZooKeeper connection and DC1's gave up no leadership", restarts, restores)
 	}
 	for _, id := range extra {
 		if id < restored {
@@ -949,7 +959,7 @@ func TestJudgeRestarts(t *testing.T) {
 	older := append(slices.Clone(one), slices.Repeat([]int64{3}, parallelism)...)
 	for _, c := range []struct {
 		restores  []int64
-		suspended bool
+		explained bool
 		restarts  int
 		ok        bool
 	}{
@@ -961,9 +971,9 @@ func TestJudgeRestarts(t *testing.T) {
 		{again[:parallelism+1], true, 1, true}, // a subtask not restored yet
 		{one[:1], false, 0, false},
 	} {
-		restarts, err := judgeRestarts(c.restores, 4, c.suspended)
+		restarts, err := judgeRestarts(c.restores, 4, c.explained)
 		if restarts != c.restarts || (err == nil) != c.ok {
-			t.Errorf("judgeRestarts(%v, 4, %v) = %d, %v; want %d, ok %v", c.restores, c.suspended, restarts, err, c.restarts, c.ok)
+			t.Errorf("judgeRestarts(%v, 4, %v) = %d, %v; want %d, ok %v", c.restores, c.explained, restarts, err, c.restarts, c.ok)
 		}
 	}
 }

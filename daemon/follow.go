@@ -179,7 +179,15 @@ func (f *follower) connect(ctx context.Context) {
 	f.bridge.Store(b)
 	defer func() {
 		f.bridge.Store(nil)
-		f.writer.Store(nil)
+		if w := f.writer.Swap(nil); w != nil && w.Held() && f.srv.Mode() == fusefs.ModePrimary {
+			// Closing the session deletes the writer node, and the
+			// unmount comes after: a takeover elsewhere must not find
+			// this mount writable meanwhile (design §5.13).
+			f.log.Info("stopping: fencing the mount before its writer node goes")
+			if err := f.srv.SetMode(fusefs.ModeFenced); err != nil {
+				f.log.Error("changing the mount's mode", "to", fusefs.ModeFenced.String(), "err", err)
+			}
+		}
 		b.Close()
 	}()
 	g, gctx := errgroup.WithContext(ctx)

@@ -21,8 +21,9 @@ import (
 // TestIntegration_PrimaryHoldsWriterNode: a mount primary by
 // configuration, with no site ever active, claims its writer node, and
 // another site's takeover refuses while it holds it (design §5.13); once
-// the daemon is gone, the takeover activates, and a daemon of the old
-// site started again stays fenced and claims nothing.
+// the daemon stopped (fencing its mount before the node goes), the
+// takeover activates, and a daemon of the old site started again stays
+// fenced and claims nothing.
 func TestIntegration_PrimaryHoldsWriterNode(t *testing.T) {
 	mounttest.RequireFUSE(t)
 	c := zktest.StartCluster(t, 1)
@@ -66,7 +67,28 @@ func TestIntegration_PrimaryHoldsWriterNode(t *testing.T) {
 		t.Fatalf("dc1's primary after the refused takeover: %v", err)
 	}
 
+	// A stopping daemon fences its mount before its writer node goes.
+	_, _, gone, err := b.Conn().ExistsW("/ckptfs/auto/writers/" + writers()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	afterGone := make(chan error, 1)
+	go func() {
+		<-gone
+		afterGone <- os.WriteFile(filepath.Join(dc1.mnt, "ha", "late"), []byte("x"), 0o644)
+	}()
 	dc1.end(t)
+	select {
+	case err := <-afterGone:
+		if err == nil {
+			t.Error("dc1's mount took a write after its writer node was gone")
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("dc1's writer node did not go when its daemon stopped")
+	}
+	if _, err := os.Stat(filepath.Join(nas1, "ha", "late")); err == nil {
+		t.Error("a write after the writer node was gone reached dc1's NAS")
+	}
 	if rep, err := b.Takeover(context.Background(), zkbridge.TakeoverOptions{Wait: 10 * time.Second}); err != nil || !rep.Activated {
 		t.Fatalf("takeover after dc1's daemon ended: %v, %+v", err, rep)
 	}

@@ -116,6 +116,10 @@ func writersGuard(paths ckptfsPaths, version int32) txOp {
 // until deadline, watching the nodes; it returns those still held.
 func (b *Bridge) waitWriters(ctx context.Context, paths ckptfsPaths, deadline time.Time, j *journal) ([]WriterNode, error) {
 	logged := ""
+	// armed is the node watched, until its watch fires: one watch per
+	// node, not one per poll.
+	var armed string
+	var fired <-chan zk.Event
 	for {
 		ws, _, err := b.otherWriters(ctx, paths)
 		if err != nil || len(ws) == 0 {
@@ -130,19 +134,23 @@ func (b *Bridge) waitWriters(ctx context.Context, paths ckptfsPaths, deadline ti
 			b.log.Info("waiting for another site's mount to be fenced", "detail", s, "remaining", remaining.Round(time.Second).String())
 			j.waiting(ctx, fmt.Sprintf("%s to end, at most until %s", ws[0], deadline.UTC().Format(time.RFC3339)))
 		}
-		stat, ch, err := b.zk.existsW(ctx, ws[0].Znode)
-		if err != nil {
-			return ws, err
-		}
-		if stat == nil {
-			continue
+		if armed != ws[0].Znode {
+			stat, ch, err := b.zk.existsW(ctx, ws[0].Znode)
+			if err != nil {
+				return ws, err
+			}
+			if stat == nil {
+				continue
+			}
+			armed, fired = ws[0].Znode, ch
 		}
 		timer := time.NewTimer(min(remaining, b.cfg.LivenessPoll))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return ws, ctx.Err()
-		case <-ch:
+		case <-fired:
+			armed = ""
 		case <-timer.C:
 		}
 		timer.Stop()

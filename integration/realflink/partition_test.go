@@ -896,11 +896,12 @@ func (w *netWorld) checkRestarts(ctx context.Context, t *testing.T, fl *Cluster,
 	if lost, ok := flinkLogTime(jm.FlinkLog, "Connection to ZooKeeper suspended", healAt); ok {
 		cause = fmt.Sprintf("DC2's JobManager lost its ZooKeeper connection %.1fs after DC1 came back", lost.Sub(healAt).Seconds())
 	} else if revoked, ok := flinkLogTime(jm1.FlinkLog, "was revoked the leadership", healAt); ok {
-		// Flink's own: a returning leader whose session expired closes
-		// its job's leader election while its latch still believes it
-		// leads, and deletes the job's leader node, which DC2's
-		// JobManager had written (DefaultLeaderElectionService).
-		cause = fmt.Sprintf("DC1's JobManager, still running, gave up its leadership %.1fs after DC1 came back (Flink deletes the job's leader node then)", revoked.Sub(healAt).Seconds())
+		// Flink's own: a returning leader whose session expired acts
+		// on its job's leader information while its latch still
+		// believes it leads, and deletes or overwrites the job's leader
+		// node, which DC2's JobManager had written
+		// (DefaultLeaderElectionService).
+		cause = fmt.Sprintf("DC1's JobManager, still running, gave up its leadership %.1fs after DC1 came back (Flink then deletes or overwrites the job's leader node)", revoked.Sub(healAt).Seconds())
 	}
 	restarts, err := judgeRestarts(rep.Restores, restored, cause != "")
 	w.out.Restarts = restarts

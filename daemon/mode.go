@@ -81,6 +81,11 @@ type Decision struct {
 //   - otherwise the mode stays: without ZooKeeper, without a session
 //     (and no lease), or while no site ever took over, the configured
 //     mode holds.
+//
+// With ZooKeeper, the follower applies a promotion only once this site's
+// writer node is held, and keeps it held while the mount is primary
+// (design §5.13); that is ordering against takeovers, not a choice of
+// mode.
 func Decide(o Observation) Decision {
 	keep := Decision{Mode: o.Mode}
 	if o.BackingReplaced {

@@ -546,6 +546,19 @@ func (c *client) create(ctx context.Context, path string, data []byte) error {
 	return c.explain("create "+path, err)
 }
 
+// remove deletes path at version (-1: any), retrying; a node already
+// gone is done.
+func (c *client) remove(ctx context.Context, path string, version int32) error {
+	_, err := retry(ctx, c, "delete "+path, func() (struct{}, error) {
+		err := c.conn.Delete(path, version)
+		if errors.Is(err, zk.ErrNoNode) {
+			return struct{}{}, nil
+		}
+		return struct{}{}, err
+	})
+	return err
+}
+
 // multi runs one transaction once. A connection failure makes its outcome
 // unknown (errOutcomeUnknown); a refusal returns the index of the first
 // failed operation and its error. It takes no context: a multi is never

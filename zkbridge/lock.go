@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/go-zookeeper/zk"
 )
 
 // ErrTakeoverInProgress means another takeover (or restore) of the
@@ -202,14 +200,7 @@ func (b *Bridge) describeHolder(ctx context.Context, node string) string {
 // with the session.
 func (b *Bridge) releaseLock(l *takeoverLock) {
 	defer b.zk.forgetLock(l.node)
-	_, err := retry(context.Background(), b.zk, "delete lock", func() (struct{}, error) {
-		err := b.zk.conn.Delete(l.node, 0)
-		if errors.Is(err, zk.ErrNoNode) {
-			return struct{}{}, nil
-		}
-		return struct{}{}, err
-	})
-	if err != nil && !errors.Is(err, ErrClosed) {
+	if err := b.zk.remove(context.Background(), l.node, 0); err != nil && !errors.Is(err, ErrClosed) {
 		b.log.Warn("could not delete the takeover lock; it vanishes with the session", "znode", l.node, "err", err)
 	}
 }

@@ -259,13 +259,7 @@ func (w *WriterClaim) Claim(ctx context.Context) error {
 		return fmt.Errorf("claim %s: %w", node, err)
 	}
 	if now := b.zk.conn.SessionID(); now != session {
-		_, _ = retry(ctx, b.zk, "delete "+node, func() (struct{}, error) {
-			err := b.zk.conn.Delete(node, -1)
-			if errors.Is(err, zk.ErrNoNode) {
-				return struct{}{}, nil
-			}
-			return struct{}{}, err
-		})
+		_ = b.zk.remove(ctx, node, -1)
 		return fmt.Errorf("claim %s: the ZooKeeper session changed while claiming", node)
 	}
 	w.session, w.node = session, node
@@ -287,14 +281,7 @@ func (w *WriterClaim) Release(ctx context.Context) error {
 	if err != nil || stat == nil || stat.EphemeralOwner != session {
 		return err
 	}
-	_, err = retry(ctx, w.b.zk, "delete "+node, func() (struct{}, error) {
-		err := w.b.zk.conn.Delete(node, stat.Version)
-		if errors.Is(err, zk.ErrNoNode) {
-			return struct{}{}, nil
-		}
-		return struct{}{}, err
-	})
-	if err != nil {
+	if err := w.b.zk.remove(ctx, node, stat.Version); err != nil {
 		return err
 	}
 	w.b.log.Info("writer node deleted: the mount's fence is complete", "znode", node)

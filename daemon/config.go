@@ -37,18 +37,19 @@ type Config struct {
 	Recorder manifest.RecorderConfig
 	Mount    fusefs.Config
 	// ZooKeeper is nil when the daemon runs without ZooKeeper (no
-	// promotion, fencing, markers or lag).
+	// promotion, fencing, markers or lag). Its LeaseDuration is the
+	// lease's D: with ZooKeeper a mount writes only until D/2 after its
+	// daemon's last renewal of the lease (design §5.14).
 	ZooKeeper *zkbridge.Config
-	// Lease fences a primary that has no ZooKeeper session.
-	Lease bool
-	// LeaseDuration, when positive, makes the daemons of the active site
-	// renew its liveness lease (every D/8) and a primary fence itself
-	// D/2 after its last successful renewal (design §5.10).
-	LeaseDuration time.Duration
+	// Watchdog, required with ZooKeeper, kills the daemon when its mount
+	// could still admit a change 3D/4 after a renewal (design §5.14):
+	// watchdog.New in the mount command; a daemon run inside a test
+	// binary gives a recording one.
+	Watchdog Watchdog
 	// Takeover is manual (only `ckptfs takeover`) or auto: a replica of a
-	// standby site takes over by itself once the active site's lease
-	// expired and none of its JobManagers leads (DecideTakeover), and
-	// holds Flink's opens until then (HoldTimeout bounds each).
+	// standby site takes over by itself once the lease expired and none
+	// of the active site's JobManagers leads (DecideTakeover), and holds
+	// Flink's opens until then (HoldTimeout bounds each).
 	Takeover TakeoverMode
 	// TakeoverActivateAnyway lets an automatic takeover activate this
 	// site although a job has no complete recovery point here.
@@ -71,8 +72,8 @@ type Config struct {
 	LagInterval time.Duration
 	// Version is reported in metrics.
 	Version string
-	// FollowInterval is how often the mode follower looks at
-	// active-site, the ZooKeeper session and the backing directory.
+	// FollowInterval is how often the daemon's loop makes a pass (at
+	// most; with ZooKeeper every min(FollowInterval, D/16)).
 	FollowInterval time.Duration
 
 	// Logger receives every part's log lines; Log, if set, is the sink
@@ -168,25 +169,8 @@ func (c *Config) Validate() error {
 		if c.Site == "" {
 			bad("Site", fmt.Errorf("%w with ZooKeeper: markers and active-site name this site", ErrRequired))
 		}
-		if c.Lease {
-			// The client notices silent servers after 2/3 of its
-			// session timeout, and the follower on its next pass, whose
-			// read of active-site may take one more; a takeover
-			// elsewhere waits for Flink's sessions to expire.
-			z := c.ZooKeeper
-			if fence := z.SessionTimeout*2/3 + 2*c.FollowInterval; fence >= z.FlinkSessionTimeout {
-				bad("Lease", fmt.Errorf("would fence up to %v after the site is cut off, not before Flink's session timeout %v, after which another site may take over: shorten the ZooKeeper session timeout", fence, z.FlinkSessionTimeout))
-			}
-		}
-	} else if c.Lease {
-		bad("ZooKeeper", fmt.Errorf("%w for a lease: without a session a primary cannot tell whether another site took over", ErrRequired))
-	}
-	if c.LeaseDuration != 0 {
-		if err := (zkbridge.LeaseRule{Duration: c.LeaseDuration}).Validate(); err != nil {
-			bad("LeaseDuration", err)
-		}
-		if c.ZooKeeper == nil {
-			bad("ZooKeeper", fmt.Errorf("%w for a liveness lease", ErrRequired))
+		if c.Watchdog == nil {
+			bad("Watchdog", fmt.Errorf("%w with ZooKeeper: it fences a daemon that stops running (design §5.14)", ErrRequired))
 		}
 	}
 	switch c.Takeover {
@@ -194,9 +178,6 @@ func (c *Config) Validate() error {
 	case TakeoverAuto:
 		if c.ZooKeeper == nil {
 			bad("ZooKeeper", fmt.Errorf("%w for takeover auto", ErrRequired))
-		}
-		if c.LeaseDuration <= 0 {
-			bad("LeaseDuration", fmt.Errorf("%w for takeover auto: without a lease a site cut off from ZooKeeper looks dead", ErrRequired))
 		}
 		if c.HoldTimeout <= 0 {
 			bad("HoldTimeout", fmt.Errorf("%v must be positive", c.HoldTimeout))
@@ -271,6 +252,9 @@ func (c *Config) build() (*parts, error) {
 	}
 	p.mount = c.Mount
 	p.mount.Backing, p.mount.MountPoint = c.Backing, c.MountPoint
+	// With ZooKeeper the lease's write deadline fences the mount (design
+	// §5.14): the mount admits nothing until the daemon's first renewal.
+	p.mount.DeadlineFence = c.ZooKeeper != nil
 	p.mount.Visibility, p.mount.Sealer = p.catalog, p.recorder
 	if p.mount.DeleteGrace > 0 {
 		p.mount.DeleteGuard = p.catalog

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"log/slog"
 	"testing"
-	"time"
 
+	"github.com/ckptfs/ckptfs/internal/watchdog"
 	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/zkbridge"
 )
@@ -47,7 +47,7 @@ func TestValidateNamesFields(t *testing.T) {
 	}
 	c := DefaultConfig()
 	c.Backing, c.MountPoint, c.Resolver, c.Logger = "/nas", "/nas/flink", res, slog.New(slog.DiscardHandler)
-	c.Lease, c.MetricsAddr, c.LagInterval, c.FollowInterval = true, "9477", 0, 0
+	c.MetricsAddr, c.LagInterval, c.FollowInterval = "9477", 0, 0
 	c.Notify.Detach = true
 	fields := map[string]bool{}
 	for _, e := range unjoin(c.Validate()) {
@@ -58,7 +58,7 @@ func TestValidateNamesFields(t *testing.T) {
 		}
 		fields[fe.Field] = true
 	}
-	for _, f := range []string{"MountPoint", "ZooKeeper", "MetricsAddr", "LagInterval", "FollowInterval", "Notify.Detach"} {
+	for _, f := range []string{"MountPoint", "MetricsAddr", "LagInterval", "FollowInterval", "Notify.Detach"} {
 		if !fields[f] {
 			t.Errorf("no error for %s (got %v)", f, fields)
 		}
@@ -70,7 +70,7 @@ func TestValidateNamesFields(t *testing.T) {
 	}
 	// The automatic takeover's settings.
 	bad := c
-	bad.Takeover, bad.LeaseDuration, bad.HoldTimeout, bad.SiteJobManagers = TakeoverAuto, 0, 0, []string{"jm 1"}
+	bad.Takeover, bad.HoldTimeout, bad.SiteJobManagers = TakeoverAuto, 0, []string{"jm 1"}
 	fields = map[string]bool{}
 	for _, e := range unjoin(bad.Validate()) {
 		var fe *FieldError
@@ -78,7 +78,7 @@ func TestValidateNamesFields(t *testing.T) {
 			fields[fe.Field] = true
 		}
 	}
-	for _, f := range []string{"ZooKeeper", "LeaseDuration", "HoldTimeout", "SiteJobManagers"} {
+	for _, f := range []string{"ZooKeeper", "HoldTimeout", "SiteJobManagers"} {
 		if !fields[f] {
 			t.Errorf("takeover auto: no error for %s (got %v)", f, fields)
 		}
@@ -104,36 +104,24 @@ func unjoin(err error) []error {
 	return []error{err}
 }
 
-// TestValidateLeaseFencesBeforeTakeover: a lease that would fence after
-// Flink's sessions expire, when another site's takeover may already be
-// past its wait, is refused.
-func TestValidateLeaseFencesBeforeTakeover(t *testing.T) {
+// TestValidateWatchdog: with ZooKeeper the daemon needs a watchdog, the
+// fence of a daemon that does not run (design §5.14).
+func TestValidateWatchdog(t *testing.T) {
 	res, err := manifest.NewResolver(nil, []string{"/nas"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		session, flink time.Duration
-		ok             bool
-	}{
-		{10 * time.Second, 60 * time.Second, true},
-		{3 * time.Second, 5 * time.Second, true},    // fences after 4s
-		{3 * time.Second, 4 * time.Second, false},   // after 4s: not before
-		{30 * time.Second, 20 * time.Second, false}, // after 22s
-	} {
-		z := zkbridge.DefaultConfig()
-		z.Servers, z.ClusterID, z.SessionTimeout, z.FlinkSessionTimeout = []string{"127.0.0.1:2181"}, "c", tc.session, tc.flink
-		z.RetryTimeout = max(z.RetryTimeout, tc.session)
-		c := DefaultConfig()
-		c.Backing, c.MountPoint, c.Resolver, c.Logger = "/nas", "/flink", res, slog.New(slog.DiscardHandler)
-		c.ZooKeeper, c.Site, c.Lease = &z, "dc1", true
-		err := c.Validate()
-		var fe *FieldError
-		if tc.ok && err != nil {
-			t.Errorf("session %v, Flink's %v: %v", tc.session, tc.flink, err)
-		}
-		if !tc.ok && (!errors.As(err, &fe) || fe.Field != "Lease") {
-			t.Errorf("session %v, Flink's %v: %v, want an error for Lease", tc.session, tc.flink, err)
-		}
+	z := zkbridge.DefaultConfig()
+	z.Servers, z.ClusterID = []string{"127.0.0.1:2181"}, "c"
+	c := DefaultConfig()
+	c.Backing, c.MountPoint, c.Resolver, c.Logger = "/nas", "/flink", res, slog.New(slog.DiscardHandler)
+	c.ZooKeeper, c.Site = &z, "dc1"
+	var fe *FieldError
+	if err := c.Validate(); !errors.As(err, &fe) || fe.Field != "Watchdog" {
+		t.Errorf("ZooKeeper without a watchdog: %v, want an error for Watchdog", err)
+	}
+	c.Watchdog = &watchdog.Recorder{}
+	if err := c.Validate(); err != nil {
+		t.Errorf("ZooKeeper with a watchdog: %v", err)
 	}
 }

@@ -71,15 +71,18 @@ func Run(ctx context.Context, cfg Config) error {
 	// Verify once before mounting, so the mount starts with what is
 	// complete rather than with nothing.
 	p.catalog.Refresh(ctx)
-	fo := newFailover(&cfg, cfg.Logger.With("site", cfg.Site))
+	lp := newLoop(&cfg, p, pin)
 	if cfg.Takeover == TakeoverAuto {
-		p.mount.Gate = fo
+		p.mount.Gate = lp
 	}
 	srv, err := fusefs.Mount(p.mount)
 	if err != nil {
 		return err
 	}
-	fo.srv.Store(srv)
+	lp.srv.Store(srv)
+	if hook := testHookMounted.Load(); hook != nil {
+		(*hook)(cfg.MountPoint, srv)
+	}
 	log.Info("mounted", "backing", cfg.Backing, "mountpoint", cfg.MountPoint, "mode", srv.Mode().String(), "passthrough", srv.Passthrough())
 	p.catalog.OnChange(func(ch manifest.Change) {
 		attrs := checkpointAttrs(filepath.Join(ch.Dir, ch.Name))
@@ -118,13 +121,12 @@ func Run(ctx context.Context, cfg Config) error {
 	g, gctx := errgroup.WithContext(ctx)
 	var zkm *metrics.ZooKeeper
 	if cfg.ZooKeeper != nil {
-		zkm = &metrics.ZooKeeper{Failover: fo.snapshot}
+		zkm = &metrics.ZooKeeper{Failover: lp.snapshot}
 		if metricsLn != nil {
 			zkm.Lag = metrics.NewLagTracker(zkm.Status, cfg.LagInterval)
 		}
 	}
-	f := &follower{cfg: &cfg, verifier: p.verifier, catalog: p.catalog, srv: srv, zkm: zkm, pin: pin, log: log, group: g, fo: fo, kicks: make(chan struct{}, 1)}
-	fo.kick = f.kick
+	lp.zkm, lp.group = zkm, g
 	g.Go(func() error { p.catalog.Run(gctx); return nil })
 	// These two call the backing file system directly: on a hung NAS
 	// they are left behind when the daemon stops.
@@ -132,7 +134,7 @@ func Run(ctx context.Context, cfg Config) error {
 	g.Go(func() error { detached(gctx, func() { pin.run(gctx, cfg.FollowInterval, srv, log) }); return nil })
 	probe := &backingProbe{backing: cfg.Backing, timeout: cfg.Catalog.BackingTimeout}
 	g.Go(func() error { probe.run(gctx, cfg.Catalog.Poll, srv.Mode); return nil })
-	g.Go(func() error { return f.run(gctx) })
+	g.Go(func() error { return lp.run(gctx) })
 	if metricsLn != nil {
 		src := metrics.Sources{Site: cfg.Site, Version: cfg.Version, Catalog: p.catalog, Poll: cfg.Catalog.Poll, Mount: srv, ZooKeeper: zkm, Backing: pin.problem,
 			Probe: probe.problem, ProbeDuration: probe.Duration}

@@ -17,9 +17,12 @@ import (
 // refused takeover, and with the context's error when the kernel
 // interrupts it. With takeover manual nothing is held.
 func TestGateHoldsThenFails(t *testing.T) {
+	newGate := func(takeover TakeoverMode, hold time.Duration) *loop {
+		return &loop{takeover: takeover, hold: hold, log: slog.New(slog.DiscardHandler), runs: map[string]uint64{}}
+	}
 	cfg := DefaultConfig()
 	cfg.Takeover, cfg.HoldTimeout = TakeoverAuto, 150*time.Millisecond
-	f := newFailover(&cfg, slog.New(slog.DiscardHandler))
+	f := newGate(cfg.Takeover, cfg.HoldTimeout)
 	start := time.Now()
 	err := f.Admit(context.Background(), "ha/job-result-store/c")
 	if !errors.Is(err, syscall.EIO) || time.Since(start) < cfg.HoldTimeout {
@@ -37,8 +40,7 @@ func TestGateHoldsThenFails(t *testing.T) {
 	if err := f.Admit(context.Background(), "ha"); !errors.Is(err, syscall.EIO) || time.Since(start) > 100*time.Millisecond {
 		t.Fatalf("open after a refusal: %v after %v, want EIO at once", err, time.Since(start))
 	}
-	manual := DefaultConfig()
-	if err := newFailover(&manual, slog.New(slog.DiscardHandler)).Admit(context.Background(), "ha"); err != nil {
+	if err := newGate(TakeoverManual, time.Minute).Admit(context.Background(), "ha"); err != nil {
 		t.Fatalf("takeover manual held: %v", err)
 	}
 }
@@ -53,15 +55,16 @@ func TestDecideHold(t *testing.T) {
 		err  error
 	}{
 		{"primary", HoldObservation{Site: "dc1", Mode: fusefs.ModePrimary, ActiveSite: "dc1"}, false, nil},
-		{"replica of a standby site", HoldObservation{Site: "dc2", Mode: fusefs.ModeReplica, ActiveSite: "dc1", ActiveLease: zkbridge.LeaseFresh}, true, nil},
+		{"replica of a standby site", HoldObservation{Site: "dc2", Mode: fusefs.ModeReplica, ActiveSite: "dc1", Lease: zkbridge.LeaseView{Owner: "dc1", State: zkbridge.LeaseFresh}}, true, nil},
 		{"replica, nothing read yet", HoldObservation{Site: "dc2", Mode: fusefs.ModeReplica}, true, nil},
 		{"replica after a refusal", HoldObservation{Site: "dc2", Mode: fusefs.ModeReplica, ActiveSite: "dc1", Refused: true}, false, eio},
-		{"fenced, another site active and alive", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced, ActiveSite: "dc2", ActiveLease: zkbridge.LeaseFresh}, false, nil},
-		{"fenced, another site active without a lease", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced, ActiveSite: "dc2", ActiveLease: zkbridge.LeaseAbsent}, false, nil},
-		{"fenced, alive active site, after a refusal", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced, ActiveSite: "dc2", ActiveLease: zkbridge.LeaseFresh, Refused: true}, false, nil},
-		{"fenced, the active site's lease expired", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced, ActiveSite: "dc2", ActiveLease: zkbridge.LeaseExpired}, true, nil},
+		{"fenced, another site active and alive", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced, ActiveSite: "dc2", Lease: zkbridge.LeaseView{Owner: "dc2", State: zkbridge.LeaseFresh}}, false, nil},
+		{"fenced, another site active, the lease nobody's", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced, ActiveSite: "dc2", Lease: zkbridge.LeaseView{Owner: "", State: zkbridge.LeaseFresh}}, true, nil},
+		{"fenced, another site active without a lease", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced, ActiveSite: "dc2", Lease: zkbridge.LeaseView{State: zkbridge.LeaseAbsent}}, true, nil},
+		{"fenced, alive active site, after a refusal", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced, ActiveSite: "dc2", Lease: zkbridge.LeaseView{Owner: "dc2", State: zkbridge.LeaseFresh}, Refused: true}, false, nil},
+		{"fenced, the active site's lease expired", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced, ActiveSite: "dc2", Lease: zkbridge.LeaseView{Owner: "dc2", State: zkbridge.LeaseExpired}}, true, nil},
 		{"fenced, the active site's lease not seen yet", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced, ActiveSite: "dc2"}, true, nil},
-		{"fenced by its own lease, still named active", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced, ActiveSite: "dc1", ActiveLease: zkbridge.LeaseFresh}, true, nil},
+		{"fenced, still named active, the lease another's", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced, ActiveSite: "dc1", Lease: zkbridge.LeaseView{Owner: "dc2", State: zkbridge.LeaseFresh}}, true, nil},
 		{"fenced, no site ever active", HoldObservation{Site: "dc1", Mode: fusefs.ModeFenced}, true, nil},
 	} {
 		hold, err := DecideHold(tc.o)

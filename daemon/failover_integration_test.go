@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -12,19 +13,41 @@ import (
 	"github.com/ckptfs/ckptfs/fusefs"
 	"github.com/ckptfs/ckptfs/integration/mounttest"
 	"github.com/ckptfs/ckptfs/integration/zktest"
+	"github.com/ckptfs/ckptfs/internal/watchdog"
 	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/zkbridge"
 )
 
 const testLease = 2 * time.Second
 
-// site is one in-process daemon of a test.
+// servers are the mounts the test binary's daemons made, by mount point.
+var servers sync.Map
+
+func init() {
+	hook := func(mnt string, srv *fusefs.Server) { servers.Store(mnt, srv) }
+	testHookMounted.Store(&hook)
+}
+
+// mounted is the mount at mnt (nil: none).
+func mounted(mnt string) *fusefs.Server {
+	if v, ok := servers.Load(mnt); ok {
+		return v.(*fusefs.Server)
+	}
+	return nil
+}
+
+// testDaemon is one in-process daemon of a test.
 type testDaemon struct {
-	mnt  string
+	mnt string
+	// wd records what the daemon asked of its watchdog; the test fails
+	// when a real one would have killed a daemon that runs.
+	wd   *watchdog.Recorder
 	stop func()
 	// done is closed when Run returned err.
 	done chan struct{}
 	err  error
+	// stalled: the test stopped the daemon's loop on purpose.
+	stalled bool
 }
 
 // end stops the daemon and waits for it.
@@ -36,6 +59,16 @@ func (d *testDaemon) end(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Errorf("%s's daemon did not end", d.mnt)
 	}
+}
+
+// testBridgeConfig is a bridge configuration of site on c, with the
+// test's lease.
+func testBridgeConfig(t *testing.T, c *zktest.Cluster, site string) zkbridge.Config {
+	zcfg := zkbridge.DefaultConfig()
+	zcfg.Servers, zcfg.ClusterID, zcfg.Site = c.Servers(), "auto", site
+	zcfg.LeaseDuration = testLease
+	zcfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	return zcfg
 }
 
 // startSiteDaemon runs a daemon of site over backing with ZooKeeper.
@@ -54,11 +87,11 @@ func startSiteDaemon(t *testing.T, c *zktest.Cluster, site, backing string, mode
 	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil)).With("test_daemon", site)
 	cfg.Catalog.Poll, cfg.FollowInterval = 100*time.Millisecond, 100*time.Millisecond
 	cfg.Mount.Mode = mode
-	zcfg := zkbridge.DefaultConfig()
-	zcfg.Servers, zcfg.ClusterID, zcfg.Site = c.Servers(), "auto", site
+	zcfg := testBridgeConfig(t, c, site)
 	zcfg.SessionTimeout, zcfg.LockWait, zcfg.Logger = 4*time.Second, 10*time.Second, cfg.Logger
 	cfg.ZooKeeper = &zcfg
-	cfg.LeaseDuration = testLease
+	wd := &watchdog.Recorder{}
+	cfg.Watchdog = wd
 	if modify != nil {
 		modify(&cfg)
 	}
@@ -69,7 +102,7 @@ func startSiteDaemon(t *testing.T, c *zktest.Cluster, site, backing string, mode
 	defer r.Close()
 	cfg.Notify.Ready = w
 	ctx, stop := context.WithCancel(context.Background())
-	d := &testDaemon{mnt: mnt, stop: stop, done: make(chan struct{})}
+	d := &testDaemon{mnt: mnt, wd: wd, stop: stop, done: make(chan struct{})}
 	go func() { d.err = Run(ctx, cfg); close(d.done) }()
 	buf := make([]byte, 16)
 	if n, _ := r.Read(buf); string(buf[:n]) != "READY\n" {
@@ -80,7 +113,16 @@ func startSiteDaemon(t *testing.T, c *zktest.Cluster, site, backing string, mode
 	t.Cleanup(func() {
 		d.end(t)
 		syscall.Unmount(mnt, syscall.MNT_DETACH)
+		if at, fired := wd.Fired(); fired && !d.stalled {
+			t.Errorf("%s's watchdog would have killed the daemon at %s although it ran: a healthy daemon let its deadline pass", site, at.Format(time.RFC3339Nano))
+		}
 	})
+	if mode == fusefs.ModePrimary {
+		// A primary writes once its site holds the lease.
+		if err := mounttest.WaitWritable(mnt, 10*testLease); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return d
 }
 
@@ -97,8 +139,8 @@ func activeSite(t *testing.T, b *zkbridge.Bridge) (string, int64) {
 // takes over by itself; with auto, while the active site's daemon renews
 // its lease nothing changes and the standby mount holds opens; once it
 // stops, exactly one of two standby daemons takes over within about the
-// lease, the held open proceeds on the promoted mount, and the old
-// primary's lease is revoked.
+// lease, the held open proceeds on the promoted mount, and the lease is
+// dc2's.
 func TestIntegration_AutoTakeover(t *testing.T) {
 	mounttest.RequireFUSE(t)
 	c := zktest.StartCluster(t, 1)
@@ -110,10 +152,7 @@ func TestIntegration_AutoTakeover(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(d, "ha", "f"), []byte("x"), 0o644)
 	}
-	zcfg := zkbridge.DefaultConfig()
-	zcfg.Servers, zcfg.ClusterID, zcfg.Site = c.Servers(), "auto", "dc1"
-	zcfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	b, err := zkbridge.New(context.Background(), zcfg, nil)
+	b, err := zkbridge.New(context.Background(), testBridgeConfig(t, c, "dc1"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,10 +52,7 @@ func TestIntegration_FencedMountAfterReturn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	zcfg := zkbridge.DefaultConfig()
-	zcfg.Servers, zcfg.ClusterID, zcfg.Site = c.Servers(), "auto", "dc1"
-	zcfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	b, err := zkbridge.New(context.Background(), zcfg, nil)
+	b, err := zkbridge.New(context.Background(), testBridgeConfig(t, c, "dc1"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +83,9 @@ func TestIntegration_FencedMountAfterReturn(t *testing.T) {
 	proxy.Block()
 	cut := time.Now()
 	// dc1's Flink writes on: the last write dc1's mount takes must start
-	// well before dc2's activation. The mount fences at most D/2 + D/8
-	// after the start of its last renewal, and dc2 activates at least D
-	// after it (design §5.10); D/4 of that is asked for here.
+	// well before dc2's activation. The mount stops admitting D/2 after
+	// the start of its last renewal, and dc2 activates at least D after
+	// it (design §5.10, §5.14); D/4 of that is asked for here.
 	var lastWrite time.Time
 	for i := 0; ; i++ {
 		start := time.Now()
@@ -185,17 +181,12 @@ func TestIntegration_FencedMountAfterReturn(t *testing.T) {
 	t.Logf("dc1 took over back and writes %v after dc2 stopped", time.Since(lost).Round(time.Millisecond))
 }
 
-// renewed says whether site holds a lease that was not revoked.
+// renewed says whether site owns the lease and a daemon renewed it.
 func renewed(t *testing.T, b *zkbridge.Bridge, site string) bool {
 	t.Helper()
 	st, err := b.Status(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range st.Leases {
-		if l.Site == site && l.RevokedBy == "" {
-			return true
-		}
-	}
-	return false
+	return st.Lease != nil && st.Lease.Site == site && !st.Lease.Renewed.IsZero()
 }

@@ -2,19 +2,22 @@ package daemon
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/ckptfs/ckptfs/fusefs"
+	"github.com/ckptfs/ckptfs/zkbridge"
 )
 
-// Session is what the mode follower knows of ZooKeeper on one pass.
+// Session is what the loop knows of ZooKeeper on one pass.
 type Session int
 
 const (
 	// SessionOff: the daemon runs without ZooKeeper.
 	SessionOff Session = iota
-	// SessionUp: active-site was read on this pass.
+	// SessionUp: the pass read ckptfs's nodes (Observation.State).
 	SessionUp
-	// SessionLost: there is no session, or reading active-site failed.
+	// SessionLost: there is no session, or the read failed or did not
+	// come back within the pass.
 	SessionLost
 )
 
@@ -30,30 +33,50 @@ func (s Session) String() string {
 	return "Session(" + strconv.Itoa(int(s)) + ")"
 }
 
-// Observation is everything the mount's mode depends on, as seen on one
-// pass of the mode follower.
+// Observation is everything the daemon's rules depend on, as seen on one
+// pass of its loop (design §5.14): it is read once and every rule gets
+// the same.
 type Observation struct {
-	// Site is this site's name.
-	Site string
+	// Site is this site's name; Configured the mode the mount was
+	// configured with (replica or primary).
+	Site       string
+	Configured fusefs.Mode
 	// Mode is the mount's mode now.
 	Mode fusefs.Mode
-	// Session is the ZooKeeper side of this pass; ActiveSite and Epoch
-	// are what active-site held (with SessionUp; "" when no site ever
-	// took over).
-	Session    Session
-	ActiveSite string
-	Epoch      int64
-	// Lease makes a primary without a ZooKeeper session read-only.
-	Lease bool
-	// LeaseLapsed: this site's liveness lease is configured, active-site
-	// named this site when last read, and the daemon's holder no longer
-	// claims it (no successful renewal for half the lease, or revoked;
-	// design §5.10).
-	LeaseLapsed bool
+	// Now is when the pass began.
+	Now time.Time
+	// Session is the ZooKeeper side of this pass; State is what it read
+	// (with SessionUp).
+	Session Session
+	State   zkbridge.State
+	// Deadline is the mount's write deadline: D/2 after the start of the
+	// last renewal of the lease that applied (zero: none, or the claim
+	// ended).
+	Deadline time.Time
+	// RenewalDue: no renewal counted for D/8.
+	RenewalDue bool
+	// Lease is the lease as this daemon's observer sees it, when this
+	// site does not hold it (with SessionUp).
+	Lease zkbridge.LeaseView
 	// BackingReplaced reports that the backing directory is no longer
 	// the one the primary mount was pinned to (the NAS went away and a
 	// directory of another file system is at its path).
 	BackingReplaced bool
+	// Busy: an activation or an automatic takeover of this daemon runs.
+	Busy bool
+}
+
+// Writable reports whether the mount may admit changes now: without
+// ZooKeeper the configured mode decides; with it only a write deadline
+// in the future does (design §5.14).
+func (o Observation) Writable() bool {
+	if o.BackingReplaced {
+		return false
+	}
+	if o.Session == SessionOff {
+		return o.Configured == fusefs.ModePrimary
+	}
+	return o.Now.Before(o.Deadline)
 }
 
 // Decision is the mode the mount must have and why; Mode equal to the
@@ -63,59 +86,67 @@ type Decision struct {
 	Reason string
 }
 
-// Decide is the promotion and fencing rule, the one place it is written:
+// Decide is the promotion and fencing rule, the one place it is written
+// (design §5.14): a mount is primary exactly while it may write.
 //
 //   - a primary whose backing was replaced is fenced, and no mount is
 //     promoted onto a replaced backing: its writes would not reach the
 //     NAS;
-//   - a primary fences itself when its liveness lease lapsed: another
-//     site may conclude that this one is dead and take over (§5.10);
-//   - a primary fences itself when active-site names another site, or,
-//     with Lease, when it has no ZooKeeper session (it cannot know that
-//     no other site took over);
-//   - a replica or a fenced mount of the site active-site names becomes
-//     primary (promotion, also after a lease fence once the session is
-//     back), unless its liveness lease lapsed, and so does a mount
-//     fenced while no site ever took over (only a lease fences then: it
-//     began as a primary);
-//   - otherwise the mode stays: without ZooKeeper, without a session
-//     (and no lease), or while no site ever took over, the configured
-//     mode holds.
-//
-// With ZooKeeper, the follower applies a promotion only once this site's
-// writer node is held, and keeps it held while the mount is primary
-// (design §5.13); that is ordering against takeovers, not a choice of
-// mode.
+//   - without ZooKeeper the configured mode holds;
+//   - with ZooKeeper a mount whose write deadline is ahead (its daemon's
+//     renewal of the lease applied less than D/2 ago) is primary, and a
+//     primary whose deadline passed, or whose daemon learned that its
+//     site does not hold the lease, is fenced. Nothing else promotes:
+//     not the configured mode, not active-site alone, not a session.
 func Decide(o Observation) Decision {
 	keep := Decision{Mode: o.Mode}
-	if o.BackingReplaced {
+	switch {
+	case o.BackingReplaced:
 		if o.Mode == fusefs.ModePrimary {
 			return Decision{Mode: fusefs.ModeFenced, Reason: "the backing directory was replaced"}
 		}
 		return keep
-	}
-	if o.LeaseLapsed && o.Mode == fusefs.ModePrimary {
-		return Decision{Mode: fusefs.ModeFenced, Reason: "this site's liveness lease lapsed"}
-	}
-	switch o.Session {
-	case SessionLost:
-		if o.Lease && o.Mode == fusefs.ModePrimary {
-			return Decision{Mode: fusefs.ModeFenced, Reason: "no ZooKeeper session (lease)"}
+	case o.Session == SessionOff:
+		return keep
+	case o.Writable():
+		if o.Mode != fusefs.ModePrimary {
+			return Decision{Mode: fusefs.ModePrimary, Reason: "this site holds the lease (epoch " + strconv.FormatInt(o.State.Epoch, 10) + ")"}
 		}
-	case SessionUp:
-		epoch := " (epoch " + strconv.FormatInt(o.Epoch, 10) + ")"
-		switch {
-		case o.ActiveSite == "" && o.Mode == fusefs.ModeFenced && !o.LeaseLapsed:
-			// Only a lease fences while no site is active (a replaced
-			// backing is handled above): the session is back, and
-			// nobody took over.
-			return Decision{Mode: fusefs.ModePrimary, Reason: "ZooKeeper session back, no site took over"}
-		case o.ActiveSite == "":
-		case o.ActiveSite == o.Site && o.Mode != fusefs.ModePrimary && !o.LeaseLapsed:
-			return Decision{Mode: fusefs.ModePrimary, Reason: "this site is active" + epoch}
-		case o.ActiveSite != o.Site && o.Mode == fusefs.ModePrimary:
-			return Decision{Mode: fusefs.ModeFenced, Reason: "site " + o.ActiveSite + " is active" + epoch}
+		return keep
+	case o.Mode == fusefs.ModePrimary:
+		why := "the write deadline passed: no renewal of the lease applied for half a lease"
+		if o.Deadline.IsZero() {
+			why = "this site does not hold the lease"
+			if o.Session == SessionUp {
+				why += ": " + o.State.Why(o.Site)
+			}
 		}
+		return Decision{Mode: fusefs.ModeFenced, Reason: why}
 	}
 	return keep
+}
+
+// DecideRenew is the holder's rule (design §5.10): renew when this pass
+// read that the site holds the lease and no renewal counted for D/8.
+func DecideRenew(o Observation) bool {
+	return o.Session == SessionUp && o.RenewalDue && o.State.Holds(o.Site)
+}
+
+// DecideActivate says whether the daemon activates its own site, and
+// why (design §5.14): only with a session, no activation of its own
+// running and the site not holding the lease, when active-site names
+// this site but nobody owns the lease (Adopt), or when the mount is
+// configured primary and no site was ever activated (Bootstrap). A
+// configured primary never activates a cluster that had an active site.
+func DecideActivate(o Observation) (zkbridge.SelfActivation, bool) {
+	if o.Session != SessionUp || o.Busy || o.State.Holds(o.Site) {
+		return "", false
+	}
+	if zkbridge.Adopt.Applies(o.State, o.Site) {
+		return zkbridge.Adopt, true
+	}
+	if o.Configured == fusefs.ModePrimary && zkbridge.Bootstrap.Applies(o.State, o.Site) {
+		return zkbridge.Bootstrap, true
+	}
+	return "", false
 }

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ckptfs/ckptfs/fusefs"
+	"github.com/ckptfs/ckptfs/zkbridge"
 )
 
 // TestDecide holds Decide against a table of rules written apart from it.
@@ -13,92 +15,135 @@ import (
 // table covers all of them and says nothing twice. "*" matches anything.
 func TestDecide(t *testing.T) {
 	type rule struct {
-		mode, session, active, lease, replaced, lapsed string
-		want                                           string // the mode, then a word of the reason
+		mode, configured, session, deadline, replaced string
+		want                                          string // the mode, then a word of the reason
 	}
 	rules := []rule{
 		// A replaced backing: a primary is fenced, nothing is promoted.
-		{"primary", "*", "*", "*", "yes", "*", "fenced replaced"},
-		{"replica", "*", "*", "*", "yes", "*", "replica"},
-		{"fenced", "*", "*", "*", "yes", "*", "fenced"},
-		// A lapsed liveness lease fences a primary, whatever ZooKeeper says.
-		{"primary", "*", "*", "*", "no", "yes", "fenced lapsed"},
+		{"primary", "*", "*", "*", "yes", "fenced replaced"},
+		{"replica", "*", "*", "*", "yes", "="},
+		{"fenced", "*", "*", "*", "yes", "="},
 		// Without ZooKeeper the configured mode holds.
-		{"primary", "off", "*", "*", "no", "no", "="},
-		{"replica", "off", "*", "*", "no", "*", "="},
-		{"fenced", "off", "*", "*", "no", "*", "="},
-		// No session: only a primary with a lease fences itself.
-		{"primary", "lost", "*", "yes", "no", "no", "fenced lease"},
-		{"primary", "lost", "*", "no", "no", "no", "primary"},
-		{"replica", "lost", "*", "*", "no", "*", "replica"},
-		{"fenced", "lost", "*", "*", "no", "*", "fenced"},
-		// No site ever took over: the configured mode holds, and a
-		// primary fenced by its lease is primary again (unless its
-		// liveness lease lapsed).
-		{"primary", "up", "none", "*", "no", "no", "="},
-		{"replica", "up", "none", "*", "no", "*", "="},
-		{"fenced", "up", "none", "*", "no", "no", "primary session"},
-		{"fenced", "up", "none", "*", "no", "yes", "fenced"},
-		// This site is active: promote whatever is not primary, unless
-		// its lease lapsed.
-		{"primary", "up", "this", "*", "no", "no", "primary"},
-		{"replica", "up", "this", "*", "no", "no", "primary active"},
-		{"fenced", "up", "this", "*", "no", "no", "primary active"},
-		{"replica", "up", "this", "*", "no", "yes", "replica"},
-		{"fenced", "up", "this", "*", "no", "yes", "fenced"},
-		// Another site is active: a primary is fenced.
-		{"primary", "up", "other", "*", "no", "no", "fenced dc1"},
-		{"replica", "up", "other", "*", "no", "*", "replica"},
-		{"fenced", "up", "other", "*", "no", "*", "fenced"},
+		{"*", "*", "off", "*", "no", "="},
+		// With ZooKeeper only a deadline ahead makes a mount primary,
+		// whatever was configured and whether or not this pass read
+		// ZooKeeper.
+		{"primary", "*", "up", "ahead", "no", "="},
+		{"primary", "*", "lost", "ahead", "no", "="},
+		{"replica", "*", "up", "ahead", "no", "primary lease"},
+		{"replica", "*", "lost", "ahead", "no", "primary lease"},
+		{"fenced", "*", "up", "ahead", "no", "primary lease"},
+		{"fenced", "*", "lost", "ahead", "no", "primary lease"},
+		// A deadline passed, or none: a primary is fenced.
+		{"primary", "*", "up", "passed", "no", "fenced deadline"},
+		{"primary", "*", "lost", "passed", "no", "fenced deadline"},
+		{"primary", "*", "up", "none", "no", "fenced not hold"},
+		{"primary", "*", "lost", "none", "no", "fenced not hold"},
+		{"replica", "*", "up", "passed", "no", "="},
+		{"replica", "*", "lost", "passed", "no", "="},
+		{"replica", "*", "up", "none", "no", "="},
+		{"replica", "*", "lost", "none", "no", "="},
+		{"fenced", "*", "up", "passed", "no", "="},
+		{"fenced", "*", "lost", "passed", "no", "="},
+		{"fenced", "*", "up", "none", "no", "="},
+		{"fenced", "*", "lost", "none", "no", "="},
 	}
+	now := time.Unix(1000, 0)
 	modes := map[string]fusefs.Mode{"replica": fusefs.ModeReplica, "primary": fusefs.ModePrimary, "fenced": fusefs.ModeFenced}
+	configured := map[string]fusefs.Mode{"replica": fusefs.ModeReplica, "primary": fusefs.ModePrimary}
 	sessions := map[string]Session{"off": SessionOff, "up": SessionUp, "lost": SessionLost}
-	actives := map[string]string{"none": "", "this": "dc2", "other": "dc1"}
+	deadlines := map[string]time.Time{"ahead": now.Add(time.Second), "passed": now, "none": {}}
 	yesNo := map[string]bool{"yes": true, "no": false}
 	matches := func(pattern, v string) bool { return pattern == "*" || pattern == v }
 	n := 0
 	for mode := range modes {
-		for session := range sessions {
-			for active := range actives {
-				for lease := range yesNo {
+		for conf := range configured {
+			for session := range sessions {
+				for deadline := range deadlines {
 					for replaced := range yesNo {
-						for lapsed := range yesNo {
-							n++
-							in := fmt.Sprintf("mode=%s session=%s active=%s lease=%s replaced=%s lapsed=%s", mode, session, active, lease, replaced, lapsed)
-							var hit []rule
-							for _, r := range rules {
-								if matches(r.mode, mode) && matches(r.session, session) && matches(r.active, active) && matches(r.lease, lease) && matches(r.replaced, replaced) && matches(r.lapsed, lapsed) {
-									hit = append(hit, r)
-								}
+						n++
+						in := fmt.Sprintf("mode=%s configured=%s session=%s deadline=%s replaced=%s", mode, conf, session, deadline, replaced)
+						var hit []rule
+						for _, r := range rules {
+							if matches(r.mode, mode) && matches(r.configured, conf) && matches(r.session, session) && matches(r.deadline, deadline) && matches(r.replaced, replaced) {
+								hit = append(hit, r)
 							}
-							if len(hit) != 1 {
-								t.Errorf("%s: %d rules match, want 1: %v", in, len(hit), hit)
-								continue
-							}
-							got := Decide(Observation{
-								Site: "dc2", Mode: modes[mode], Session: sessions[session], ActiveSite: actives[active], Epoch: 7,
-								Lease: yesNo[lease], BackingReplaced: yesNo[replaced], LeaseLapsed: yesNo[lapsed],
-							})
-							wantMode, word, _ := strings.Cut(hit[0].want, " ")
-							if wantMode == "=" {
-								wantMode = mode
-							}
-							if got.Mode != modes[wantMode] {
-								t.Errorf("%s: mode %v, want %s", in, got.Mode, wantMode)
-							}
-							switch {
-							case wantMode == mode && got.Reason != "":
-								t.Errorf("%s: no change, but reason %q", in, got.Reason)
-							case wantMode != mode && (got.Reason == "" || !strings.Contains(got.Reason, word)):
-								t.Errorf("%s: reason %q, want one saying %q", in, got.Reason, word)
-							}
+						}
+						if len(hit) != 1 {
+							t.Errorf("%s: %d rules match, want 1: %v", in, len(hit), hit)
+							continue
+						}
+						got := Decide(Observation{
+							Site: "dc2", Configured: configured[conf], Mode: modes[mode], Now: now, Session: sessions[session],
+							State: zkbridge.MakeState(7, "dc1", &zkbridge.LeaseRecord{Site: "dc1", Epoch: 7}), Deadline: deadlines[deadline],
+							BackingReplaced: yesNo[replaced],
+						})
+						wantMode, word, _ := strings.Cut(hit[0].want, " ")
+						if wantMode == "=" {
+							wantMode = mode
+						}
+						if got.Mode != modes[wantMode] {
+							t.Errorf("%s: mode %v, want %s", in, got.Mode, wantMode)
+						}
+						switch {
+						case wantMode == mode && got.Reason != "":
+							t.Errorf("%s: no change, but reason %q", in, got.Reason)
+						case wantMode != mode && (got.Reason == "" || !strings.Contains(got.Reason, word)):
+							t.Errorf("%s: reason %q, want one saying %q", in, got.Reason, word)
 						}
 					}
 				}
 			}
 		}
 	}
-	if n != 3*3*3*2*2*2 {
-		t.Fatalf("%d combinations, want %d", n, 3*3*3*2*2*2)
+	if n != 3*2*3*3*2 {
+		t.Fatalf("%d combinations, want %d", n, 3*2*3*3*2)
+	}
+}
+
+// TestDecideRenewAndActivate holds the holder's and the self-activation's
+// rules against the states of design §5.14, including an operator's
+// hand: a missing active-site with an epoch above 0 activates nothing.
+func TestDecideRenewAndActivate(t *testing.T) {
+	lease := func(site string, epoch int64) *zkbridge.LeaseRecord {
+		return &zkbridge.LeaseRecord{Site: site, Epoch: epoch}
+	}
+	for _, tc := range []struct {
+		name       string
+		configured fusefs.Mode
+		session    Session
+		busy       bool
+		st         zkbridge.State
+		renew      bool
+		activate   zkbridge.SelfActivation
+	}{
+		{"holds", fusefs.ModeReplica, SessionUp, false, zkbridge.MakeState(3, "dc2", lease("dc2", 3)), true, ""},
+		{"holds, no session", fusefs.ModeReplica, SessionLost, false, zkbridge.MakeState(3, "dc2", lease("dc2", 3)), false, ""},
+		{"another site holds", fusefs.ModePrimary, SessionUp, false, zkbridge.MakeState(3, "dc1", lease("dc1", 3)), false, ""},
+		{"named active, the lease another's", fusefs.ModePrimary, SessionUp, false, zkbridge.MakeState(3, "dc2", lease("dc1", 3)), false, ""},
+		{"the lease granted at an older epoch", fusefs.ModeReplica, SessionUp, false, zkbridge.MakeState(4, "dc2", lease("dc2", 3)), false, ""},
+		{"named active, no lease (upgrade)", fusefs.ModeReplica, SessionUp, false, zkbridge.MakeState(3, "dc2", nil), false, zkbridge.Adopt},
+		{"named active, the lease nobody's", fusefs.ModeReplica, SessionUp, false, zkbridge.MakeState(3, "dc2", lease("", 3)), false, zkbridge.Adopt},
+		{"named active, no lease, busy", fusefs.ModeReplica, SessionUp, true, zkbridge.MakeState(3, "dc2", nil), false, ""},
+		{"named active, no lease, no session", fusefs.ModeReplica, SessionLost, false, zkbridge.MakeState(3, "dc2", nil), false, ""},
+		{"primary, nothing ever", fusefs.ModePrimary, SessionUp, false, zkbridge.MakeState(-1, "", nil), false, zkbridge.Bootstrap},
+		{"primary, epoch 0", fusefs.ModePrimary, SessionUp, false, zkbridge.MakeState(0, "", nil), false, zkbridge.Bootstrap},
+		{"replica, nothing ever", fusefs.ModeReplica, SessionUp, false, zkbridge.MakeState(-1, "", nil), false, ""},
+		{"primary, active-site deleted at epoch 5", fusefs.ModePrimary, SessionUp, false, zkbridge.MakeState(5, "", nil), false, ""},
+		{"primary, active-site deleted, the lease another's", fusefs.ModePrimary, SessionUp, false, zkbridge.MakeState(0, "", lease("dc1", 0)), false, ""},
+	} {
+		o := Observation{Site: "dc2", Configured: tc.configured, Session: tc.session, Busy: tc.busy, State: tc.st, RenewalDue: true}
+		if got := DecideRenew(o); got != tc.renew {
+			t.Errorf("%s: renew %v, want %v", tc.name, got, tc.renew)
+		}
+		if !tc.renew {
+			if DecideRenew(Observation{Site: "dc2", Session: tc.session, State: tc.st}) {
+				t.Errorf("%s: renews although no renewal is due", tc.name)
+			}
+		}
+		why, ok := DecideActivate(o)
+		if ok != (tc.activate != "") || why != tc.activate {
+			t.Errorf("%s: activate %q %v, want %q", tc.name, why, ok, tc.activate)
+		}
 	}
 }

@@ -121,13 +121,13 @@ type Config struct {
 	// Passthrough lets the kernel read files opened read-only straight
 	// from the backing file (Linux 6.9+, needs root).
 	Passthrough bool
-	// PassthroughWrites, with Passthrough, lets the kernel also write
-	// files opened write-only on a primary straight to the backing file.
-	// Checksums are then read back after close, and fencing revokes such
-	// writers (see the package documentation for what that guarantees).
-	PassthroughWrites bool
-	// FenceTimeout bounds how long SetMode waits for writers opened
-	// before fencing to be closed.
+	// DeadlineFence makes the mount admit changes only before the write
+	// deadline its daemon gives it (Server.SetWriteDeadline) as well as
+	// in a mode that writes: the one fence of design §5.14. Without it
+	// the mode alone decides (a mount without ZooKeeper).
+	DeadlineFence bool
+	// FenceTimeout bounds how long SetMode waits for the changes admitted
+	// before fencing to come back from the backing file system.
 	FenceTimeout time.Duration
 	// ProbeTimeout is how long Mount waits for a FUSE mount already at
 	// MountPoint to answer statfs. A ckptfs mount that does not is taken
@@ -161,7 +161,6 @@ func DefaultConfig() Config {
 		AllowOther:         true,
 		DefaultPermissions: true,
 		Passthrough:        true,
-		PassthroughWrites:  true,
 		FenceTimeout:       10 * time.Second,
 		ProbeTimeout:       10 * time.Second,
 		MaxWrite:           maxWriteLimit,

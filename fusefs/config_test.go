@@ -55,7 +55,7 @@ func TestDefaultConfig(t *testing.T) {
 	if c.NegativeTimeout != 0 || c.EntryTimeout != time.Second || c.AttrTimeout != time.Second {
 		t.Errorf("timeouts: entry %v attr %v negative %v", c.EntryTimeout, c.AttrTimeout, c.NegativeTimeout)
 	}
-	if !c.AllowOther || !c.DefaultPermissions || !c.Passthrough || !c.PassthroughWrites || c.MaxWrite != 1<<20 || c.Mode != ModeReplica {
+	if !c.AllowOther || !c.DefaultPermissions || !c.Passthrough || c.MaxWrite != 1<<20 || c.Mode != ModeReplica {
 		t.Errorf("daemon defaults wrong: %+v", c)
 	}
 }

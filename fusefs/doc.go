@@ -48,35 +48,31 @@
 //
 // # Fencing
 //
-// Writes through passthrough (below) never reach the daemon, so the
-// lock cannot stop them, and the kernel cannot take a backing file back
-// from an open file. Fencing (SetMode to a mode that does not write)
-// therefore also revokes them: it gets the kernel to mark each inode with
-// a passthrough writer bad (it answers one GETATTR with an impossible
-// size), after which every write(2), pwrite(2), writev(2), fsync(2),
-// ftruncate(2) and close(2) on those descriptors fails with EIO, and
-// fallocate(2) and copy_file_range(2) with EROFS; then it waits, at most
-// FenceTimeout, for them to be released. Precisely:
+// Every change to the backing directory is served by the daemon: no file
+// opened for writing is passed through to the kernel, because the kernel
+// cannot take a backing file back from an open passthrough file, and
+// such a writer went on writing the NAS while the daemon was stopped or
+// after it died (docs/design.md §5.14). So the admission of each change
+// is the whole fence:
 //
-//   - when SetMode returns, no new write open, create or other mutation
-//     succeeds, and no write the daemon serves is in progress, unless
-//     the NAS did not answer one within FenceTimeout: then the error
-//     wraps ErrFenceIncomplete, and such a change that lands later is
-//     counted (Stats.WritesAfterFence) and logged as an error; a write
-//     open or create that ends after the fence began hands out no
-//     writer (EROFS);
-//   - when it returns nil, every descriptor opened for writing before it
-//     was called is closed too, so nothing written through the mount can
-//     land any more;
-//   - when it returns ErrFenceIncomplete (a writer kept its descriptor
-//     open), those descriptors are cut off for every call above, but the
-//     kernel still lets splice(2) and sendfile(2) through them into the
-//     file (Linux 6.18 does). The error names the files; when such a
-//     descriptor is finally closed, a change since fencing is counted
+//   - with Config.DeadlineFence, a change is admitted only before the
+//     write deadline the daemon gave (Server.SetWriteDeadline, after
+//     each renewal of its site's lease), checked by the mount on its own
+//     clock: a daemon whose loop is stuck still stops admitting then
+//     (Stats.DeadlineRefusals);
+//   - SetMode to a mode that does not write refuses new changes at once
+//     and waits, at most FenceTimeout, for those admitted before; when
+//     the NAS did not answer one within it the error wraps
+//     ErrFenceIncomplete, and such a change that lands later is counted
 //     (Stats.WritesAfterFence) and logged as an error.
 //
+// Server.InFlight says how many admitted changes have not come back yet:
+// the daemon's watchdog stays armed until the deadline has passed and
+// none is left.
+//
 // The kernel's writeback cache stays off: it would accept write(2) into
-// the page cache after fencing and fail only later.
+// the page cache that the daemon then refuses, and it trusts its own
+// idea of a file's size over the backing file system's.
 //
 // # Kernel caching
 //
@@ -91,20 +87,15 @@
 // cached name. Directory listings, and file data read through the
 // daemon, are not cached across opens.
 //
-// # Reads and writes at the backing file system's speed
+// # Reads at the backing file system's speed
 //
-// Files opened read-only, and on a primary files opened write-only (as
-// Flink writes checkpoints: Java's FileOutputStream), are offered to the
-// kernel as FUSE passthrough files (Linux 6.9+, CAP_SYS_ADMIN): the
-// kernel then reads or writes the backing file itself and the daemon
-// never sees the data. Read-write opens go through the daemon, because a
-// shared writable mapping of a passthrough file would write the backing
-// file with nothing left to revoke; so do opens of O_TMPFILE files, which
-// have no name to revoke them by, and unprivileged writes to setuid or
-// setgid files, whose bits only the daemon drops. Requests are up to
-// 1 MiB (MaxWrite, max_read) for everything that still goes through the
-// daemon; reads there use splice from the backing file. Read-only opens
-// ask for no FLUSH at close (FOPEN_NOFLUSH): there is nothing to do then.
+// Files opened read-only are offered to the kernel as FUSE passthrough
+// files (Linux 6.9+, CAP_SYS_ADMIN): the kernel then reads the backing
+// file itself and the daemon never sees the data. Files opened for
+// writing go through the daemon (see Fencing). Requests are up to 1 MiB
+// (MaxWrite, max_read) for everything that goes through the daemon;
+// reads there use splice from the backing file. Read-only opens ask for
+// no FLUSH at close (FOPEN_NOFLUSH): there is nothing to do then.
 //
 // The kernel refuses (EIO) to open one inode both ways at once. So an
 // open gets passthrough only while nobody has the file open through the
@@ -116,7 +107,8 @@
 // # Sealing
 //
 // In primary mode with a Sealer, a written file's checksum is read back
-// rather than computed from the writes, which passthrough hides: when a
+// rather than computed from the writes (a file may be written through
+// several descriptors, and mapped): when a
 // writer's handle is flushed (inside close(2), so before Flink can rename
 // the file) the mount stamps the file (inode, size, mtime), opens it
 // again and queues it. One goroutine (reporter) reads queued files back,

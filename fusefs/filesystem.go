@@ -24,11 +24,11 @@ type fileSystem struct {
 	now     func() time.Time
 
 	// Constant data.
-	passthroughWrites bool // Config.PassthroughWrites
-	fenceTimeout      time.Duration
-	guard             manifest.DeletionGuard // Config.DeleteGuard; nil: none
-	guardGrace        time.Duration
-	guardHold         bool
+	deadlineFence bool // Config.DeadlineFence
+	fenceTimeout  time.Duration
+	guard         manifest.DeletionGuard // Config.DeleteGuard; nil: none
+	guardGrace    time.Duration
+	guardHold     bool
 
 	// guardUntil is when the deletion guard armed by the last promotion
 	// ends (Unix nanoseconds; 0: not armed).
@@ -54,6 +54,12 @@ type fileSystem struct {
 	modeMu sync.Mutex
 	// mode is the current mode. GUARDED_BY(modeMu)
 	mode Mode
+	// deadline is the write deadline (with deadlineFence): no change is
+	// admitted from then on. GUARDED_BY(modeMu)
+	deadline time.Time
+	// admitted counts the changes admitted and not yet back from the
+	// backing file system. GUARDED_BY(modeMu)
+	admitted int
 	// epoch counts the switches to a mode that does not write.
 	// GUARDED_BY(modeMu)
 	epoch uint64
@@ -63,16 +69,8 @@ type fileSystem struct {
 	// older mutations: one that ends later landed after the fence.
 	abandoned atomic.Uint64
 	// modeNow mirrors mode for readers that must not wait (visibility
-	// checks), epochNow mirrors epoch. INVARIANT: both equal their
-	// fields whenever modeMu is not held.
-	modeNow  atomic.Int32
-	epochNow atomic.Uint64
-
-	// pwMu guards pwriters, the open write handles that use
-	// passthrough: fencing has to revoke them (revoke.go). Lock order:
-	// modeMu, then pwMu.
-	pwMu     sync.Mutex
-	pwriters map[*handle]struct{} // GUARDED_BY(pwMu)
+	// checks). INVARIANT: it equals mode whenever modeMu is not held.
+	modeNow atomic.Int32
 
 	stats counters
 	// latency and incompleteByDir are read by metrics (observe.go).
@@ -88,7 +86,6 @@ type counters struct {
 	hiddenLookups     atomic.Uint64
 	readOnlyRefusals  atomic.Uint64
 	passthroughOpens  atomic.Uint64
-	passthroughWrites atomic.Uint64
 	daemonOpens       atomic.Uint64
 	daemonReads       atomic.Uint64
 	daemonReadBytes   atomic.Uint64
@@ -97,7 +94,7 @@ type counters struct {
 	filesUnsealed     atomic.Uint64
 	readBackBytes     atomic.Uint64
 	metadataCommits   atomic.Uint64
-	revokedWriters    atomic.Uint64
+	deadlineRefusals  atomic.Uint64
 	writesAfterFence  atomic.Uint64
 	deletionsRefused  atomic.Uint64
 	deletionsHeld     atomic.Uint64
@@ -107,14 +104,10 @@ type counters struct {
 
 func (c *counters) opened(passthrough, write bool) {
 	c.openFiles.Add(1)
-	switch {
-	case !passthrough:
+	if passthrough {
+		c.passthroughOpens.Add(1)
+	} else {
 		c.daemonOpens.Add(1)
-	case write:
-		c.passthroughOpens.Add(1)
-		c.passthroughWrites.Add(1)
-	default:
-		c.passthroughOpens.Add(1)
 	}
 }
 
@@ -129,14 +122,12 @@ type Stats struct {
 	HiddenLookups uint64
 	// ReadOnlyRefusals counts mutations answered with EROFS.
 	ReadOnlyRefusals uint64
-	// PassthroughOpens counts opens that offered the kernel the backing
-	// file, so reads and writes bypass the daemon; PassthroughWrites
-	// counts the write-only ones among them.
-	PassthroughOpens  uint64
-	PassthroughWrites uint64
+	// PassthroughOpens counts read-only opens that offered the kernel the
+	// backing file, so their reads bypass the daemon.
+	PassthroughOpens uint64
 	// DaemonOpens counts opens whose reads and writes go through the
-	// daemon (read-write opens, and opens of a file that is open through
-	// the daemon already).
+	// daemon (every open for writing, and a read-only open of a file
+	// open through the daemon already).
 	DaemonOpens uint64
 	// DaemonReads and DaemonReadBytes count READ requests the daemon
 	// served. With working passthrough, read-only opens add nothing here.
@@ -153,10 +144,12 @@ type Stats struct {
 	ReadBackBytes uint64
 	// MetadataCommits counts Sealer.MetadataCommitted calls.
 	MetadataCommits uint64
-	// RevokedWriters counts passthrough write handles that fencing cut
-	// off; WritesAfterFence counts files found changed when such a handle
-	// was closed (a write the kernel let through, see revoke.go).
-	RevokedWriters   uint64
+	// DeadlineRefusals counts changes refused because the write deadline
+	// had passed while the mode still wrote (the daemon had not fenced
+	// yet: it was slow, stopped or frozen). WritesAfterFence counts
+	// changes admitted before a fence that came back from the backing
+	// file system after SetMode stopped waiting for them (a hung NAS).
+	DeadlineRefusals uint64
 	WritesAfterFence uint64
 	// DeletionsRefused and DeletionsHeld count deletions of what the
 	// newest complete checkpoint of a job holds that the deletion guard
@@ -176,7 +169,6 @@ func (c *counters) snapshot() Stats {
 		HiddenLookups:     c.hiddenLookups.Load(),
 		ReadOnlyRefusals:  c.readOnlyRefusals.Load(),
 		PassthroughOpens:  c.passthroughOpens.Load(),
-		PassthroughWrites: c.passthroughWrites.Load(),
 		DaemonOpens:       c.daemonOpens.Load(),
 		DaemonReads:       c.daemonReads.Load(),
 		DaemonReadBytes:   c.daemonReadBytes.Load(),
@@ -185,7 +177,7 @@ func (c *counters) snapshot() Stats {
 		FilesUnsealed:     c.filesUnsealed.Load(),
 		ReadBackBytes:     c.readBackBytes.Load(),
 		MetadataCommits:   c.metadataCommits.Load(),
-		RevokedWriters:    c.revokedWriters.Load(),
+		DeadlineRefusals:  c.deadlineRefusals.Load(),
 		WritesAfterFence:  c.writesAfterFence.Load(),
 		DeletionsRefused:  c.deletionsRefused.Load(),
 		DeletionsHeld:     c.deletionsHeld.Load(),
@@ -206,7 +198,6 @@ func (fsys *fileSystem) setMode(m Mode) (old Mode, epoch uint64) {
 	fsys.modeNow.Store(int32(m))
 	if !m.writable() && old.writable() {
 		fsys.epoch++
-		fsys.epochNow.Store(fsys.epoch)
 	}
 	if m.writable() && !old.writable() && fsys.guard != nil && fsys.guardGrace > 0 {
 		fsys.guardUntil.Store(fsys.now().Add(fsys.guardGrace).UnixNano())
@@ -227,18 +218,39 @@ type admission struct {
 }
 
 // admit admits one mutation, or refuses it (EROFS) if the mode does not
-// write.
+// write or, with the deadline fence, the write deadline has passed
+// (design §5.14: the mount's own clock decides, not the daemon's loop).
 func (fsys *fileSystem) admit() (*admission, syscall.Errno) {
 	fsys.modeMu.Lock()
 	defer fsys.modeMu.Unlock()
 	if !fsys.mode.writable() {
 		return nil, fsys.refuseReadOnly()
 	}
+	if fsys.deadlineFence && !time.Now().Before(fsys.deadline) {
+		fsys.stats.deadlineRefusals.Add(1)
+		return nil, fsys.refuseReadOnly()
+	}
 	if fsys.inflight == nil {
 		fsys.inflight = make(map[uint64]int)
 	}
 	fsys.inflight[fsys.epoch]++
+	fsys.admitted++
 	return &admission{fsys: fsys, epoch: fsys.epoch}, 0
+}
+
+// setDeadline sets the write deadline.
+func (fsys *fileSystem) setDeadline(t time.Time) {
+	fsys.modeMu.Lock()
+	defer fsys.modeMu.Unlock()
+	fsys.deadline = t
+}
+
+// inFlight is the number of changes admitted and not yet back from the
+// backing file system.
+func (fsys *fileSystem) inFlight() int {
+	fsys.modeMu.Lock()
+	defer fsys.modeMu.Unlock()
+	return fsys.admitted
 }
 
 // done ends the mutation. One whose fence stopped waiting for it landed
@@ -249,16 +261,13 @@ func (a *admission) done() {
 	if fsys.inflight[a.epoch]--; fsys.inflight[a.epoch] == 0 {
 		delete(fsys.inflight, a.epoch)
 	}
+	fsys.admitted--
 	fsys.modeMu.Unlock()
 	if fsys.abandoned.Load() > a.epoch {
 		fsys.stats.writesAfterFence.Add(1)
 		fsys.log.Error("a change admitted before fencing reached the backing file system after fencing gave up waiting for it (a hung NAS answered late)")
 	}
 }
-
-// fenced reports whether a fence began since the mutation was admitted:
-// a write open that finishes then must not hand out a writer.
-func (a *admission) fenced() bool { return a.fsys.epochNow.Load() != a.epoch }
 
 // guardDelete applies the deletion guard to removing rel: 0 when it may
 // go ahead (at once, or, holding, once the grace period is over), EPERM
@@ -334,6 +343,11 @@ func (fsys *fileSystem) waitMutations(epoch uint64) error {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// ErrFenceIncomplete: SetMode gave up waiting for changes admitted before
+// fencing to come back from the backing file system (a hung NAS); one
+// that lands later is counted in Stats.WritesAfterFence.
+var ErrFenceIncomplete = errors.New("changes admitted before fencing still wait on the backing file system")
 
 // refuseReadOnly is the one answer to a change the mode does not allow
 // (a replica, a fenced primary): EROFS, counted.

@@ -25,21 +25,14 @@ type handle struct {
 	// reported is the version of the file last queued for the Sealer, nil
 	// before the first FLUSH. GUARDED_BY(mu)
 	reported *fileStamp
-	// cut: fencing cut this passthrough writer off. GUARDED_BY(mu)
-	cut bool
-	// revoked is the file as it was when fencing gave up waiting for this
-	// writer to close; nil otherwise. GUARDED_BY(mu)
-	revoked *fileStamp
-	// released is closed once the kernel released the handle.
-	released chan struct{}
 
 	// setID: the file may have setuid/setgid bits that an unprivileged
 	// write must drop (privs.go); false almost always.
 	setID atomic.Bool
 }
 
-// passthroughHandle is a handle that offers the kernel its backing file:
-// reads (and writes, for a write-only open) then never reach the daemon.
+// passthroughHandle is a read-only handle that offers the kernel its
+// backing file: reads then never reach the daemon.
 type passthroughHandle struct {
 	*handle
 }
@@ -49,7 +42,7 @@ var _ = (fs.FilePassthroughFder)((*passthroughHandle)(nil))
 func (p *passthroughHandle) PassthroughFd() (int, bool) { return p.lf.PassthroughFd() }
 
 func newHandle(n *node, lf *fs.LoopbackFile, writer, passthrough bool) *handle {
-	return &handle{lf: lf, node: n, writer: writer, passthrough: passthrough, released: make(chan struct{})}
+	return &handle{lf: lf, node: n, writer: writer, passthrough: passthrough}
 }
 
 // wrap returns what go-fuse gets for h.
@@ -153,11 +146,9 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 var _ = (fs.FileReleaser)((*handle)(nil))
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
-	h.checkAfterFence()
 	h.report(true)
 	errno := h.lf.Release(ctx)
 	h.node.dropOpen(h)
-	close(h.released)
 	return errno
 }
 
@@ -171,9 +162,9 @@ func (h *handle) report(release bool) {
 	}
 	fd := fdOf(h.lf)
 	h.mu.Lock()
-	reported, cut := h.reported, h.cut
+	reported := h.reported
 	h.mu.Unlock()
-	if release && !cut && reported != nil {
+	if release && reported != nil {
 		if st, err := fstamp(fd); err == nil && st == *reported {
 			return // unchanged since FLUSH reported it: the common RELEASE
 		}
@@ -181,13 +172,6 @@ func (h *handle) report(release bool) {
 	rel, ok := h.node.rel()
 	if !ok {
 		return // unlinked, or never linked (O_TMPFILE)
-	}
-	if cut {
-		// Cut off by fencing: whatever it holds was not closed cleanly.
-		if release {
-			fsys.writtenWithoutChecksum(rel)
-		}
-		return
 	}
 	st, err := fsys.reports.written(rel, fd, fsys.now())
 	if err != nil {

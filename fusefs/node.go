@@ -190,7 +190,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if write && !n.fsys.currentMode().writable() {
 		return nil, 0, n.fsys.refuseReadOnly()
 	}
-	passthrough, errno := n.reserve(ctx, !write || n.passthroughWriter(ctx, flags, n.mode(ctx)))
+	// Only reads are passed through: the daemon admits every write
+	// (design §5.14).
+	passthrough, errno := n.reserve(ctx, !write)
 	if errno != 0 {
 		return nil, 0, errno
 	}
@@ -207,13 +209,6 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		n.unreserve(passthrough)
 		return nil, 0, errno
 	}
-	if adm != nil && adm.fenced() {
-		// The backing open outlasted a fence (a slow NAS): no writer
-		// may appear after it.
-		fh.(*fs.LoopbackFile).Release(ctx)
-		n.unreserve(passthrough)
-		return nil, 0, n.fsys.refuseReadOnly()
-	}
 	h := newHandle(n, fh.(*fs.LoopbackFile), write, passthrough)
 	n.fsys.stats.opened(passthrough, write)
 	if !write {
@@ -227,25 +222,6 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 
 func opensForWrite(flags uint32) bool {
 	return flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
-}
-
-// mode is the file's mode bits, 0 if unknown.
-func (n *node) mode(ctx context.Context) uint32 {
-	var out fuse.AttrOut
-	if n.LoopbackNode.Getattr(ctx, nil, &out) != 0 {
-		return 0
-	}
-	return out.Mode
-}
-
-// passthroughWriter says whether a write open may use passthrough: only
-// write-only opens (a read-write one could map the file shared and write
-// through the mapping, which fencing could not stop), on a primary that
-// allows it, and not where an unprivileged write must drop setuid or
-// setgid, which the kernel leaves to the daemon.
-func (n *node) passthroughWriter(ctx context.Context, flags, mode uint32) bool {
-	return n.fsys.passthroughWrites && flags&syscall.O_ACCMODE == syscall.O_WRONLY &&
-		(setIDBits(mode) == 0 || privileged(ctx))
 }
 
 // reserve counts an open of n and says whether it uses passthrough: it
@@ -309,9 +285,6 @@ func (n *node) addWriter(h *handle) {
 	}
 	n.writers[h] = struct{}{}
 	n.mu.Unlock()
-	if h.passthrough {
-		n.fsys.addPassthroughWriter(h)
-	}
 }
 
 // dropOpen forgets h when it is released.
@@ -319,9 +292,6 @@ func (n *node) dropOpen(h *handle) {
 	n.mu.Lock()
 	delete(n.writers, h)
 	n.mu.Unlock()
-	if h.writer && h.passthrough {
-		n.fsys.dropPassthroughWriter(h)
-	}
 	n.unreserve(h.passthrough)
 	n.fsys.stats.openFiles.Add(-1)
 }
@@ -375,21 +345,14 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	if adm.fenced() {
-		// The backing create outlasted a fence: the file exists, but no
-		// writer may appear after the fence.
-		fh.(*fs.LoopbackFile).Release(ctx)
-		return nil, nil, 0, n.fsys.refuseReadOnly()
-	}
 	child := ch.Operations().(*node)
 	// A new inode: nothing else has it open, so this does not wait.
-	passthrough, errno := child.reserve(ctx, n.passthroughWriter(ctx, flags, mode))
-	if errno != 0 {
+	if _, errno := child.reserve(ctx, false); errno != 0 {
 		fh.(*fs.LoopbackFile).Release(ctx)
 		return nil, nil, 0, errno
 	}
-	n.fsys.stats.opened(passthrough, true)
-	h := newHandle(child, fh.(*fs.LoopbackFile), true, passthrough)
+	n.fsys.stats.opened(false, true)
+	h := newHandle(child, fh.(*fs.LoopbackFile), true, false)
 	h.setID.Store(setIDBits(mode) != 0)
 	child.addWriter(h)
 	return ch, h.wrap(), fuseFlags, 0
@@ -397,8 +360,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 
 var _ = (fs.NodeTmpfiler)((*node)(nil))
 
-// Tmpfile never uses passthrough: a file without a name could not be
-// revoked when the mount is fenced (revoke.go).
+// Tmpfile is written through the daemon, as every file is.
 func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	done, errno := n.fsys.beginMutation()
 	if errno != 0 {

@@ -2,6 +2,7 @@ package fusefs_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"syscall"
@@ -82,34 +83,31 @@ func TestIntegration_DaemonReads(t *testing.T) {
 	}
 }
 
-// TestIntegration_PassthroughWrites: a write-only open on a primary gets
-// passthrough, the daemon serves none of its writes, and the Sealer
-// still gets the file's checksum.
-func TestIntegration_PassthroughWrites(t *testing.T) {
+// TestIntegration_WritesThroughTheDaemon: a write-only open on a primary
+// is served by the daemon, never passed through (design §5.14), and the
+// Sealer still gets the file's checksum; a read-only open of the same
+// file afterwards passes through.
+func TestIntegration_WritesThroughTheDaemon(t *testing.T) {
 	s := &mounttest.Sealer{}
 	m := mounttest.New(t, &mounttest.Options{Mode: fusefs.ModePrimary, Sealer: s})
 	requirePassthrough(t, m)
 	data := randomBytes(4<<20 + 3)
 	writeChunks(t, m.Path("state"), data, 4096)
 	st := m.Server.Stats()
-	if st.PassthroughWrites != 1 || st.DaemonOpens != 0 {
-		t.Errorf("write-only open not passed through: %+v", st)
+	if st.PassthroughOpens != 0 || st.DaemonOpens != 1 {
+		t.Errorf("write-only open passed through: %+v", st)
 	}
 	if got, _ := os.ReadFile(m.OrigPath("state")); !bytes.Equal(got, data) {
 		t.Fatal("backing file differs")
 	}
 	checkCalls(t, m, s, written("state", data))
-
-	t.Run("disabled", func(t *testing.T) {
-		m := mounttest.New(t, &mounttest.Options{
-			Mode:      fusefs.ModePrimary,
-			Configure: func(c *fusefs.Config) { c.PassthroughWrites = false },
-		})
-		writeChunks(t, m.Path("state"), data, 64<<10)
-		if st := m.Server.Stats(); st.PassthroughWrites != 0 || st.DaemonOpens != 1 {
-			t.Errorf("PassthroughWrites off, yet: %+v", st)
-		}
-	})
+	waitReleased(t, m)
+	if got := readAll(t, m.Path("state")); !bytes.Equal(got, data) {
+		t.Fatal("read back differs")
+	}
+	if st := m.Server.Stats(); st.PassthroughOpens != 1 {
+		t.Errorf("read-only open not passed through: %+v", st)
+	}
 }
 
 // TestIntegration_PassthroughWithWriters: the kernel cannot serve one
@@ -134,8 +132,8 @@ func TestIntegration_PassthroughWithWriters(t *testing.T) {
 			t.Errorf("reader sees %q", got)
 		}
 		after := m.Server.Stats()
-		if after.DaemonReads != before.DaemonReads || after.PassthroughOpens == before.PassthroughOpens {
-			t.Errorf("reader of a file written through passthrough should use passthrough: %+v", after)
+		if after.DaemonReads == before.DaemonReads || after.PassthroughOpens != before.PassthroughOpens {
+			t.Errorf("reader of a file open for writing (through the daemon) should use the daemon: %+v", after)
 		}
 	})
 	t.Run("reader while writing read-write", func(t *testing.T) {
@@ -157,28 +155,21 @@ func TestIntegration_PassthroughWithWriters(t *testing.T) {
 			t.Errorf("reader of a file open read-write should use the daemon: %+v", after)
 		}
 	})
-	t.Run("write-only writer while reading", func(t *testing.T) {
-		r := openPassthrough(t, m, p)
-		defer r.Close()
-		w, err := os.OpenFile(p, os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatalf("write-only open while a passthrough reader is open: %v", err)
-		}
-		w.Close()
-	})
-	t.Run("read-write writer while reading", func(t *testing.T) {
-		r := openPassthrough(t, m, p)
-		defer r.Close()
-		busy := m.Server.Stats().WriteBusy
-		w, err := os.OpenFile(p, os.O_RDWR, 0)
-		if err == nil {
-			w.Close()
-		}
-		wantErrno(t, "read-write open while a passthrough reader is open", err, syscall.ETXTBSY)
-		if m.Server.Stats().WriteBusy <= busy {
-			t.Error("WriteBusy not counted")
-		}
-	})
+	for _, flags := range []int{os.O_WRONLY, os.O_RDWR} {
+		t.Run(fmt.Sprintf("writer (flags %#x) while reading", flags), func(t *testing.T) {
+			r := openPassthrough(t, m, p)
+			defer r.Close()
+			busy := m.Server.Stats().WriteBusy
+			w, err := os.OpenFile(p, flags, 0)
+			if err == nil {
+				w.Close()
+			}
+			wantErrno(t, "write open while a passthrough reader is open", err, syscall.ETXTBSY)
+			if m.Server.Stats().WriteBusy <= busy {
+				t.Error("WriteBusy not counted")
+			}
+		})
+	}
 	t.Run("read-write writer waits for a reader that is closing", func(t *testing.T) {
 		r := openPassthrough(t, m, p)
 		closed := make(chan struct{})

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/fusefs"
 	"github.com/ckptfs/ckptfs/integration/mounttest"
+	"github.com/ckptfs/ckptfs/manifest"
 )
 
 // mutation is one way to change the tree through the mount.
@@ -324,206 +324,167 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// openPassthroughWriter opens rel write-only and checks that the kernel
-// writes it without the daemon.
-func openPassthroughWriter(t *testing.T, m *mounttest.Mount, rel string) *os.File {
-	t.Helper()
-	before := m.Server.Stats().PassthroughWrites
-	w, err := os.OpenFile(m.Path(rel), os.O_CREATE|os.O_WRONLY, 0o644)
+// TestIntegration_FenceCutsWritersOff: a file opened for writing on a
+// primary is served by the daemon, never passed through (design §5.14),
+// so fencing cuts off every way of writing it: write, pwrite, pwritev,
+// ftruncate, fallocate, copy_file_range, splice and sendfile all get
+// EROFS, also for a file in a chk-N that the fenced mount hides (before
+// issue 29 fencing had to look such a file up to revoke its passthrough
+// writer, through the filtered path, and could not: the writer kept
+// writing the NAS).
+func TestIntegration_FenceCutsWritersOff(t *testing.T) {
+	vis := mounttest.NewVisibility()
+	vis.Set("job/chk-7", manifest.ErrIncomplete)
+	m := mounttest.New(t, &mounttest.Options{Mode: fusefs.ModePrimary, Visibility: vis, Sealer: &mounttest.Sealer{}})
+	m.MkdirOrig("job/chk-7")
+	m.WriteOrig("src", []byte("source data"))
+	for _, rel := range []string{"out", "job/chk-7/state"} {
+		t.Run(rel, func(t *testing.T) {
+			before := m.Server.Stats()
+			w, err := os.OpenFile(m.Path(rel), os.O_CREATE|os.O_WRONLY, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			if st := m.Server.Stats(); st.PassthroughOpens != before.PassthroughOpens || st.DaemonOpens != before.DaemonOpens+1 {
+				t.Fatalf("a write-only open was not served by the daemon: %+v", st)
+			}
+			if _, err := w.Write([]byte("before fence\n")); err != nil {
+				t.Fatalf("write as primary: %v", err)
+			}
+			if err := m.Server.SetMode(fusefs.ModeFenced); err != nil {
+				t.Fatal(err)
+			}
+			defer m.Server.SetMode(fusefs.ModePrimary)
+			fd := int(w.Fd())
+			_, err = w.Write([]byte("after fence\n"))
+			wantErrno(t, "write", err, syscall.EROFS)
+			_, err = unix.Pwrite(fd, []byte("x"), 0)
+			wantErrno(t, "pwrite", err, syscall.EROFS)
+			_, err = unix.Pwritev(fd, [][]byte{[]byte("a"), []byte("b")}, 13)
+			wantErrno(t, "pwritev", err, syscall.EROFS)
+			wantErrno(t, "ftruncate", w.Truncate(0), syscall.EROFS)
+			wantErrno(t, "fallocate", unix.Fallocate(fd, 0, 0, 1<<20), syscall.EROFS)
+			var pipe [2]int
+			if err := unix.Pipe(pipe[:]); err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(pipe[0])
+			defer unix.Close(pipe[1])
+			unix.Write(pipe[1], []byte("spliced\n"))
+			_, err = unix.Splice(pipe[0], nil, fd, nil, 8, 0)
+			wantErrno(t, "splice", err, syscall.EROFS)
+			src, err := os.Open(m.Path("src"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			_, err = unix.Sendfile(fd, int(src.Fd()), nil, 6)
+			wantErrno(t, "sendfile", err, syscall.EROFS)
+			offIn, offOut := int64(0), int64(0)
+			_, err = unix.CopyFileRange(int(src.Fd()), &offIn, fd, &offOut, 6, 0)
+			wantErrno(t, "copy_file_range", err, syscall.EROFS)
+			if data, err := os.ReadFile(m.OrigPath(rel)); err != nil || string(data) != "before fence\n" {
+				t.Errorf("backing file %q, %v", data, err)
+			}
+		})
+	}
+}
+
+// TestIntegration_DeadlineFence: with DeadlineFence the mount admits a
+// change only before the deadline its daemon gave, on its own clock,
+// whether or not anything calls SetMode (design §5.14).
+func TestIntegration_DeadlineFence(t *testing.T) {
+	m := mounttest.New(t, &mounttest.Options{Mode: fusefs.ModePrimary, Configure: func(c *fusefs.Config) { c.DeadlineFence = true }})
+	wantErrno(t, "a create before any deadline", openClose(m.Path("early"), os.O_CREATE|os.O_WRONLY), syscall.EROFS)
+	m.Server.SetWriteDeadline(time.Now().Add(time.Hour))
+	w, err := os.Create(m.Path("f"))
+	if err != nil {
+		t.Fatalf("create before the deadline: %v", err)
+	}
+	defer w.Close()
+	if _, err := w.Write([]byte("in time")); err != nil {
+		t.Fatalf("write before the deadline: %v", err)
+	}
+	// The deadline passes with the mount still primary: nobody fences.
+	m.Server.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+	time.Sleep(60 * time.Millisecond)
+	if m.Server.Mode() != fusefs.ModePrimary {
+		t.Fatal("the mode changed by itself")
+	}
+	_, err = w.Write([]byte("late"))
+	wantErrno(t, "write after the deadline", err, syscall.EROFS)
+	wantErrno(t, "create after the deadline", openClose(m.Path("late"), os.O_CREATE|os.O_WRONLY), syscall.EROFS)
+	wantErrno(t, "mkdir after the deadline", os.Mkdir(m.Path("d"), 0o755), syscall.EROFS)
+	if st := m.Server.Stats(); st.DeadlineRefusals < 3 {
+		t.Errorf("DeadlineRefusals = %d, want at least 3", st.DeadlineRefusals)
+	}
+	if data, _ := os.ReadFile(m.OrigPath("f")); string(data) != "in time" {
+		t.Errorf("backing file %q", data)
+	}
+	// A renewal moves it on: the same handle writes again.
+	m.Server.SetWriteDeadline(time.Now().Add(time.Hour))
+	if _, err := w.Write([]byte(" again")); err != nil {
+		t.Errorf("write after the deadline moved: %v", err)
+	}
+	if n := m.Server.InFlight(); n != 0 {
+		t.Errorf("InFlight = %d with nothing in flight", n)
+	}
+}
+
+// TestIntegration_FenceTimeout: a change that hangs in the backing file
+// system makes SetMode give up with ErrFenceIncomplete after
+// FenceTimeout; when it lands later it is counted as a write after the
+// fence. InFlight counts it meanwhile.
+func TestIntegration_FenceTimeout(t *testing.T) {
+	m := mounttest.New(t, &mounttest.Options{Mode: fusefs.ModePrimary, Configure: func(c *fusefs.Config) {
+		c.FenceTimeout = 200 * time.Millisecond
+	}})
+	w, err := os.Create(m.Path("f"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Server.Stats().PassthroughWrites != before+1 {
-		w.Close()
-		t.Fatalf("write-only open without passthrough: %+v", m.Server.Stats())
-	}
-	return w
-}
-
-// TestIntegration_FenceRevokesPassthroughWriters: fencing cuts off a file
-// the kernel writes without the daemon, and SetMode returns once it is
-// closed.
-func TestIntegration_FenceRevokesPassthroughWriters(t *testing.T) {
-	sealer := &mounttest.Sealer{}
-	m := mounttest.New(t, &mounttest.Options{Mode: fusefs.ModePrimary, Sealer: sealer})
-	requirePassthrough(t, m)
-	w := openPassthroughWriter(t, m, "out")
 	defer w.Close()
-	if _, err := w.Write([]byte("before fence\n")); err != nil {
-		t.Fatalf("write as primary: %v", err)
+	inWrite, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fusefs.SetTestHookWritten(func() {
+		once.Do(func() {
+			close(inWrite)
+			<-release
+		})
+	})
+	t.Cleanup(func() { fusefs.SetTestHookWritten(nil) })
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := w.Write([]byte("hung"))
+		wrote <- err
+	}()
+	<-inWrite
+	if n := m.Server.InFlight(); n != 1 {
+		t.Errorf("InFlight = %d with one write hung", n)
 	}
-
-	fenced := make(chan error, 1)
-	go func() { fenced <- m.Server.SetMode(fusefs.ModeFenced) }()
-	waitFor(t, "the writer to be revoked", func() bool { return m.Server.Stats().RevokedWriters == 1 })
-	select {
-	case err := <-fenced:
-		t.Fatalf("SetMode returned (%v) while a writer opened before the fence is open", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	fd := int(w.Fd())
-	_, err := w.Write([]byte("after fence\n"))
-	wantErrno(t, "write", err, syscall.EIO)
-	_, err = unix.Pwrite(fd, []byte("x"), 0)
-	wantErrno(t, "pwrite", err, syscall.EIO)
-	_, err = unix.Pwritev(fd, [][]byte{[]byte("a"), []byte("b")}, 13)
-	wantErrno(t, "pwritev", err, syscall.EIO)
-	wantErrno(t, "ftruncate", w.Truncate(0), syscall.EIO)
-	// fallocate reaches the daemon, which refuses it as for any handle.
-	wantErrno(t, "fallocate", unix.Fallocate(fd, 0, 0, 1<<20), syscall.EROFS)
-	wantErrno(t, "fsync", w.Sync(), syscall.EIO)
-	wantErrno(t, "close", w.Close(), syscall.EIO)
-	select {
-	case err := <-fenced:
-		if err != nil {
-			t.Errorf("SetMode: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("SetMode still waits after the writer was closed")
-	}
-	if data, err := os.ReadFile(m.OrigPath("out")); err != nil || string(data) != "before fence\n" {
-		t.Errorf("backing file %q, %v", data, err)
-	}
-	wantErrno(t, "new write open", openClose(m.Path("out"), os.O_WRONLY), syscall.EROFS)
-	// The revoked inode is gone with its last descriptor: the file reads
-	// normally again.
-	if data, err := os.ReadFile(m.Path("out")); err != nil || string(data) != "before fence\n" {
-		t.Errorf("read after the fence: %q, %v", data, err)
-	}
-	m.Server.SyncSealer()
-	if calls := sealer.Calls(); len(calls) == 0 || calls[len(calls)-1].Op != "nochecksum" || calls[len(calls)-1].Rel != "out" {
-		t.Errorf("a file cut off by fencing must be reported without checksum: %v", calls)
-	}
-	if st := m.Server.Stats(); st.WritesAfterFence != 0 {
-		t.Errorf("WritesAfterFence = %d", st.WritesAfterFence)
-	}
-
-	// Promotion again: write-only opens pass through again.
-	if err := m.Server.SetMode(fusefs.ModePrimary); err != nil {
-		t.Fatal(err)
-	}
-	w2 := openPassthroughWriter(t, m, "out")
-	if _, err := w2.Write([]byte("promoted")); err != nil {
-		t.Errorf("write after promotion: %v", err)
-	}
-	if err := w2.Close(); err != nil {
-		t.Errorf("close after promotion: %v", err)
-	}
-}
-
-// TestIntegration_FenceStopsPassthroughStream races SetMode against a
-// stream of writes the kernel sends straight to the backing file; the
-// writer closes the file at the first error, as Flink does. When SetMode
-// returns, the file holds exactly what the writer was told was written,
-// and it never grows again.
-func TestIntegration_FenceStopsPassthroughStream(t *testing.T) {
-	m := mounttest.New(t, &mounttest.Options{Mode: fusefs.ModePrimary, Sealer: &mounttest.Sealer{}})
-	requirePassthrough(t, m)
-	for round := range 5 {
-		rel := fmt.Sprintf("stream-%d", round)
-		w := openPassthroughWriter(t, m, rel)
-		chunk := make([]byte, 64<<10)
-		const maxWrites = 4096 // 256 MiB: bounds the damage if the fence leaks
-		type result struct {
-			acked int64
-			err   error
-		}
-		results := make(chan result, 1)
-		started := make(chan struct{})
-		go func() {
-			var r result
-			for i := 0; i < maxWrites; i++ {
-				if i == 10 {
-					close(started)
-				}
-				if _, err := w.Write(chunk); err != nil {
-					r.err = err
-					break
-				}
-				r.acked += int64(len(chunk))
-			}
-			w.Close()
-			results <- r
-		}()
-		<-started
-		if err := m.Server.SetMode(fusefs.ModeFenced); err != nil {
-			t.Fatal(err)
-		}
-		st, err := os.Stat(m.OrigPath(rel))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sizeAtFence := st.Size()
-		r := <-results
-		wantErrno(t, "write after the fence", r.err, syscall.EIO)
-		time.Sleep(20 * time.Millisecond)
-		st, _ = os.Stat(m.OrigPath(rel))
-		if st.Size() != sizeAtFence || st.Size() != r.acked {
-			t.Errorf("round %d: size when SetMode returned %d, size now %d, acknowledged %d",
-				round, sizeAtFence, st.Size(), r.acked)
-		}
-		// The stream's writes all came before SetMode returned: none of
-		// them is a write after the fence.
-		if got := m.Server.Stats().WritesAfterFence; got != 0 {
-			t.Errorf("round %d: WritesAfterFence = %d, want 0", round, got)
-		}
-		if err := m.Server.SetMode(fusefs.ModePrimary); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// TestIntegration_FenceTimeout: a writer that keeps its descriptor open
-// makes SetMode give up with ErrFenceIncomplete. splice(2) is the one
-// write the kernel lets through such a descriptor; the mount notices it
-// when the descriptor is closed.
-func TestIntegration_FenceTimeout(t *testing.T) {
-	rec := &records{next: slog.DiscardHandler}
-	m := mounttest.New(t, &mounttest.Options{Mode: fusefs.ModePrimary, Configure: func(c *fusefs.Config) {
-		c.FenceTimeout = 200 * time.Millisecond
-		c.Logger = slog.New(rec)
-	}})
-	requirePassthrough(t, m)
-	m.MkdirOrig("job")
-	w := openPassthroughWriter(t, m, "job/out")
-	defer w.Close()
-	w.Write([]byte("before fence\n"))
 	start := time.Now()
-	err := m.Server.SetMode(fusefs.ModeFenced)
-	if !errors.Is(err, fusefs.ErrFenceIncomplete) || !strings.Contains(err.Error(), "job/out") {
-		t.Fatalf("SetMode with a writer kept open: %v, want ErrFenceIncomplete naming job/out", err)
+	err = m.Server.SetMode(fusefs.ModeFenced)
+	if !errors.Is(err, fusefs.ErrFenceIncomplete) {
+		t.Fatalf("SetMode with a change hung: %v, want ErrFenceIncomplete", err)
 	}
 	if waited := time.Since(start); waited < 200*time.Millisecond || waited > 5*time.Second {
 		t.Errorf("SetMode waited %v, FenceTimeout is 200ms", waited)
 	}
-	if got := m.Server.Mode(); got != fusefs.ModeFenced {
-		t.Errorf("mode %v after an incomplete fence", got)
+	if got := m.Server.Stats().WritesAfterFence; got != 0 {
+		t.Errorf("WritesAfterFence = %d before the hung write landed", got)
 	}
-	_, err = w.Write([]byte("x"))
-	wantErrno(t, "write", err, syscall.EIO)
-
-	var pipe [2]int
-	if err := unix.Pipe(pipe[:]); err != nil {
-		t.Fatal(err)
+	close(release)
+	if err := <-wrote; err != nil {
+		t.Errorf("the hung write: %v", err)
 	}
-	defer unix.Close(pipe[0])
-	defer unix.Close(pipe[1])
-	unix.Write(pipe[1], []byte("spliced\n"))
-	_, spliceErr := unix.Splice(pipe[0], nil, int(w.Fd()), nil, 8, 0)
-	w.Close()
-	waitReleased(t, m)
-	want := uint64(0)
-	if spliceErr == nil {
-		want = 1
-		if len(rec.find("a write reached a file after fencing, through a descriptor opened before (splice or sendfile)")) != 1 {
-			t.Error("the write after fencing was not logged")
-		}
+	if got := m.Server.Stats().WritesAfterFence; got != 1 {
+		t.Errorf("WritesAfterFence = %d, want 1", got)
 	}
-	t.Logf("splice into a revoked descriptor: %v", spliceErr)
-	if got := m.Server.Stats().WritesAfterFence; got != want {
-		t.Errorf("WritesAfterFence = %d, want %d (splice: %v)", got, want, spliceErr)
+	if n := m.Server.InFlight(); n != 0 {
+		t.Errorf("InFlight = %d after the write came back", n)
 	}
 	if err := m.Server.SetMode(fusefs.ModeFenced); err != nil {
-		t.Errorf("SetMode once every writer is closed: %v", err)
+		t.Errorf("SetMode with nothing in flight: %v", err)
 	}
 }

@@ -73,16 +73,16 @@ func Mount(cfg Config) (*Server, error) {
 	}
 
 	fsys := &fileSystem{
-		vis:               cfg.Visibility,
-		gate:              cfg.Gate,
-		log:               log,
-		now:               cfg.Now,
-		passthroughWrites: cfg.PassthroughWrites,
-		fenceTimeout:      cfg.FenceTimeout,
-		guard:             cfg.DeleteGuard,
-		guardGrace:        cfg.DeleteGrace,
-		guardHold:         cfg.DeleteHold,
-		mode:              cfg.Mode,
+		vis:           cfg.Visibility,
+		gate:          cfg.Gate,
+		log:           log,
+		now:           cfg.Now,
+		deadlineFence: cfg.DeadlineFence,
+		fenceTimeout:  cfg.FenceTimeout,
+		guard:         cfg.DeleteGuard,
+		guardGrace:    cfg.DeleteGrace,
+		guardHold:     cfg.DeleteHold,
+		mode:          cfg.Mode,
 	}
 	fsys.modeNow.Store(int32(cfg.Mode))
 	root := &node{
@@ -114,8 +114,7 @@ func Mount(cfg Config) (*Server, error) {
 	if cfg.Passthrough && os.Geteuid() == 0 && srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 {
 		fsys.passthrough.Store(true)
 	}
-	log.Info("mounted", "backing", backing, "mode", cfg.Mode.String(), "passthrough", fsys.passthrough.Load(),
-		"passthrough_writes", fsys.passthrough.Load() && cfg.PassthroughWrites)
+	log.Info("mounted", "backing", backing, "mode", cfg.Mode.String(), "passthrough", fsys.passthrough.Load())
 	var conn uint64
 	if ms, err := mountsAt(mountPoint); err == nil && len(ms) > 0 {
 		conn = ms[len(ms)-1].dev
@@ -274,17 +273,16 @@ func (s *Server) Wait() {
 // Mode is the current mode.
 func (s *Server) Mode() Mode { return s.fsys.currentMode() }
 
-// SetMode switches modes. Mutations the daemon serves finish first (they
-// were admitted under the old mode); then every mutation sees the new
+// SetMode switches modes. From its call on, every change sees the new
 // mode, including writes on handles opened earlier. Switching to a mode
-// that does not write also revokes the writers that bypass the daemon
-// (revoke.go) and waits, at most Config.FenceTimeout, until they are
-// closed: when SetMode returns nil, nothing written through the mount can
-// land any more. Otherwise the error wraps ErrFenceIncomplete; the mode
-// has changed all the same, and calling SetMode again waits again.
-// Switching into or out of replica mode drops the kernel's cached names,
-// since what is visible changes. SetMode uses the mount, so it must not
-// be called from inside a FUSE request of this mount.
+// that does not write also waits, at most Config.FenceTimeout, until the
+// changes admitted before have come back from the backing file system:
+// when SetMode returns nil, nothing written through the mount can land
+// any more. Otherwise the error wraps ErrFenceIncomplete; the mode has
+// changed all the same. Switching into or out of replica mode drops the
+// kernel's cached names, since what is visible changes. SetMode uses the
+// mount, so it must not be called from inside a FUSE request of this
+// mount.
 func (s *Server) SetMode(m Mode) error {
 	if !m.valid() {
 		return fmt.Errorf("invalid mode %v", m)
@@ -308,7 +306,7 @@ func (s *Server) SetMode(m Mode) error {
 		}
 	}
 	if !m.writable() {
-		err := errors.Join(s.fsys.waitMutations(epoch), s.revokeWriters())
+		err := s.fsys.waitMutations(epoch)
 		if err == nil && old.writable() {
 			s.fsys.log.Info("fence complete: nothing written through the mount reaches the backing directory any more", "waited", time.Since(start).String())
 		}
@@ -358,6 +356,15 @@ func (s *Server) invalidateAll() {
 		}
 	}
 }
+
+// SetWriteDeadline sets the moment from which the mount admits no change
+// (with Config.DeadlineFence; design §5.14). The daemon moves it after
+// every renewal of its site's lease; a zero time admits none.
+func (s *Server) SetWriteDeadline(t time.Time) { s.fsys.setDeadline(t) }
+
+// InFlight is the number of admitted changes that have not come back
+// from the backing file system.
+func (s *Server) InFlight() int { return s.fsys.inFlight() }
 
 // Stats returns the mount's counters.
 func (s *Server) Stats() Stats { return s.fsys.stats.snapshot() }

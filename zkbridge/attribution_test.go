@@ -3,6 +3,7 @@ package zkbridge
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestAddressHostPort(t *testing.T) {
@@ -79,18 +80,29 @@ func TestOtherSitesLeading(t *testing.T) {
 
 func TestLeaseRule(t *testing.T) {
 	r := LeaseRule{Duration: 8e9}
-	if r.RenewEvery() != 1e9 || r.HolderLapse() != 4e9 || r.ObserverDead() != 8e9 {
-		t.Errorf("rule %v: renew %v lapse %v dead %v", r.Duration, r.RenewEvery(), r.HolderLapse(), r.ObserverDead())
+	if r.RenewEvery() != 1e9 || r.HolderLapse() != 4e9 || r.WatchdogAfter() != 6e9 || r.ObserverDead() != 8e9 {
+		t.Errorf("rule %v: renew %v lapse %v watchdog %v dead %v", r.Duration, r.RenewEvery(), r.HolderLapse(), r.WatchdogAfter(), r.ObserverDead())
 	}
 	if (LeaseRule{Duration: MinLeaseDuration - 1}).Validate() == nil {
 		t.Error("a too short lease validates")
 	}
-	// The proof's margin: a holder's clock running a third slower than
-	// the observer's still stops claiming before the observer concludes.
-	rho := 1.0 / 3
-	holderStopsAt := float64(r.HolderLapse()) / (1 - rho) // real time, holder clock slow
-	observerAt := float64(r.ObserverDead()) / (1 + rho)   // real time, observer clock fast
-	if holderStopsAt > observerAt {
-		t.Errorf("holder stops %v after its renewal, observer concludes %v after seeing it", holderStopsAt, observerAt)
+	// The proofs' margins (design §5.10, §5.14): with the holder's clock
+	// slow and the observer's fast, by rho each, the holder stops claiming
+	// (rho < 1/3), and its watchdog fires (rho < 1/7), before the
+	// observer concludes; at the bound itself they meet.
+	for _, c := range []struct {
+		name  string
+		after time.Duration
+		rho   float64
+	}{{"claim", r.HolderLapse(), 1.0 / 3}, {"watchdog", r.WatchdogAfter(), 1.0 / 7}} {
+		at := func(rho float64) (holder, observer float64) {
+			return float64(c.after) / (1 - rho), float64(r.ObserverDead()) / (1 + rho)
+		}
+		if h, o := at(c.rho * 0.999); h >= o {
+			t.Errorf("%s: below rho %.4f the holder's end %v is not before the observer's conclusion %v", c.name, c.rho, h, o)
+		}
+		if h, o := at(c.rho * 1.001); h < o {
+			t.Errorf("%s: above rho %.4f the holder's end %v is still before the observer's conclusion %v: the bound is not tight", c.name, c.rho, h, o)
+		}
 	}
 }

@@ -58,6 +58,12 @@ type Config struct {
 	// ephemeral nodes of a dead JobManager may outlive it.
 	FlinkSessionTimeout time.Duration
 
+	// LeaseDuration is D of the lease (design §5.10): the active site's
+	// daemons renew it every D/8 and their mounts write until D/2 after
+	// a renewal; a takeover sees it unchanged for D before it activates.
+	// Every site must use the same D.
+	LeaseDuration time.Duration
+
 	// LivenessMargin is added to FlinkSessionTimeout for the default
 	// takeover wait.
 	LivenessMargin time.Duration
@@ -127,6 +133,7 @@ func DefaultConfig() Config {
 		PathRoot:            "/flink",
 		CkptfsRoot:          "/ckptfs",
 		FlinkSessionTimeout: 60 * time.Second,
+		LeaseDuration:       DefaultLeaseDuration,
 		LivenessMargin:      15 * time.Second,
 		LivenessPoll:        time.Second,
 		LockWait:            2 * time.Minute,
@@ -188,6 +195,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CkptfsRoot != "" && c.PathRoot != "" && (isBelow(c.CkptfsRoot, c.PathRoot) || isBelow(c.PathRoot, c.CkptfsRoot)) {
 		bad("PathRoot", "%s and CkptfsRoot %s must not contain each other", c.PathRoot, c.CkptfsRoot)
+	}
+	if err := (LeaseRule{Duration: c.LeaseDuration}).Validate(); err != nil {
+		bad("LeaseDuration", "%w", err)
 	}
 	if c.ClusterID != "" {
 		if key := clusterKey(c.ClusterID); key == "" {

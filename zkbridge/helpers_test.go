@@ -114,6 +114,9 @@ func (e *env) config(site string) Config {
 	cfg.SessionTimeout = 4 * time.Second
 	cfg.RetryTimeout = 30 * time.Second
 	cfg.LivenessPoll = 200 * time.Millisecond
+	// A takeover sees the lease unchanged for D before it activates:
+	// the shortest D keeps the tests' takeovers quick.
+	cfg.LeaseDuration = MinLeaseDuration
 	cfg.Logger = testLogger(e.t)
 	return cfg
 }

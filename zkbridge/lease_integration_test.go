@@ -6,145 +6,249 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/ckptfs/ckptfs/integration/zktest"
 )
 
-// fakeClock is a clock the test moves.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
+// at returns st as if its read had started at start and returned at
+// once: the rule only ever compares a state's times on one clock, so a
+// test moves them instead of waiting.
+func at(st State, start time.Time) State {
+	st.Start, st.Returned = start, start
+	return st
 }
 
-func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// TestIntegration_Lease holds the lease rule against real ZooKeeper:
-// renewals keep it fresh; unchanged for D it expires; a holder stops
-// claiming D/2 after its last renewal; a renewal after the observer
-// concluded makes the takeover's activation fail on the lease guard; an
-// activation revokes the lease, after which no renewal succeeds until
-// the site is active again.
+// TestIntegration_Lease holds the lease rule (design §5.10) against a
+// real ZooKeeper: the first activation waits D for a lease nobody owned;
+// a holder's claim lasts D/2 from the start of its last renewal; an
+// observer concludes only after D unchanged (the longer of its own D and
+// the renewer's); a renewal after the conclusion fails the activation; no
+// renewal applies after an activation; a hand that deletes or rewrites
+// active-site, the epoch or the lease stops the writing site instead of
+// starting another; a takeover refuses while the lease is renewed.
 func TestIntegration_Lease(t *testing.T) {
 	c := zktest.StartCluster(t, 1)
 	e := newEnv(t, c)
 	withCluster := func(cfg *Config) { cfg.ClusterID = "lease" }
 	dc1 := e.bridge("dc1", withCluster)
 	dc2 := e.bridge("dc2", withCluster)
-	ctx := testContext(t, time.Minute)
+	ctx := testContext(t, 2*time.Minute)
 	rule := LeaseRule{Duration: 8 * time.Second}
-	hc := &fakeClock{t: time.Unix(1000, 0)}
-	oc := &fakeClock{t: time.Unix(5000, 0)}
 	h, err := dc1.NewLeaseHolder(rule)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.now = hc.now
-	o, err := dc2.NewLeaseObserver(rule, "dc1")
+	read := func(b *Bridge) State {
+		t.Helper()
+		st, err := b.ReadState(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+
+	// Nothing there: nobody holds, a renewal is refused.
+	if st := read(dc1); st.LeaseExists() || st.Holds("dc1") {
+		t.Fatalf("fresh cluster: %+v", st)
+	}
+	if err := h.Renew(ctx, read(dc1)); !errors.Is(err, ErrNotHolder) {
+		t.Fatalf("renewal without a lease: %v", err)
+	}
+
+	// The first activation: the takeover creates the lease, owned by
+	// nobody, and waits D (MinLeaseDuration here) before it grants it.
+	start := time.Now()
+	rep, err := dc1.Takeover(ctx, TakeoverOptions{Wait: 30 * time.Second})
+	if err != nil || !rep.Activated {
+		t.Fatalf("first takeover: %+v %v", rep, err)
+	}
+	if waited := time.Since(start); waited < MinLeaseDuration {
+		t.Fatalf("the first activation waited %v, less than D %v", waited, MinLeaseDuration)
+	}
+	st := read(dc1)
+	if !st.Holds("dc1") || st.Lease.Epoch != rep.Epoch || st.Lease.Judged == 0 {
+		t.Fatalf("after dc1's activation: %+v, lease %+v", st, st.Lease)
+	}
+	// The takeover on the site that holds it waits for nothing.
+	start = time.Now()
+	if rep, err := dc1.Takeover(ctx, TakeoverOptions{Wait: 30 * time.Second}); err != nil || !rep.AlreadyActive {
+		t.Fatalf("takeover on the active site: %+v %v", rep, err)
+	} else if waited := time.Since(start); waited > MinLeaseDuration/2 {
+		t.Fatalf("the takeover on the active site waited %v", waited)
+	}
+
+	// The holder's claim.
+	t0 := time.Unix(1000, 0)
+	if err := h.Renew(ctx, at(st, t0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Deadline(); !got.Equal(t0.Add(rule.HolderLapse())) {
+		t.Fatalf("deadline %v, want D/2 after the renewal's start", got)
+	}
+	if h.Due(t0.Add(rule.RenewEvery()-time.Millisecond)) || !h.Due(t0.Add(rule.RenewEvery())) {
+		t.Fatal("renewals are not due every D/8")
+	}
+
+	// The observer's clock starts when a read returns a version.
+	o, err := NewLeaseObserver(rule)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.now = oc.now
-
-	if h.Claiming(hc.now()) {
-		t.Fatal("a holder that never renewed claims")
-	}
-	if v, err := o.Observe(ctx); err != nil || v.State != LeaseAbsent {
-		t.Fatalf("before any renewal: %+v %v, want absent", v, err)
-	}
-	if err := h.Renew(ctx, 0); err != nil {
-		t.Fatal(err)
-	}
-	if !h.Claiming(hc.now()) {
-		t.Fatal("a holder that just renewed does not claim")
-	}
-	hc.add(rule.HolderLapse() - time.Millisecond)
-	if !h.Claiming(hc.now()) {
-		t.Fatal("the holder stopped claiming before D/2")
-	}
-	hc.add(time.Millisecond)
-	if h.Claiming(hc.now()) {
-		t.Fatal("the holder still claims D/2 after its renewal")
-	}
-	// The observer's clock starts when it first sees a version.
-	observe := func(want LeaseState) LeaseView {
+	o0 := time.Unix(5000, 0)
+	see := func(b *Bridge, when time.Time, want LeaseState) LeaseView {
 		t.Helper()
-		v, err := o.Observe(ctx)
-		if err != nil || v.State != want {
-			t.Fatalf("observed %+v %v, want %s", v, err, want)
+		v := o.See(at(read(b), when))
+		if v.State != want {
+			t.Fatalf("observed %+v at %v, want %s", v, when.Sub(o0), want)
 		}
 		return v
 	}
-	if v := observe(LeaseFresh); time.Duration(v.ExpiresIn) != rule.ObserverDead() {
-		t.Fatalf("first seen: expires in %v, want %v", time.Duration(v.ExpiresIn), rule.ObserverDead())
-	}
-	oc.add(rule.ObserverDead() - time.Millisecond)
-	if v := observe(LeaseFresh); time.Duration(v.ExpiresIn) != time.Millisecond {
-		t.Fatalf("1ms before the conclusion: expires in %v", time.Duration(v.ExpiresIn))
-	}
+	see(dc2, o0, LeaseFresh)
+	see(dc2, o0.Add(rule.ObserverDead()-time.Millisecond), LeaseFresh)
 	// A renewal restarts it.
-	if err := h.Renew(ctx, 0); err != nil {
+	if err := h.Renew(ctx, read(dc1)); err != nil {
 		t.Fatal(err)
 	}
-	oc.add(time.Millisecond)
-	observe(LeaseFresh)
-	oc.add(rule.ObserverDead())
-	v := observe(LeaseExpired)
+	see(dc2, o0.Add(rule.ObserverDead()), LeaseFresh)
+	v := see(dc2, o0.Add(2*rule.ObserverDead()), LeaseExpired)
 	guard, ok := v.Guard()
-	if !ok {
-		t.Fatal("an expired lease gives no guard")
+	if !ok || v.Owner != "dc1" {
+		t.Fatalf("an expired lease: %+v", v)
+	}
+	// An observer with a shorter D waits for the renewer's.
+	short, _ := NewLeaseObserver(LeaseRule{Duration: time.Second})
+	short.See(at(read(dc2), o0))
+	if v := short.See(at(read(dc2), o0.Add(2*time.Second))); v.State != LeaseFresh {
+		t.Fatalf("an observer with D 1s concluded a lease renewed with D %v after 2s: %+v", rule.Duration, v)
 	}
 
 	// The holder renews after the observer concluded: the takeover's
-	// activation is refused by the guard, nothing changes.
-	if err := h.Renew(ctx, 0); err != nil {
+	// guarded writes are refused, nothing changes.
+	if err := h.Renew(ctx, read(dc1)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = dc2.Takeover(ctx, TakeoverOptions{Lease: &guard})
-	if !errors.Is(err, ErrLeaseRenewed) {
+	if _, err = dc2.Takeover(ctx, TakeoverOptions{Lease: &guard}); !errors.Is(err, ErrLeaseRenewed) {
 		t.Fatalf("takeover after a renewal: %v, want ErrLeaseRenewed", err)
 	}
-	if site, _, _ := dc2.ActiveSite(ctx); site != "" {
-		t.Fatalf("active-site %q after a refused activation", site)
+	if st := read(dc2); st.ActiveSite != "dc1" || st.Epoch != rep.Epoch {
+		t.Fatalf("after a refused activation: %+v", st)
 	}
 
-	// Unchanged for D again: the activation revokes the lease.
-	observe(LeaseFresh)
-	oc.add(rule.ObserverDead())
-	v = observe(LeaseExpired)
+	// Unchanged for D again: the activation grants the lease to dc2.
+	stale := read(dc1) // dc1 reads before the activation, renews after
+	see(dc2, o0.Add(3*rule.ObserverDead()), LeaseFresh)
+	v = see(dc2, o0.Add(4*rule.ObserverDead()), LeaseExpired)
 	guard, _ = v.Guard()
-	rep, err := dc2.Takeover(ctx, TakeoverOptions{Lease: &guard})
-	if err != nil || !rep.Activated {
-		t.Fatalf("takeover: %+v %v", rep, err)
+	rep2, err := dc2.Takeover(ctx, TakeoverOptions{Lease: &guard})
+	if err != nil || !rep2.Activated || rep2.Epoch != rep.Epoch+1 {
+		t.Fatalf("takeover: %+v %v", rep2, err)
 	}
-	observe(LeaseRevoked)
-	paths, err := dc2.clusterPaths(ctx)
-	if err != nil {
+	if st := read(dc2); !st.Holds("dc2") || st.Holds("dc1") {
+		t.Fatalf("after dc2's activation: %+v %+v", st, st.Lease)
+	}
+	// No renewal of dc1 applies any more, and its claim ends at once.
+	if err := h.Renew(ctx, stale); !errors.Is(err, ErrNotHolder) {
+		t.Fatalf("renewal read before the activation: %v", err)
+	}
+	if !h.Deadline().IsZero() {
+		t.Fatal("dc1 still claims after a renewal failed on the epoch")
+	}
+	if err := h.Renew(ctx, read(dc1)); !errors.Is(err, ErrNotHolder) {
+		t.Fatalf("renewal after the activation: %v", err)
+	}
+
+	// Hands on ckptfs's nodes stop the writer, and start nobody.
+	h2, _ := dc2.NewLeaseHolder(rule)
+	if err := h2.Renew(ctx, read(dc2)); err != nil {
 		t.Fatal(err)
 	}
-	infos, err := dc2.readLeases(ctx, paths)
-	if err != nil || len(infos) != 1 || infos[0].Site != "dc1" || infos[0].RevokedBy != "dc2" || infos[0].RevokedEpoch != rep.Epoch || infos[0].RevokedAt == nil {
-		t.Fatalf("leases for status: %+v %v; want dc1's, revoked by dc2 at epoch %d", infos, err, rep.Epoch)
+	conn := zktest.Connect(t, e.servers).Conn
+	paths, _ := dc2.clusterPaths(ctx)
+	mustSet := func(path, data string) {
+		t.Helper()
+		if _, err := conn.Set(path, []byte(data), -1); err != nil {
+			t.Fatal(err)
+		}
 	}
-	t.Logf("status: liveness lease: %s", infos[0])
-	if err := h.Renew(ctx, 0); !errors.Is(err, ErrLeaseRevoked) {
-		t.Fatalf("renewal of a revoked lease: %v", err)
+	stale = read(dc2)
+	mustSet(paths.activeSite(), "dc1") // rolled back by hand
+	if err := h2.Renew(ctx, stale); !errors.Is(err, ErrNotHolder) {
+		t.Fatalf("renewal after active-site was rewritten: %v", err)
 	}
-	if h.Claiming(hc.now()) {
-		t.Fatal("a revoked holder claims")
+	if read(dc1).Holds("dc1") || read(dc2).Holds("dc2") {
+		t.Fatal("a site holds the lease after active-site was rewritten by hand")
 	}
-	// Active again at a newer epoch (a failback), dc1 renews again.
-	rep, err = dc1.Takeover(ctx, TakeoverOptions{})
-	if err != nil || !rep.Activated {
-		t.Fatalf("failback: %+v %v", rep, err)
+	mustSet(paths.activeSite(), "dc2")
+	if !read(dc2).Holds("dc2") {
+		t.Fatal("dc2 does not hold its lease again")
 	}
-	if err := h.Renew(ctx, rep.Epoch); err != nil {
-		t.Fatalf("renewal after the failback: %v", err)
+	stale = read(dc2)
+	mustSet(paths.epoch(), "1") // rolled back by hand
+	if err := h2.Renew(ctx, stale); !errors.Is(err, ErrNotHolder) {
+		t.Fatalf("renewal after the epoch was rolled back: %v", err)
 	}
-	if !h.Claiming(hc.now()) {
-		t.Fatal("the holder does not claim after the failback")
+	if read(dc2).Holds("dc2") || read(dc1).Holds("dc1") {
+		t.Fatal("a site holds the lease with the epoch rolled back")
 	}
+	mustSet(paths.epoch(), "2")
+	for _, p := range []string{paths.activeSite(), paths.lease()} {
+		stale = read(dc2)
+		if err := conn.Delete(p, -1); err != nil {
+			t.Fatal(err)
+		}
+		if err := h2.Renew(ctx, stale); !errors.Is(err, ErrNotHolder) {
+			t.Fatalf("renewal after %s was deleted: %v", p, err)
+		}
+		if read(dc2).Holds("dc2") {
+			t.Fatalf("dc2 holds with %s deleted", p)
+		}
+		if p == paths.activeSite() {
+			if _, err := conn.Create(p, []byte("dc2"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// The lease is gone: a takeover of dc2 (the site active-site names)
+	// creates it unowned and waits D, then grants it again.
+	rep3, err := dc2.Takeover(ctx, TakeoverOptions{Wait: 30 * time.Second})
+	if err != nil || !rep3.Activated {
+		t.Fatalf("takeover with the lease deleted: %+v %v", rep3, err)
+	}
+	if !read(dc2).Holds("dc2") {
+		t.Fatal("dc2 does not hold after its takeover")
+	}
+
+	// A takeover refuses while another site renews.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if st, err := dc2.ReadState(ctx); err == nil {
+				h2.Renew(ctx, st)
+			}
+		}
+	}()
+	_, err = dc1.Takeover(ctx, TakeoverOptions{Wait: 3 * time.Second})
+	close(stop)
+	wg.Wait()
+	if !errors.Is(err, ErrLeaseHeld) {
+		t.Fatalf("takeover while dc2 renews: %v, want ErrLeaseHeld", err)
+	}
+	if st := read(dc1); st.ActiveSite != "dc2" || !st.Holds("dc2") {
+		t.Fatalf("a refused takeover changed something: %+v", st)
+	}
+	lease, err := dc1.readLease(ctx, paths)
+	if err != nil || lease == nil {
+		t.Fatal(lease, err)
+	}
+	t.Logf("status: lease %s", lease)
 }

@@ -35,6 +35,11 @@ type lockHolder struct {
 // lock expired and a second takeover started.
 type takeoverLock struct {
 	node string
+	// czxid is the lock node's creation zxid: every pointer created after
+	// it was created after the holder began to read (design §5.5.2).
+	czxid int64
+	// op is what the lock is held for ("takeover", "sweep", ...).
+	op string
 	// lease, when set, guards the writes made under the lock too.
 	lease *LeaseGuard
 }
@@ -45,15 +50,6 @@ func (l *takeoverLock) leaseCheck() []txOp {
 		return nil
 	}
 	return []txOp{l.lease.check()}
-}
-
-// leaseRevoke is the lease guard of an activation by site at epoch, if
-// any.
-func (l *takeoverLock) leaseRevoke(site string, epoch int64) []txOp {
-	if l.lease == nil {
-		return nil
-	}
-	return []txOp{l.lease.revoke(site, epoch)}
 }
 
 const lockPrefix = "lock-"
@@ -83,7 +79,16 @@ func (b *Bridge) acquireLock(ctx context.Context, paths ckptfsPaths, op string, 
 	if err != nil {
 		return nil, fmt.Errorf("create takeover lock: %w", err)
 	}
-	lock := &takeoverLock{node: node}
+	lock := &takeoverLock{node: node, op: op}
+	if st, err := b.zk.exists(ctx, node); err == nil && st != nil {
+		lock.czxid = st.Czxid
+	} else {
+		b.releaseLock(lock)
+		if err == nil {
+			err = ErrLockLost
+		}
+		return nil, err
+	}
 	mine := node[strings.LastIndexByte(node, '/')+1:]
 	mySeq, _ := lockSeq(mine)
 	deadline := time.Now().Add(wait)

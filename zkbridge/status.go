@@ -19,11 +19,8 @@ type StatusReport struct {
 	JobManager *Liveness `json:"jobmanager"`
 	ActiveSite string    `json:"active_site"`
 	Epoch      int64     `json:"epoch"`
-	// Leases are the sites' liveness leases (design §5.10).
-	Leases []LeaseInfo `json:"leases"`
-	// Writers are the sites' writer nodes: whose mount may be primary
-	// (design §5.13).
-	Writers []WriterNode `json:"writers"`
+	// Lease is the cluster's lease (design §5.10), nil when there is none.
+	Lease *LeaseInfo `json:"lease"`
 	// AutoTakeover is the journal of the latest automatic takeover (nil:
 	// none ran).
 	AutoTakeover *AutoTakeover `json:"auto_takeover"`
@@ -108,14 +105,8 @@ func (b *Bridge) Status(ctx context.Context) (*StatusReport, error) {
 	if rep.ActiveSite, _, err = b.readActiveSite(ctx, paths); err != nil {
 		return nil, err
 	}
-	if rep.Leases, err = b.readLeases(ctx, paths); err != nil {
+	if rep.Lease, err = b.readLease(ctx, paths); err != nil {
 		return nil, err
-	}
-	if rep.Writers, _, err = b.writerNodes(ctx, paths, ""); err != nil {
-		return nil, err
-	}
-	if rep.Writers == nil {
-		rep.Writers = []WriterNode{}
 	}
 	if rep.AutoTakeover, err = b.readAutoTakeover(ctx, paths); err != nil {
 		return nil, err

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // SweptPointer is a pointer the active site's sweep retracted.
@@ -138,6 +140,9 @@ func (s *Sweeper) Pass(ctx context.Context) (swept []SweptPointer, err error) {
 		return nil, err
 	}
 	l, err := b.discover(ctx)
+	if errors.Is(err, ErrNoNamespace) {
+		return nil, nil // Flink has not run here yet: no pointer to judge
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -214,6 +219,10 @@ func (s *Sweeper) strays(ctx context.Context, paths ckptfsPaths, l *Layout) ([]s
 	if err != nil || active != b.cfg.Site {
 		return nil, err
 	}
+	since, err := b.judgedSince(ctx, paths, activeStat)
+	if err != nil {
+		return nil, err
+	}
 	live, err := b.liveness(ctx, l)
 	if err != nil {
 		return nil, err
@@ -230,14 +239,14 @@ func (s *Sweeper) strays(ctx context.Context, paths ckptfsPaths, l *Layout) ([]s
 		if err != nil || js.LockStyle == LockStyleUnknown {
 			return err // an ambiguous layout is the takeover's to refuse
 		}
-		// Only pointers created since the activation and not written by
-		// a leader are suspects; a job without one costs no verification.
+		// Only pointers the activating takeover may not have judged, not
+		// written by a leader, are suspects; a job without one costs no verification.
 		var suspects []int64
 		for _, p := range js.Pointers {
 			own := slices.ContainsFunc(p.Locks, func(n EphemeralNode) bool {
 				return n.Czxid == p.Stat.Czxid && slices.Contains(leaders, n.Owner)
 			})
-			if p.Stat.Czxid > activeStat.Mzxid && !own {
+			if p.Stat.Czxid > since && !own {
 				suspects = append(suspects, p.ID)
 			}
 		}
@@ -255,4 +264,20 @@ func (s *Sweeper) strays(ctx context.Context, paths ckptfsPaths, l *Layout) ([]s
 		return nil
 	})
 	return slices.Concat(perJob...), err
+}
+
+// judgedSince is the zxid after which a pointer was not judged by the
+// takeover that activated this site: its lock's creation, which the
+// activation recorded in the lease (design §5.5.2), or, for a lease that
+// does not say, the activation itself.
+func (b *Bridge) judgedSince(ctx context.Context, paths ckptfsPaths, activeStat *zk.Stat) (int64, error) {
+	lease, err := b.readLease(ctx, paths)
+	if err != nil {
+		return 0, err
+	}
+	since := activeStat.Mzxid
+	if lease != nil && lease.Site == b.cfg.Site && lease.Judged > 0 && lease.Judged < since {
+		since = lease.Judged
+	}
+	return since, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,7 +38,9 @@ const (
 type TakeoverOptions struct {
 	// Wait bounds the wait for Flink's JobManagers to vanish (zero: do not
 	// wait). Config.DefaultTakeoverWait is Flink's session timeout plus a
-	// margin.
+	// margin. The lease is waited for at least 2 Config.LeaseDuration,
+	// whatever Wait is: no takeover can conclude sooner than D that no
+	// holder claims it.
 	Wait time.Duration
 	// Quiet is how long no JobManager may be seen before the takeover
 	// believes none is alive (at most Wait). A JobManager that lost its
@@ -56,9 +59,11 @@ type TakeoverOptions struct {
 	// AcceptStateLoss lets Flink start a job with no checkpoint pointer
 	// although it had a complete checkpoint (RefusedCheckpointsLost).
 	AcceptStateLoss bool
-	// Lease, when set, guards every write: the retractions check that the
-	// active site's lease is still at the version found expired, and the
-	// activation revokes it (design §5.10). An automatic takeover sets it.
+	// Lease, when set, is the guard of a lease the caller already saw
+	// expired (an automatic takeover): the takeover does not observe it
+	// again. Otherwise the takeover observes the lease itself, in the
+	// same wait as the JobManagers (design §5.14). Either way the
+	// retractions check it and the activation grants it to this site.
 	Lease *LeaseGuard
 	// Counts, when set, keeps of the liveness only what must vanish
 	// before the takeover writes (an automatic takeover ignores this
@@ -100,10 +105,11 @@ type TakeoverReport struct {
 	ActiveSite    string `json:"active_site"`
 	// JobManager is the liveness read last.
 	JobManager *Liveness `json:"jobmanager,omitempty"`
-	// Writers are other sites' writer nodes still held after the wait.
-	Writers []WriterNode   `json:"writers,omitempty"`
-	Waited  Duration       `json:"waited"`
-	Jobs    []*JobTakeover `json:"jobs"`
+	// Lease is the lease as the takeover saw it last (nil: none read, or
+	// this site owns it).
+	Lease  *LeaseView     `json:"lease,omitempty"`
+	Waited Duration       `json:"waited"`
+	Jobs   []*JobTakeover `json:"jobs"`
 	// Decision says in one sentence what happened and why.
 	Decision string `json:"decision"`
 }
@@ -211,7 +217,7 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 
 	var lock *takeoverLock
 	if !opts.DryRun {
-		for _, p := range []string{paths.prunedRoot(), paths.takeover(), paths.writers()} {
+		for _, p := range []string{paths.prunedRoot(), paths.takeover()} {
 			if err := b.zk.ensure(ctx, p); err != nil {
 				return nil, err
 			}
@@ -240,6 +246,19 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 	j.step(ctx, "takeover lock acquired", "ok")
 
 	start := time.Now()
+	// The lease is observed from the start, so that its D and the
+	// JobManagers' quiet period run at once.
+	observer, err := NewLeaseObserver(LeaseRule{Duration: b.cfg.LeaseDuration})
+	if err != nil {
+		return nil, err
+	}
+	guard := opts.Lease
+	owned := false
+	if guard == nil {
+		if owned, err = b.startLease(ctx, observer, opts.DryRun, rep); err != nil {
+			return nil, err
+		}
+	}
 	live, err := b.waitDead(ctx, l, opts.Wait, min(opts.Quiet, opts.Wait), opts.Counts, j)
 	rep.Waited = Duration(time.Since(start).Round(time.Millisecond))
 	if err != nil {
@@ -258,20 +277,27 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 		log.Warn("takeover refused: a JobManager is alive", "sessions", fmt.Sprint(live.Sessions()), "addresses", strings.Join(live.Addresses(), ","))
 		return rep, fmt.Errorf("%w: %s", ErrJobManagerAlive, live)
 	}
-	// Then for the other sites' mounts to be fenced (§5.13): the
-	// activation checks that none turned primary after this.
-	writers, err := b.waitWriters(ctx, paths, start.Add(opts.Wait), j)
-	rep.Waited = Duration(time.Since(start).Round(time.Millisecond))
-	if err != nil {
-		rep.Decision = err.Error()
-		return nil, err
+	// Then until no daemon of another site claims the lease (§5.14): the
+	// activation checks that it stayed so. No takeover can conclude that
+	// sooner than D, whatever Wait says: it waits at least twice that.
+	if guard == nil && !owned && !opts.DryRun {
+		guard, err = b.waitLease(ctx, observer, start.Add(max(opts.Wait, 2*b.cfg.LeaseDuration)), j)
+		rep.Waited = Duration(time.Since(start).Round(time.Millisecond))
+		if err != nil {
+			rep.Decision = fmt.Sprintf("refused: %v after waiting %v; nothing changed", err, time.Duration(rep.Waited))
+			if errors.Is(err, ErrLeaseHeld) {
+				j.step(ctx, rep.Decision, "refused")
+				log.Warn("takeover refused: another site's daemons still renew the lease", "err", err)
+				return rep, err
+			}
+			return nil, err
+		}
+		if guard != nil {
+			j.step(ctx, fmt.Sprintf("no other site's daemon claims the lease (waited %v)", time.Duration(rep.Waited)), "ok")
+		}
 	}
-	rep.Writers = writers
-	if len(writers) > 0 && !opts.DryRun {
-		rep.Decision = fmt.Sprintf("refused: %s after waiting %v; nothing changed", describeWriters(writers), time.Duration(rep.Waited))
-		j.step(ctx, rep.Decision, "refused")
-		log.Warn("takeover refused: another site's mount is writable", "detail", describeWriters(writers))
-		return rep, fmt.Errorf("%w: %s", ErrWriterAlive, describeWriters(writers))
+	if lock != nil {
+		lock.lease = guard
 	}
 	// Jobs may have changed while we waited.
 	if l, err = b.discoverForTakeover(ctx); err != nil {
@@ -314,10 +340,7 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 	case live.Alive:
 		rep.Decision = fmt.Sprintf("dry run: %s; a takeover would refuse", live)
 		return rep, fmt.Errorf("%w: %s", ErrJobManagerAlive, live)
-	case len(writers) > 0:
-		rep.Decision = fmt.Sprintf("dry run: %s; a takeover would refuse", describeWriters(writers))
-		return rep, fmt.Errorf("%w: %s", ErrWriterAlive, describeWriters(writers))
-	case active == b.cfg.Site:
+	case active == b.cfg.Site && owned:
 		rep.AlreadyActive = true
 		rep.Decision = fmt.Sprintf("site %s was already active (epoch %d)", b.cfg.Site, ep.value)
 	case rep.Refused() && !opts.ActivateAnyway:
@@ -796,36 +819,58 @@ func (b *Bridge) retractionApplied(ctx context.Context, p *Pointer, backupPath s
 	return true, nil
 }
 
-// activate sets active-site and bumps the epoch in one multi, checked
-// against the epoch version every retraction was checked against, and
-// against the writers version read with no other site's writer node.
+// startLease starts observing the lease for a takeover: owned reports
+// that this site holds it already (nothing to wait for). A missing lease
+// is created, owned by nobody, so that it has a version to observe and
+// to guard (not in a dry run).
+func (b *Bridge) startLease(ctx context.Context, o *LeaseObserver, dryRun bool, rep *TakeoverReport) (owned bool, err error) {
+	st, err := b.ReadState(ctx)
+	if err != nil {
+		return false, err
+	}
+	if st.Holds(b.cfg.Site) {
+		return true, nil
+	}
+	if !st.leaseExists && !dryRun {
+		if err := b.ensureLease(ctx, st.paths, st.Epoch); err != nil {
+			return false, err
+		}
+		if st, err = b.ReadState(ctx); err != nil {
+			return false, err
+		}
+	}
+	v := o.See(st)
+	rep.Lease = &v
+	return false, nil
+}
+
+// activate sets active-site, bumps the epoch and grants the lease to
+// this site in one multi, checked against the epoch version every
+// retraction was checked against and against the lease in the state in
+// which no other site's daemon claimed it (the lock's guard).
 func (b *Bridge) activate(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, activeStat *zk.Stat, before func()) error {
+	if lock.lease == nil {
+		return errors.New("activate: no lease guard: the lease was not observed")
+	}
 	site := []byte(b.cfg.Site)
 	next := []byte(strconv.FormatInt(ep.value+1, 10))
+	host, _ := os.Hostname()
+	rec := LeaseRecord{Site: b.cfg.Site, Epoch: ep.value + 1, Judged: lock.czxid,
+		GrantedBy: fmt.Sprintf("%s's %s (%s pid %d)", b.cfg.Site, lock.op, host, os.Getpid()), GrantedAt: time.Now().UTC()}
 	for attempt := 0; attempt < 5; attempt++ {
-		writers, version, err := b.otherWriters(ctx, paths)
-		if err != nil {
-			return err
-		}
-		if len(writers) > 0 {
-			return fmt.Errorf("activate: %w: %s", ErrWriterAlive, describeWriters(writers))
-		}
 		if before != nil {
 			before()
 		}
-		ops := append([]txOp{lock.guard(), epochBump(paths, ep, next), writersGuard(paths, version)}, lock.leaseRevoke(b.cfg.Site, ep.value+1)...)
+		ops := []txOp{lock.guard(), epochBump(paths, ep, next), lock.lease.grant(rec)}
 		if activeStat == nil {
 			ops = append(ops, txOp{name: "active-site", op: &zk.CreateRequest{Path: paths.activeSite(), Data: site, Acl: b.zk.acls.forPath(paths.activeSite())}})
 		} else {
 			ops = append(ops, txOp{name: "active-site", op: &zk.SetDataRequest{Path: paths.activeSite(), Data: site, Version: activeStat.Version}})
 		}
-		err = b.fencedMulti("activate "+b.cfg.Site, ops...)
+		err := b.fencedMulti("activate "+b.cfg.Site, ops...)
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, ErrWriterAlive):
-			// A writer node was created since: read again.
-			continue
 		case errors.Is(err, ErrLockLost), errors.Is(err, ErrEpochChanged), errors.Is(err, ErrLeaseRenewed):
 			return err
 		case refusedBy(err) == "active-site" || errors.Is(err, errOutcomeUnknown):

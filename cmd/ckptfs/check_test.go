@@ -60,9 +60,9 @@ func TestConfigCheckRunsEachCommandsValidation(t *testing.T) {
 
 	// A file that leaves BACKING, MOUNTPOINT and site to the command line
 	// is valid; so is zk with blanks.
-	partial := writeFile(t, dir, "partial.yaml", "zk: zk1:2181, zk2:2181\nlease: true\nmode: primary\n")
+	partial := writeFile(t, dir, "partial.yaml", "zk: zk1:2181, zk2:2181\nlease-duration: 30s\nmode: primary\n")
 	out, stderr, code := ckptfs(t, "config", "check", "--config", partial)
-	if code != exitOK || !regexp.MustCompile(`lease +line 2 +used by mount`).MatchString(out) {
+	if code != exitOK || !regexp.MustCompile(`lease-duration +line 2 +used by mount`).MatchString(out) {
 		t.Errorf("partial file: exit %d %s\n%s", code, stderr, out)
 	}
 	// With Flink's configuration, its retention and restart strategy

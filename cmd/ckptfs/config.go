@@ -37,6 +37,12 @@ const (
 // renamedKeys are file keys accepted under an earlier name.
 var renamedKeys = map[string]string{"roots": "root"}
 
+// retiredKeys are settings a mechanism replaced: each is refused, in the
+// file and on the command line, with what replaced it.
+var retiredKeys = map[string]string{
+	"lease": "lease is retired: with zk every mount holds its site's lease (lease-duration, 20s by default) and fences itself half a lease after its last renewal, cut off or not (docs/design.md §5.14); remove the setting",
+}
+
 // addSettings adds to cmd the flags define defines, as settings, and
 // --config.
 func addSettings(cmd *cobra.Command, define func(f *pflag.FlagSet)) {
@@ -342,6 +348,10 @@ func parseConfig(path string, data []byte, known map[string]bool) (*configFile, 
 		name := k.Value
 		if renamed, ok := renamedKeys[name]; ok {
 			name = renamed
+		}
+		if why, ok := retiredKeys[name]; ok {
+			errs = append(errs, fmt.Errorf("%s:%d: %s", path, k.Line, why))
+			continue
 		}
 		if !known[name] {
 			errs = append(errs, fmt.Errorf("%s:%d: unknown key %q%s", path, k.Line, k.Value, suggestKey(k.Value, known)))

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ckptfs/ckptfs/integration/mounttest"
 )
 
 // mountSettings runs `ckptfs mount args...` in-process and returns the
@@ -53,7 +55,7 @@ poll: 5s             # file and environment
 map: [/flink=/nas, "hdfs://nn/x=/nas/x"]
 hidden: "*.tmp"      # a single value for a list
 zk: zk1:2181
-lease: true
+lease-duration: 9s
 passthrough: false
 cluster-id: ~        # null: the default
 `)
@@ -61,6 +63,7 @@ cluster-id: ~        # null: the default
 	t.Setenv("CKPTFS_POLL", "7s")
 	t.Setenv("CKPTFS_ROOT", "/r1, /r2")
 	t.Setenv("CKPTFS_LOG_LEVEL", "") // empty counts as unset
+	t.Setenv(mounttest.LeaseEnv, "")
 	cfg, stderr, code := mountSettings(t, "--config", file, "--site", "from-flag")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -69,7 +72,7 @@ cluster-id: ~        # null: the default
 	want.Backing, want.MountPoint, want.Mode = "/nas", "/flink", "primary"
 	want.Site, want.Poll = "from-flag", 7*time.Second
 	want.Maps, want.Hidden, want.Roots = []string{"/flink=/nas", "hdfs://nn/x=/nas/x"}, []string{"*.tmp"}, []string{"/r1", "/r2"}
-	want.ZK, want.Lease, want.Passthrough = "zk1:2181", true, false
+	want.ZK, want.LeaseDuration, want.Passthrough = "zk1:2181", 9*time.Second, false
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("got  %+v\nwant %+v", *cfg, want)
 	}
@@ -102,7 +105,8 @@ func TestSettingsErrorsNameTheKey(t *testing.T) {
 		{name: "bad duration", file: "backing: /a\nmountpoint: /b\npoll: 5x\n", want: `:3: poll: invalid value "5x"`},
 		{name: "list for one value", file: "mode: [primary]\n", want: ":1: mode: want one value, not a list"},
 		{name: "mapping", file: "map:\n  a: b\n", want: ":1: map: want a value or a list of values"},
-		{name: "bad bool", file: "lease: yes\n", want: `:1: lease: invalid value "yes"`},
+		{name: "bad bool", file: "passthrough: yes\n", want: `:1: passthrough: invalid value "yes"`},
+		{name: "retired key", file: "lease: true\n", want: `:1: lease is retired: with zk every mount holds its site's lease (lease-duration`},
 		{name: "repeated key", file: "mode: primary\nmode: replica\n", want: `:2: key "mode" repeats line 1`},
 		{name: "not a mapping", file: "- mode\n", want: ":1: want a mapping of settings"},
 		{name: "not yaml", file: "mode: [\n", want: "yaml:"},

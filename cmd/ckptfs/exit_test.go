@@ -84,7 +84,7 @@ func TestMountExitStatuses(t *testing.T) {
 		{[]string{"mount", backing}, exitUsage, "want BACKING and MOUNTPOINT"},
 		{[]string{"mount", "--frob", backing, mnt}, exitUsage, "unknown flag"},
 		{[]string{"mount", "--mode", "fenced", backing, mnt}, exitUsage, `mode "fenced"`},
-		{[]string{"mount", "--lease", backing, mnt}, exitUsage, "zk is required for a lease"},
+		{[]string{"mount", "--lease", backing, mnt}, exitUsage, "lease is retired: with zk every mount holds its site's lease"},
 		{[]string{"mount", absent, mnt}, 1, "backing"},
 	} {
 		r := runBinary(t, 15*time.Second, nil, tc.args...)

@@ -31,8 +31,8 @@ func TestMountHelperOptions(t *testing.T) {
 		{[]string{"/nas", "/flink", "-o", `zk="zk1:2181,zk2:2181,zk3:2181",cluster-id=/orders`},
 			"mount --zk=zk1:2181,zk2:2181,zk3:2181 --cluster-id=/orders /nas /flink", false},
 		// FUSE spells allow_other with "_"; so may every setting.
-		{[]string{"/nas", "/flink", "-o", "allow_other=false,seal_read_unwritten,lease,log_level=debug,path-root=/f"},
-			"mount --allow-other=false --seal-read-unwritten --lease --log-level=debug --path-root=/f /nas /flink", false},
+		{[]string{"/nas", "/flink", "-o", "allow_other=false,seal_read_unwritten,lease_duration=30s,log_level=debug,path-root=/f"},
+			"mount --allow-other=false --seal-read-unwritten --lease-duration=30s --log-level=debug --path-root=/f /nas /flink", false},
 		{[]string{"/nas", "/flink", "-o", "map=hdfs://nn/flink=/nas,map=/flink=/nas", "-o", "hidden=*.part"},
 			"mount --map=hdfs://nn/flink=/nas --map=/flink=/nas --hidden=*.part /nas /flink", false},
 		{[]string{"/nas", "/flink"}, "mount /nas /flink", false},

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -102,6 +103,15 @@ $CKPTFS_CONFIG (keys named like the long flags), then defaults.`,
 			return nil
 		},
 	}
+	// A retired setting on the command line says what replaced it.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		if name, ok := strings.CutPrefix(err.Error(), "unknown flag: --"); ok {
+			if why, ok := retiredKeys[name]; ok {
+				return errors.New(why)
+			}
+		}
+		return err
+	})
 	checks := settingsChecks{}
 	root.AddCommand(newInspectCmd(), newVerifyCmd(checks), newMountCmd(serve, checks), newVersionCmd())
 	root.AddCommand(newStatusCmd(checks), newTakeoverCmd(checks), newRestorePrunedCmd(checks), newConfigCmd(checks), newHealthCmd(checks))

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ckptfs/ckptfs/integration/flinkdata"
+	"github.com/ckptfs/ckptfs/integration/mounttest"
 	"github.com/ckptfs/ckptfs/manifest/metadata"
 	"go.uber.org/goleak"
 )
@@ -20,6 +21,11 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(writerEnv); path != "" {
+		runWriter(path) // a writer process of TestIntegration_FenceWithoutDaemon
+	}
+	// Every ckptfs command of these tests, mounts and takeovers alike.
+	mounttest.UseLease(mounttest.TestLease)
 	dir, err := os.MkdirTemp("", "ckptfs-cmd-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

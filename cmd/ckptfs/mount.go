@@ -20,6 +20,7 @@ import (
 	"github.com/ckptfs/ckptfs/fusefs"
 	"github.com/ckptfs/ckptfs/internal/logsink"
 	"github.com/ckptfs/ckptfs/internal/tlsconf"
+	"github.com/ckptfs/ckptfs/internal/watchdog"
 	"github.com/ckptfs/ckptfs/manifest"
 )
 
@@ -55,19 +56,15 @@ type mountConfig struct {
 	// zkSettings name the site and, with ZK, locate Flink's HA data, as
 	// for status.
 	zkSettings
-	// Lease turns a primary read-only when its ZooKeeper session is lost.
-	Lease bool
 	// DeleteGrace is how long after a promotion the newest complete
 	// checkpoint of each job is kept from deletion (0: not);
 	// DeleteGuard is "refuse" or "hold".
 	DeleteGrace time.Duration
 	DeleteGuard string
-	// LeaseDuration is the liveness lease of this site's daemons (0:
-	// none); Takeover is auto or manual; TakeoverActivateAnyway lets an
+	// Takeover is auto or manual; TakeoverActivateAnyway lets an
 	// automatic takeover activate a site with a refused job;
 	// SiteJobManagers are this site's JobManager addresses; HoldTimeout
-	// bounds a held open (design §5.10-5.12).
-	LeaseDuration          time.Duration
+	// bounds a held open (design §5.11-5.12).
 	Takeover               string
 	TakeoverActivateAnyway bool
 	SiteJobManagers        []string
@@ -138,8 +135,8 @@ func (c *mountConfig) validate() error {
 // that daemonConfig fills from one.
 var daemonFieldSettings = map[string]string{
 	"Backing": "backing", "MountPoint": "mountpoint", "Resolver": "map", "Mount.Mode": "mode", "ZooKeeper": "zk",
-	"Site": "site", "Lease": "lease", "MetricsAddr": "metrics-addr", "LagInterval": "lag-interval",
-	"Mount.DeleteGrace": "delete-guard-grace", "LeaseDuration": "lease-duration", "Takeover": "takeover", "SiteJobManagers": "site-jobmanagers", "HoldTimeout": "hold-timeout",
+	"Site": "site", "MetricsAddr": "metrics-addr", "LagInterval": "lag-interval",
+	"Mount.DeleteGrace": "delete-guard-grace", "Takeover": "takeover", "SiteJobManagers": "site-jobmanagers", "HoldTimeout": "hold-timeout",
 }
 
 // daemonSettingErrors names the setting behind each of the daemon's
@@ -198,9 +195,10 @@ func (c *mountConfig) daemonConfig(log *slog.Logger, sink *logsink.Sink) (daemon
 	default:
 		errs = append(errs, badSetting("delete-guard", "delete-guard %q: want refuse or hold", c.DeleteGuard))
 	}
-	d.Lease, d.MetricsAddr, d.LagInterval, d.Version = c.Lease, c.MetricsAddr, c.LagInterval, version
-	d.LeaseDuration, d.TakeoverActivateAnyway, d.SiteJobManagers, d.HoldTimeout = c.LeaseDuration, c.TakeoverActivateAnyway, c.SiteJobManagers, c.HoldTimeout
+	d.MetricsAddr, d.LagInterval, d.Version = c.MetricsAddr, c.LagInterval, version
+	d.TakeoverActivateAnyway, d.SiteJobManagers, d.HoldTimeout = c.TakeoverActivateAnyway, c.SiteJobManagers, c.HoldTimeout
 	d.Takeover = daemon.TakeoverMode(c.Takeover)
+	d.Watchdog = watchdog.New(watchdogRecord(c.MountPoint))
 	if c.MetricsTLSCert != "" || c.MetricsTLSKey != "" || c.MetricsTLSClientCA != "" {
 		tc, err := tlsconf.Server(c.MetricsTLSCert, c.MetricsTLSKey, c.MetricsTLSClientCA)
 		if err != nil {
@@ -211,6 +209,22 @@ func (c *mountConfig) daemonConfig(log *slog.Logger, sink *logsink.Sink) (daemon
 	d.Logger, d.Log = log, sink
 	errs = append(errs, daemonSettingErrors(d.Validate()))
 	return d, errors.Join(errs...)
+}
+
+// watchdogRecord is where the watchdog of the daemon of mountPoint keeps
+// its deadline: in systemd's RuntimeDirectory= when the unit has one,
+// else under /run/ckptfs (tmpfs: a record outlives the daemon, not the
+// machine).
+func watchdogRecord(mountPoint string) string {
+	dir := os.Getenv("RUNTIME_DIRECTORY")
+	if dir == "" || strings.Contains(dir, ":") {
+		dir = "/run/ckptfs"
+	}
+	name := strings.ReplaceAll(strings.Trim(filepath.Clean(mountPoint), "/"), "/", "-")
+	if name == "" {
+		name = "-"
+	}
+	return filepath.Join(dir, name+".watchdog")
 }
 
 // resolver resolves Flink's paths inside the backing directory and the
@@ -359,12 +373,11 @@ Exit status:
 		f.StringVar(&cfg.ZK, "zk", "", "ZooKeeper `HOST:PORT[,...]` (optional: promotion, fencing, markers)")
 		f.StringVar(&cfg.ClusterID, "cluster-id", "", "Flink's high-availability.cluster-id")
 		f.StringVar(&cfg.PathRoot, "path-root", cfg.PathRoot, "Flink's high-availability.zookeeper.path.root")
-		f.BoolVar(&cfg.Lease, "lease", false, "turn read-only when the ZooKeeper session is lost")
-		f.DurationVar(&cfg.FlinkSessionTimeout, "flink-session-timeout", cfg.FlinkSessionTimeout, "Flink's high-availability.zookeeper.client.session-timeout: a lease must fence the mount before it ends")
+		f.DurationVar(&cfg.FlinkSessionTimeout, "flink-session-timeout", cfg.FlinkSessionTimeout, "Flink's high-availability.zookeeper.client.session-timeout: the sweeper's grace for a pointer a JobManager that just died wrote")
 		f.DurationVar(&cfg.DeleteGrace, "delete-guard-grace", cfg.DeleteGrace, "after a promotion, keep the newest complete checkpoint of each job from deletion this long (0: not): Flink deletes it when a job reaches FAILED")
 		f.StringVar(&cfg.DeleteGuard, "delete-guard", cfg.DeleteGuard, "what the guard does with such a deletion: refuse (EPERM) or hold (until the grace period ends)")
-		f.DurationVar(&cfg.LeaseDuration, "lease-duration", 0, "liveness lease of this site's daemons: renewed every 1/8 while the site is active, a primary fences itself 1/2 after its last renewal, another site may take over after seeing it unchanged this long (default: no lease)")
-		f.StringVar(&cfg.Takeover, "takeover", cfg.Takeover, "manual (ckptfs takeover only) or auto (take over when the active site's lease expired and none of its JobManagers leads; needs lease-duration)")
+		addLeaseSetting(f, &cfg.zkSettings)
+		f.StringVar(&cfg.Takeover, "takeover", cfg.Takeover, "manual (ckptfs takeover only) or auto (take over when the lease expired and none of the active site's JobManagers leads)")
 		f.BoolVar(&cfg.TakeoverActivateAnyway, "takeover-activate-anyway", false, "let an automatic takeover activate this site although a job has no complete recovery point here")
 		f.StringArrayVar(&cfg.SiteJobManagers, "site-jobmanagers", nil, "this site's JobManager `HOST[:PORT]` as Flink publishes it (repeatable): tells this site's ZooKeeper sessions from the others'")
 		f.DurationVar(&cfg.HoldTimeout, "hold-timeout", cfg.HoldTimeout, "with takeover auto, how long one of Flink's opens is held until this site's takeover decided")

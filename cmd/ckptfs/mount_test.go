@@ -20,8 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/ckptfs/ckptfs/integration/flinkdata"
 	"github.com/ckptfs/ckptfs/integration/mounttest"
 	"github.com/ckptfs/ckptfs/integration/zktest"
@@ -106,7 +104,26 @@ func startMount(t testing.TB, args ...string) *mountProc {
 	if !isFUSEMount(t, d.mnt) {
 		t.Fatal("ready, but no mount at " + d.mnt)
 	}
+	if mode := flagValue(args, "--mode"); mounttest.WantsLease(mode, args) {
+		if err := mounttest.WaitWritable(d.mnt, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return d
+}
+
+// flagValue is the value of a flag in args (--name value or
+// --name=value; "" when absent).
+func flagValue(args []string, name string) string {
+	for i, a := range args {
+		switch {
+		case a == name && i+1 < len(args):
+			return args[i+1]
+		case strings.HasPrefix(a, name+"="):
+			return a[len(name)+1:]
+		}
+	}
+	return ""
 }
 
 func isFUSEMount(t testing.TB, dir string) bool {
@@ -316,48 +333,39 @@ func copyTree(t *testing.T, src, dst string) {
 	}
 }
 
-// TestMountPromotionAndFencing: flipping active-site in a real ZooKeeper
-// flips both sites' mounts; no write succeeds on the fenced one.
+// TestMountPromotionAndFencing (design §5.14), with the real binary and a
+// real ZooKeeper: dc1's mount, configured primary in a cluster no site was
+// activated in, writes only once it holds the lease (after D); dc2's
+// replica never writes. A hand that rewrites active-site fences dc1 (its
+// renewals fail: a writer open on it is cut off) and promotes nobody, not
+// even dc2 that it names. A takeover on dc2 refuses while dc1's daemon
+// renews the lease (exit 5) and activates once that daemon stopped: dc2's
+// mount is promoted.
 func TestMountPromotionAndFencing(t *testing.T) {
 	mounttest.RequireFUSE(t)
 	cluster := zktest.StartCluster(t, 1)
 	client := zktest.Connect(t, cluster.Servers())
 	top := t.TempDir()
+	const lease = 2 * time.Second
 	var mnts [2]string
+	var daemons [2]*mountProc
 	var dc1Metrics string
+	common := []string{"--zk", cluster.ConnectString(), "--cluster-id", "c1", "--lease-duration", lease.String()}
 	for i, site := range []string{"dc1", "dc2"} {
 		backing, mnt := filepath.Join(top, site, "backing"), filepath.Join(top, site, "mnt")
 		os.MkdirAll(filepath.Join(backing, "d"), 0o755)
 		os.MkdirAll(mnt, 0o755)
 		mode := map[string]string{"dc1": "primary", "dc2": "replica"}[site]
-		d := startMount(t, "--log-format", "json", "--mode", mode, "--site", site, "--zk", cluster.ConnectString(), "--cluster-id", "c1",
-			"--poll", "200ms", "--metrics-addr", "127.0.0.1:0", backing, mnt)
+		d := startMount(t, append(append([]string{"--log-format", "json", "--mode", mode, "--site", site}, common...),
+			"--poll", "200ms", "--metrics-addr", "127.0.0.1:0", backing, mnt)...)
 		if site == "dc1" {
 			dc1Metrics = d.metricsAddr(t)
 		}
-		mnts[i] = mnt
+		mnts[i], daemons[i] = mnt, d
 	}
 	write := func(mnt string) error { return os.WriteFile(filepath.Join(mnt, "d", "f"), []byte("x"), 0o644) }
-	if err := write(mnts[0]); err != nil {
-		t.Fatalf("dc1 primary before any takeover: %v", err)
-	}
-	// A writer open on dc1 when it is fenced: fencing cuts it off.
-	open, err := os.OpenFile(filepath.Join(mnts[0], "d", "open"), os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer open.Close()
-	if err := write(mnts[1]); !errors.Is(err, syscall.EROFS) {
-		t.Fatalf("dc2 replica before any takeover: %v", err)
-	}
-	for _, p := range []string{"/ckptfs", "/ckptfs/c1"} {
-		client.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
-	}
-	if _, err := client.Create("/ckptfs/c1/active-site", []byte("dc2"), 0, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
-	waitFor := func(what string, ok func() bool) {
-		deadline := time.Now().Add(15 * time.Second)
+	waitFor := func(what string, within time.Duration, ok func() bool) {
+		deadline := time.Now().Add(within)
 		for !ok() {
 			if time.Now().After(deadline) {
 				t.Fatal(what)
@@ -365,21 +373,60 @@ func TestMountPromotionAndFencing(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	waitFor("dc2 was not promoted", func() bool { return write(mnts[1]) == nil })
-	waitFor("dc1 was not fenced", func() bool { return errors.Is(write(mnts[0]), syscall.EROFS) })
-	fams := scrapeDaemon(t, dc1Metrics)
-	if n, _ := seriesValue(fams, "ckptfs_fenced_writers_total", "", ""); n < 1 {
-		t.Errorf("dc1 fenced with one file open for writing: ckptfs_fenced_writers_total %v, want at least 1", n)
+	waitFor("dc1's configured primary never became writable", 10*lease, func() bool { return write(mnts[0]) == nil })
+	// A writer open on dc1 when it is fenced: fencing cuts it off.
+	open, err := os.OpenFile(filepath.Join(mnts[0], "d", "open"), os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer open.Close()
+	if _, err := open.Write([]byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(mnts[1]); !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("dc2's replica: %v", err)
+	}
+
+	// A hand names dc2: dc1 fences, nobody is promoted.
+	if _, err := client.Set("/ckptfs/c1/active-site", []byte("dc2"), -1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("dc1 was not fenced after active-site was rewritten by hand", 10*time.Second, func() bool { return errors.Is(write(mnts[0]), syscall.EROFS) })
+	if _, err := open.Write([]byte("after")); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("a writer open on dc1 when it was fenced: %v, want EROFS", err)
+	}
+	time.Sleep(2 * lease)
+	if err := write(mnts[1]); !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("dc2 after a hand named it active: %v, want EROFS: only a takeover moves the lease", err)
+	}
+	fams := scrapeDaemon(t, dc1Metrics)
 	if n, ok := seriesValue(fams, "ckptfs_writes_after_fence_total", "", ""); !ok || n != 0 {
 		t.Errorf("ckptfs_writes_after_fence_total %v (exported %v), want 0", n, ok)
 	}
-	// Back to dc1: dc1 is promoted again, dc2 fenced.
+	if n, ok := seriesValue(fams, "ckptfs_lease_claiming", "", ""); !ok || n != 0 {
+		t.Errorf("ckptfs_lease_claiming %v (exported %v) on a fenced dc1, want 0", n, ok)
+	}
+
+	// Put it back: dc1 holds again (its lease, its epoch). A takeover on
+	// dc2 refuses while dc1's daemon renews.
 	if _, err := client.Set("/ckptfs/c1/active-site", []byte("dc1"), -1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("dc1 was not promoted back", func() bool { return write(mnts[0]) == nil })
-	waitFor("dc2 was not fenced", func() bool { return errors.Is(write(mnts[1]), syscall.EROFS) })
+	waitFor("dc1 did not write again once active-site named it again", 10*time.Second, func() bool { return write(mnts[0]) == nil })
+	takeover := append([]string{"takeover", "--site", "dc2", "--wait", "0"}, common...)
+	if out, stderr, code := ckptfs(t, takeover...); code != exitAlive || !strings.Contains(stderr+out, "still renews the lease") {
+		t.Fatalf("takeover on dc2 while dc1 renews: exit %d\n%s\n%s", code, out, stderr)
+	}
+	// dc1's daemon stops (nothing open on its mount: a clean unmount):
+	// the takeover activates after D.
+	open.Close()
+	if code := daemons[0].stop(t); code != 0 {
+		t.Errorf("dc1's daemon exited %d", code)
+	}
+	if out, stderr, code := ckptfs(t, takeover...); code != exitOK {
+		t.Fatalf("takeover on dc2 after dc1 stopped: exit %d\n%s\n%s", code, out, stderr)
+	}
+	waitFor("dc2 was not promoted after its takeover", 10*time.Second, func() bool { return write(mnts[1]) == nil })
 }
 
 // realRocksDBCheckpoint returns a real checkpoint directory with many

@@ -47,6 +47,7 @@ func (f *zkFlags) add(cmd *cobra.Command) {
 		fl.StringVar(&f.zk.JobResultStore, "job-result-store", "", "Flink's job-result-store.storage-path as a `URI` Flink writes (default: Flink's, <high-availability.storageDir>/job-result-store/<cluster-id>)")
 		fl.DurationVar(&f.zk.FlinkSessionTimeout, "flink-session-timeout", f.zk.FlinkSessionTimeout, "Flink's high-availability.zookeeper.client.session-timeout: how long a dead JobManager's nodes may stay")
 		addConnectionSettings(fl, &f.zk)
+		addLeaseSetting(fl, &f.zk)
 		fl.DurationVar(&f.backingTimeout, "backing-timeout", manifest.DefaultCatalogConfig().BackingTimeout, "how long a verification waits for the backing file system before its checkpoint counts as unknown (a hung NAS)")
 		fl.StringVar(&f.logFormat, "log-format", "text", "format of the log on stderr: text or json")
 	})
@@ -212,11 +213,10 @@ func writeStatusText(w io.Writer, rep *zkbridge.StatusReport) {
 	}
 	fmt.Fprintf(w, "this site: %s; active site: %s; epoch %d\n", site, active, rep.Epoch)
 	fmt.Fprintf(w, "JobManager: %s\n", rep.JobManager)
-	for _, l := range rep.Leases {
-		fmt.Fprintf(w, "liveness lease: %s\n", l)
-	}
-	for _, n := range rep.Writers {
-		fmt.Fprintf(w, "writer node: %s\n", n)
+	if rep.Lease != nil {
+		fmt.Fprintf(w, "lease: %s\n", rep.Lease)
+	} else {
+		fmt.Fprintln(w, "lease: none (no site was activated since ckptfs kept it)")
 	}
 	writeAutoTakeover(w, rep.AutoTakeover)
 	for _, j := range rep.Jobs {

@@ -269,11 +269,11 @@ func writeRestoreText(w io.Writer, rep *zkbridge.RestoreReport) {
 }
 
 // commandResult is the exit of takeover or restore-pruned for the error
-// of their run: 5 when a JobManager stayed alive or another site's mount
-// stayed writable, 3 for any other error.
+// of their run: 5 when a JobManager stayed alive or another site's
+// daemons kept renewing the lease, 3 for any other error.
 func commandResult(err error) error {
 	switch {
-	case errors.Is(err, zkbridge.ErrJobManagerAlive), errors.Is(err, zkbridge.ErrWriterAlive):
+	case errors.Is(err, zkbridge.ErrJobManagerAlive), errors.Is(err, zkbridge.ErrLeaseHeld):
 		return &exitError{code: exitAlive, err: err}
 	case err != nil:
 		return zkFail(err)
@@ -285,7 +285,7 @@ func commandResult(err error) error {
 func runActions(err error) map[string]uint64 {
 	a := map[string]uint64{metrics.ActionRun: 1}
 	switch {
-	case errors.Is(err, zkbridge.ErrJobManagerAlive), errors.Is(err, zkbridge.ErrWriterAlive):
+	case errors.Is(err, zkbridge.ErrJobManagerAlive), errors.Is(err, zkbridge.ErrLeaseHeld):
 		a[metrics.ActionRefuseAlive]++
 	case err != nil:
 		a[metrics.ActionError]++

@@ -170,13 +170,18 @@ func TestIntegration_TakeoverCLI(t *testing.T) {
 	}
 	for p, n := range own {
 		switch p {
-		case "/ckptfs", "/ckptfs/default", "/ckptfs/default/pruned", "/ckptfs/default/takeover", "/ckptfs/default/writers":
+		case "/ckptfs", "/ckptfs/default", "/ckptfs/default/pruned", "/ckptfs/default/takeover":
 			if len(n.Children) > 0 && p != "/ckptfs" && p != "/ckptfs/default" {
 				t.Errorf("%s has children %v", p, n.Children)
 			}
 		case "/ckptfs/default/epoch":
 			if string(n.Data) != "0" {
 				t.Errorf("epoch %q", n.Data)
+			}
+		case "/ckptfs/default/lease":
+			// Created by the takeover to observe it, owned by nobody.
+			if !strings.Contains(string(n.Data), `"site":""`) {
+				t.Errorf("lease %s", n.Data)
 			}
 		default:
 			t.Errorf("unexpected znode %s", p)

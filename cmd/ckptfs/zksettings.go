@@ -29,6 +29,9 @@ type zkSettings struct {
 	FlinkVersion        string
 	CheckpointsDirs     []string
 	FlinkSessionTimeout time.Duration
+	// LeaseDuration is the lease's D (design §5.10): the same on every
+	// site, for the mount and the takeover alike.
+	LeaseDuration time.Duration
 	// JobResultStore is Flink's job-result-store.storage-path ("" is
 	// Flink's default).
 	JobResultStore string
@@ -48,7 +51,7 @@ type zkSettings struct {
 
 func defaultZKSettings() zkSettings {
 	d := zkbridge.DefaultConfig()
-	return zkSettings{PathRoot: d.PathRoot, FlinkSessionTimeout: d.FlinkSessionTimeout,
+	return zkSettings{PathRoot: d.PathRoot, FlinkSessionTimeout: d.FlinkSessionTimeout, LeaseDuration: d.LeaseDuration,
 		AuthScheme: zkbridge.SchemeDigest, SessionTimeout: d.SessionTimeout, FlinkACL: "open"}
 }
 
@@ -70,6 +73,12 @@ func addConnectionSettings(f *pflag.FlagSet, s *zkSettings) {
 	f.StringVar(&s.FlinkACL, "flink-zk-acl", s.FlinkACL, "Flink's high-availability.zookeeper.client.acl: open or creator (config check warns when creator meets an anonymous ckptfs)")
 }
 
+// addLeaseSetting defines lease-duration, a setting of the mount and of
+// the commands that take over.
+func addLeaseSetting(f *pflag.FlagSet, s *zkSettings) {
+	f.DurationVar(&s.LeaseDuration, "lease-duration", s.LeaseDuration, "the lease's D, the same on every site: the active site's daemons renew it every D/8 and their mounts write until D/2 after a renewal; a takeover waits until it stayed unchanged for D (design §5.10)")
+}
+
 // zkFieldSettings names the setting behind each zkbridge.Config field
 // that bridgeConfig fills from one.
 var zkFieldSettings = map[string]string{
@@ -81,6 +90,7 @@ var zkFieldSettings = map[string]string{
 	"CheckpointsDirs":     "checkpoints-dir",
 	"JobResultStore":      "job-result-store",
 	"FlinkSessionTimeout": "flink-session-timeout",
+	"LeaseDuration":       "lease-duration",
 	"Auth":                "zk-auth-file",
 	"ACL":                 "zk-acl",
 	"SessionTimeout":      "zk-session-timeout",
@@ -107,7 +117,7 @@ func (s *zkSettings) bridgeConfig(log *slog.Logger) (zkbridge.Config, error) {
 	}
 	cfg.Site, cfg.ClusterID, cfg.PathRoot = s.Site, s.ClusterID, s.PathRoot
 	cfg.FlinkVersion, cfg.CheckpointsDirs, cfg.FlinkSessionTimeout = gen, s.CheckpointsDirs, s.FlinkSessionTimeout
-	cfg.JobResultStore = s.JobResultStore
+	cfg.JobResultStore, cfg.LeaseDuration = s.JobResultStore, s.LeaseDuration
 	cfg.SessionTimeout, cfg.RetryTimeout = s.SessionTimeout, retryPerSession*s.SessionTimeout
 	cfg.Logger = log
 	errs = append(errs, s.connection(&cfg)...)

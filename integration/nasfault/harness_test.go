@@ -23,9 +23,12 @@ import (
 	"github.com/ckptfs/ckptfs/integration/faultfs"
 	"github.com/ckptfs/ckptfs/integration/flinkdata"
 	"github.com/ckptfs/ckptfs/integration/mounttest"
+	"github.com/ckptfs/ckptfs/integration/zktest"
 	"github.com/ckptfs/ckptfs/internal/metrics"
+	"github.com/ckptfs/ckptfs/internal/watchdog"
 	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/manifest/metadata"
+	"github.com/ckptfs/ckptfs/zkbridge"
 )
 
 func TestMain(m *testing.M) { faultfs.Main(m) }
@@ -79,6 +82,22 @@ func realCheckpoint(t *testing.T) (string, int64) {
 func startSite(t *testing.T, mode fusefs.Mode, tweak func(*daemon.Config)) *site {
 	t.Helper()
 	return startSiteOn(t, mode, tweak, nil)
+}
+
+// testLease is the lease of the tests' sites: a site made active by hand
+// (active-site written, no lease) adopts it after this long.
+const testLease = 2 * time.Second
+
+// useZooKeeper makes the site's daemon use cluster as site dc2 of cluster
+// c1, with the test's lease and a watchdog that records what the kernel's
+// would do (a real one would kill the test binary).
+func useZooKeeper(c *daemon.Config, cluster *zktest.Cluster) {
+	z := zkbridge.DefaultConfig()
+	z.Servers, z.Site, z.ClusterID = cluster.Servers(), "dc2", "c1"
+	z.LeaseDuration = testLease
+	z.Logger = c.Logger
+	c.ZooKeeper = &z
+	c.Watchdog = &watchdog.Recorder{}
 }
 
 // startSiteOn is startSite with faults set by before on the NAS before

@@ -35,10 +35,7 @@ func TestMarkersOnAHungNAS(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startSite(t, fusefs.ModeReplica, func(c *daemon.Config) {
-		z := zkbridge.DefaultConfig()
-		z.Servers, z.Site, z.ClusterID = cluster.Servers(), "dc2", "c1"
-		z.Logger = c.Logger
-		c.ZooKeeper = &z
+		useZooKeeper(c, cluster)
 	})
 	defer s.dumpOnFailure()
 	marker := func(job string) int64 {

@@ -34,10 +34,7 @@ func TestStartOnAHungNAS(t *testing.T) {
 	}
 	start := time.Now()
 	s := startSiteOn(t, fusefs.ModeReplica, func(c *daemon.Config) {
-		z := zkbridge.DefaultConfig()
-		z.Servers, z.Site, z.ClusterID = cluster.Servers(), "dc2", "c1"
-		z.Logger = c.Logger
-		c.ZooKeeper = &z
+		useZooKeeper(c, cluster)
 		c.Mount.ProbeTimeout = c.Catalog.BackingTimeout
 	}, func(f *faultfs.FS) { f.Add(faultfs.Rule{Ops: faultfs.OpAll, Hang: true}) })
 	defer s.dumpOnFailure()

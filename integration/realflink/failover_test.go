@@ -41,6 +41,8 @@ var binary string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	// Every ckptfs command of these tests, mounts and takeovers alike.
+	mounttest.UseLease(standbyLease)
 	if testing.Short() {
 		// The tests that run the binary skip in -short mode: no build.
 		goleak.VerifyTestMain(m)

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/ckptfs/ckptfs/integration/mounttest"
 )
 
 // mountReady bounds how long a ckptfs mount daemon may take to serve.
@@ -49,6 +51,12 @@ func (s *Site) StartMount(name, binary, mode, backing, mnt string, args ...strin
 		}
 	case <-time.After(mountReady):
 		return nil, fmt.Errorf("%s not ready after %v\n%s", p.Name, mountReady, p.Tail(20))
+	}
+	if mounttest.WantsLease(mode, args) {
+		// The site's Flink writes through it at once.
+		if err := mounttest.WaitWritable(s.Path(mnt), mountReady); err != nil {
+			return nil, fmt.Errorf("%s: %w\n%s", p.Name, err, p.Tail(20))
+		}
 	}
 	return p, nil
 }

@@ -157,7 +157,7 @@ func newNetWorld(t *testing.T, r *run, pr partitionRun, out *netOutcome) *netWor
 		return a
 	}
 	var err error
-	if w.mounts["dc1"], err = w.dc1.StartMount("ckptfs", binary, "primary", w.backing["dc1"], w.flink, append(args("dc1"), "--lease")...); err != nil {
+	if w.mounts["dc1"], err = w.dc1.StartMount("ckptfs", binary, "primary", w.backing["dc1"], w.flink, args("dc1")...); err != nil {
 		t.Fatal(err)
 	}
 	w.metrics = fmt.Sprintf("%s:%d", w.dc2.Addr, freePorts(t, "127.0.0.1", 1)[0])

@@ -23,6 +23,8 @@ var binary string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	// Every ckptfs command of these tests, mounts and takeovers alike.
+	mounttest.UseLease(mounttest.TestLease)
 	if testing.Short() {
 		// The tests that run the binary skip in -short mode: no build.
 		goleak.VerifyTestMain(m)
@@ -123,6 +125,11 @@ func startSite(t *testing.T, name, root, mode string, args ...string) *site {
 		}
 	case <-time.After(daemonReadyTimeout):
 		t.Fatalf("%s mount not ready after %v\n%s", name, daemonReadyTimeout, s.logTail(20))
+	}
+	if mounttest.WantsLease(mode, args) {
+		if err := mounttest.WaitWritable(s.mnt, daemonReadyTimeout); err != nil {
+			t.Fatalf("%s mount: %v\n%s", name, err, s.logTail(20))
+		}
 	}
 	return s
 }

@@ -145,7 +145,7 @@ func collectMount(ch chan<- prometheus.Metric, srv *fusefs.Server, gauge gaugeFu
 	}
 	st := srv.Stats()
 	counter(FUSEReadOnlyRefusals, st.ReadOnlyRefusals)
-	counter(FencedWriters, st.RevokedWriters)
+	counter(DeadlineRefusals, st.DeadlineRefusals)
 	counter(WritesAfterFence, st.WritesAfterFence)
 	counter(GuardedDeletions, st.DeletionsRefused, "refused")
 	counter(GuardedDeletions, st.DeletionsHeld, "held")
@@ -189,13 +189,17 @@ func collectZooKeeper(z *ZooKeeper, site string, gauge gaugeFunc, counter counte
 	}
 	if z.Failover != nil {
 		f := z.Failover()
-		if f.LeaseDuration > 0 {
-			gauge(LeaseClaiming, boolValue(f.Claiming))
-			counter(LeaseRenewals, f.Renewals, "ok")
-			counter(LeaseRenewals, f.RenewalFailures, "failed")
+		gauge(LeaseClaiming, boolValue(f.Claiming))
+		counter(LeaseRenewals, f.Renewals, "ok")
+		counter(LeaseRenewals, f.RenewalFailures, "failed")
+		if f.WriteDeadline != nil {
+			gauge(LeaseWriteDeadline, time.Until(*f.WriteDeadline).Seconds())
 		}
+		gauge(FenceOverrun, time.Duration(f.Overrun).Seconds())
+		gauge(WatchdogArmed, boolValue(f.WatchdogArmed))
+		gauge(WatchdogFiredPrevious, boolValue(f.PreviousWatchdog != nil))
 		if f.Observed != nil {
-			gauge(LeaseObservedUnchanged, time.Duration(f.Observed.Unchanged).Seconds(), f.Observed.Site)
+			gauge(LeaseObservedUnchanged, time.Duration(f.Observed.Unchanged).Seconds(), f.Observed.Owner)
 		}
 		gauge(MountHolding, boolValue(f.Holding))
 		for _, r := range AutoTakeoverResults {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ckptfs/ckptfs/internal/watchdog"
 	"github.com/ckptfs/ckptfs/zkbridge"
 )
 
@@ -13,22 +14,36 @@ import (
 type Failover struct {
 	// Takeover is "auto" or "manual".
 	Takeover string `json:"takeover"`
-	// LeaseDuration is D (zero: no liveness lease).
+	// LeaseDuration is D.
 	LeaseDuration zkbridge.Duration `json:"lease_duration"`
-	// Claiming: this daemon's holder claims its site (renewed less than
-	// D/2 ago); LastRenewal is when its last successful renewal started.
+	// Claiming: this daemon holds the lease (its last renewal that
+	// applied started less than D/2 ago: its mount's write deadline is
+	// ahead); LastRenewal is when that renewal started.
 	Claiming    bool       `json:"claiming"`
 	LastRenewal *time.Time `json:"last_renewal,omitempty"`
+	// WriteDeadline is the mount's write deadline (nil before the first
+	// renewal, or once the claim ended).
+	WriteDeadline *time.Time `json:"write_deadline,omitempty"`
+	// WatchdogArmed: the kernel would kill the daemon if it stopped
+	// running (design §5.14). PreviousWatchdog is set when the daemon
+	// before this one, on the same mount point, ended with its watchdog
+	// armed past its deadline.
+	WatchdogArmed    bool            `json:"watchdog_armed"`
+	PreviousWatchdog *watchdog.Ended `json:"previous_watchdog,omitempty"`
+	// Overrun is how long past its write deadline the daemon last went
+	// without running (it fenced late; the mount refused changes
+	// meanwhile).
+	Overrun zkbridge.Duration `json:"overrun,omitempty"`
 	// Renewals and RenewalFailures count this daemon's renewals.
 	Renewals        uint64 `json:"renewals"`
 	RenewalFailures uint64 `json:"renewal_failures"`
-	// Observed is the active site's lease as this daemon saw it last
-	// (another site active).
+	// Observed is the lease as this daemon saw it last, when its site
+	// did not hold it.
 	Observed *zkbridge.LeaseView `json:"observed_lease,omitempty"`
 	// Holding: the mount holds Flink's opens until the takeover decided.
 	Holding bool `json:"holding"`
 	// Runs counts automatic takeovers by result (activated, refused,
-	// jobmanager-alive, writer-alive, lost-race, failed); Refused is the refusal that
+	// jobmanager-alive, lease-held, lost-race, failed); Refused is the refusal that
 	// keeps this site from taking over by itself ("" none).
 	Runs    map[string]uint64 `json:"runs,omitempty"`
 	Refused string            `json:"refused,omitempty"`
@@ -55,6 +70,10 @@ func failoverProblems(f Failover) []string {
 	}
 	if f.Refused != "" {
 		out = append(out, "automatic takeover refused: "+f.Refused)
+	}
+	if p := f.PreviousWatchdog; p != nil {
+		out = append(out, fmt.Sprintf("the previous daemon of this mount (pid %d) ended with its watchdog armed, %v past its deadline: it had stopped running (stopped, frozen or starved) with its mount writable, and was killed (design §5.14)",
+			p.PID, p.Ago.Round(time.Second)))
 	}
 	return out
 }

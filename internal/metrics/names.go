@@ -32,7 +32,7 @@ const (
 	HiddenCheckpointAccesses = "ckptfs_hidden_checkpoint_accesses_total"
 	FUSERequestDuration      = "ckptfs_fuse_request_duration_seconds"
 	FUSEReadOnlyRefusals     = "ckptfs_fuse_readonly_refusals_total"
-	FencedWriters            = "ckptfs_fenced_writers_total"
+	DeadlineRefusals         = "ckptfs_fence_deadline_refusals_total"
 	WritesAfterFence         = "ckptfs_writes_after_fence_total"
 	GuardedDeletions         = "ckptfs_guarded_deletions_total"
 	FUSEOpens                = "ckptfs_fuse_opens_total"
@@ -59,6 +59,10 @@ const (
 	LeaseClaiming            = "ckptfs_lease_claiming"
 	LeaseRenewals            = "ckptfs_lease_renewals_total"
 	LeaseObservedUnchanged   = "ckptfs_lease_observed_unchanged_seconds"
+	LeaseWriteDeadline       = "ckptfs_lease_write_deadline_seconds"
+	FenceOverrun             = "ckptfs_fence_overrun_seconds"
+	WatchdogArmed            = "ckptfs_watchdog_armed"
+	WatchdogFiredPrevious    = "ckptfs_watchdog_fired_previous"
 	MountHolding             = "ckptfs_mount_holding"
 	AutoTakeovers            = "ckptfs_auto_takeovers_total"
 	StandbyJobManagers       = "ckptfs_standby_jobmanager_sessions"
@@ -66,7 +70,7 @@ const (
 
 // AutoTakeoverResults are the values of the result label of
 // ckptfs_auto_takeovers_total.
-var AutoTakeoverResults = []string{"activated", "refused", "jobmanager-alive", "writer-alive", "lost-race", "failed"}
+var AutoTakeoverResults = []string{"activated", "refused", "jobmanager-alive", "lease-held", "lost-race", "failed"}
 
 // Label names.
 const (
@@ -121,10 +125,10 @@ var Families = []Family{
 		Help: "Time the daemon took to answer FUSE requests, by operation (reads served by FUSE passthrough never reach the daemon)."},
 	{Name: FUSEReadOnlyRefusals, Type: "counter",
 		Help: "Changes refused with EROFS (replica or fenced mount)."},
-	{Name: FencedWriters, Type: "counter",
-		Help: "Files open for writing whose writes fencing cut off (passthrough handles revoked when the mount turned read-only)."},
+	{Name: DeadlineRefusals, Type: "counter",
+		Help: "Changes the mount refused because its write deadline had passed before the daemon fenced it (the daemon was late: stopped, frozen or starved; design 5.14)."},
 	{Name: WritesAfterFence, Type: "counter",
-		Help: "Files found changed when a handle fencing had cut off was closed: a write the kernel let through after the fence. Should stay 0."},
+		Help: "Changes admitted before a fence that came back from the backing file system after the fence stopped waiting for them (a hung NAS answered late). Should stay 0."},
 	{Name: GuardedDeletions, Type: "counter", Labels: []string{labelAction},
 		Help: "Deletions of the newest complete checkpoint of a job after a promotion that the deletion guard refused or held (action): Flink deleting what the failover restored, a job that reached FAILED."},
 	{Name: FUSEOpens, Type: "counter", Labels: []string{labelPath},
@@ -170,15 +174,23 @@ var Families = []Family{
 	{Name: TakeoverLastExitCode, Type: "gauge", Textfile: true,
 		Help: "The exit status of the last takeover or restore-pruned on this machine."},
 	{Name: LeaseClaiming, Type: "gauge",
-		Help: "1 while this daemon claims its site: its last successful renewal of the site's liveness lease started less than half the lease ago (design 5.10). With lease-duration only."},
+		Help: "1 while this daemon holds the lease: its last renewal that applied started less than half the lease ago, and its mount may write (design 5.10, 5.14)."},
 	{Name: LeaseRenewals, Type: "counter", Labels: []string{labelResult},
-		Help: "Renewals of this site's liveness lease by this daemon, by result (ok, failed)."},
+		Help: "Renewals of the lease by this daemon, by result (ok, failed)."},
 	{Name: LeaseObservedUnchanged, Type: "gauge", Labels: []string{labelLeaseSite},
-		Help: "How long this daemon has seen the active site's liveness lease unchanged (another site active, takeover auto)."},
+		Help: "How long this daemon has seen the lease unchanged while its site did not hold it; lease_site is the lease's owner."},
+	{Name: LeaseWriteDeadline, Type: "gauge",
+		Help: "Seconds until the mount's write deadline (negative: passed); absent before the first renewal (design 5.14)."},
+	{Name: FenceOverrun, Type: "gauge",
+		Help: "How long past its write deadline the daemon last went without running before it fenced the mount (0: never late)."},
+	{Name: WatchdogArmed, Type: "gauge",
+		Help: "1 while the kernel would kill the daemon if it stopped running with its mount writable (design 5.14)."},
+	{Name: WatchdogFiredPrevious, Type: "gauge",
+		Help: "1 when the daemon before this one, on the same mount point, ended with its watchdog armed past its deadline: it had stopped running with its mount writable and was killed."},
 	{Name: MountHolding, Type: "gauge",
 		Help: "1 while the mount holds Flink's opens of its HA and checkpoint directories until this site's takeover decided (takeover auto)."},
 	{Name: AutoTakeovers, Type: "counter", Labels: []string{labelResult},
-		Help: "Automatic takeovers this daemon ran, by result (activated, refused, jobmanager-alive, writer-alive, lost-race, failed)."},
+		Help: "Automatic takeovers this daemon ran, by result (activated, refused, jobmanager-alive, lease-held, lost-race, failed)."},
 	{Name: StandbyJobManagers, Type: "gauge",
 		Help: "Leader sessions of this site's JobManagers (site-jobmanagers) seen while another site is active; with takeover manual a health failure."},
 }

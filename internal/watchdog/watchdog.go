@@ -195,17 +195,20 @@ func startTime(pid int) (uint64, error) {
 
 // Recorder is a Watchdog that only records what it was asked, for a
 // daemon run inside a test binary, where a real one would kill the test.
+// It remembers whether a real one would have fired.
 type Recorder struct {
 	mu       sync.Mutex
 	armed    bool
 	deadline time.Time
 	arms     int
+	fired    time.Time // GUARDED_BY(mu): when a real one would have fired first
 }
 
 // Arm records the deadline.
 func (r *Recorder) Arm(d time.Duration) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.check(time.Now())
 	r.armed, r.deadline = true, time.Now().Add(d)
 	r.arms++
 	return nil
@@ -215,8 +218,25 @@ func (r *Recorder) Arm(d time.Duration) error {
 func (r *Recorder) Disarm() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.check(time.Now())
 	r.armed = false
 	return nil
+}
+
+// check notes a deadline that passed while armed. LOCKS_REQUIRED(r.mu)
+func (r *Recorder) check(now time.Time) {
+	if r.armed && now.After(r.deadline) && r.fired.IsZero() {
+		r.fired = r.deadline
+	}
+}
+
+// Fired says whether, and when, a real watchdog would have killed the
+// process so far.
+func (r *Recorder) Fired() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.check(time.Now())
+	return r.fired, !r.fired.IsZero()
 }
 
 // State says whether it is armed, until when, and how often Arm was
@@ -233,3 +253,16 @@ func (r *Recorder) Overdue() bool {
 	armed, deadline, _ := r.State()
 	return armed && time.Now().After(deadline)
 }
+
+// Previous reads what the process before this one left in the record
+// (package-level Previous); call it before the first Arm, which
+// overwrites the record.
+func (k *Kernel) Previous() (Ended, error) {
+	if k.file == "" {
+		return Ended{}, nil
+	}
+	return Previous(k.file)
+}
+
+// Previous reports nothing: a test process has no predecessor.
+func (r *Recorder) Previous() (Ended, error) { return Ended{}, nil }

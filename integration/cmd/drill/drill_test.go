@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/ckptfs/ckptfs/integration/mounttest"
 	"github.com/ckptfs/ckptfs/integration/zktest"
 )
 
@@ -40,6 +41,8 @@ var binaries = sync.OnceValues(func() (string, error) {
 })
 
 func TestMain(m *testing.M) {
+	// Every ckptfs command of these tests waits this lease.
+	mounttest.UseLease(mounttest.TestLease)
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	iofs "io/fs"
 	"os"
 	"path/filepath"
@@ -14,8 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
@@ -278,7 +275,7 @@ var ErrNotComplete = errors.New("not complete on the primary")
 // parse or is not complete does not get better by waiting.
 func retryableSeal(err error) bool {
 	var pe *metadata.ParseError
-	return !errors.Is(err, iofs.ErrNotExist) && !errors.As(err, &pe) && !errors.Is(err, ErrNotComplete)
+	return !errors.Is(err, iofs.ErrNotExist) && !errors.As(err, &pe) && !errors.Is(err, ErrNotComplete) && !errors.Is(err, errNotRegular)
 }
 
 // Seal writes the sealed manifest of the checkpoint directory chkRel now
@@ -295,17 +292,13 @@ func (r *Recorder) Seal(chkRel string) (string, error) {
 			return "", fmt.Errorf("seal %s: %w: %s", chkRel, ErrNotComplete, v.Problems[0])
 		}
 	}
-	m, err := metadata.DecodeFile(metaPath, metadata.Options{})
+	size, m, err := r.decodeMetadata(metaPath)
 	if err != nil {
 		return "", fmt.Errorf("seal %s: %w", chkRel, err)
 	}
-	fi, err := os.Stat(metaPath)
-	if err != nil {
-		return "", err
-	}
-	man := FromMetadata(m, fi.Size())
+	man := FromMetadata(m, size)
 	man.Source = SourceSealed
-	man.MetadataChecksum, err = r.checksum(metaPath, fi.Size())
+	man.MetadataChecksum, err = r.checksum(metaPath, size)
 	if err != nil {
 		return "", err
 	}
@@ -331,6 +324,18 @@ func (r *Recorder) Seal(chkRel string) (string, error) {
 	return out, writeFileAtomic(out, data)
 }
 
+// decodeMetadata decodes the _metadata at metaPath and returns its size.
+// It reads the size fstat finds, as it goes.
+func (r *Recorder) decodeMetadata(metaPath string) (int64, *metadata.Metadata, error) {
+	f, err := openRegular(r.cfg.Resolver, metaPath)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer f.Close()
+	m, err := metadata.Decode(f.File, f.size(), metadata.Options{})
+	return f.size(), m, err
+}
+
 func (r *Recorder) local(dir string, f *File) (string, error) {
 	if f.Relative {
 		return r.cfg.Resolver.Join(dir, f.Path)
@@ -354,25 +359,26 @@ func (r *Recorder) checksum(local string, size int64) (string, error) {
 	if !r.cfg.ReadUnwritten {
 		return "", nil
 	}
-	crc, n, err := crcOfFile(r.cfg.Resolver, local)
+	crc, err := crcOfFile(r.cfg.Resolver, local, size)
 	if err != nil {
 		return "", err
-	}
-	if n != size {
-		return "", fmt.Errorf("seal: %s has %d bytes, the checkpoint records %d", local, n, size)
 	}
 	return FormatChecksum(crc), nil
 }
 
-func crcOfFile(res *Resolver, local string) (uint32, int64, error) {
-	f, err := openBeneath(res, local)
+// crcOfFile hashes the file at local, which must have size bytes.
+func crcOfFile(res *Resolver, local string, size int64) (uint32, error) {
+	f, err := openRegular(res, local)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	defer f.Close()
+	if f.size() != size {
+		return 0, fmt.Errorf("seal: %s has %d bytes, the checkpoint records %d", local, f.size(), size)
+	}
 	h := crc32.New(castagnoli)
-	n, err := io.Copy(h, f)
-	return h.Sum32(), n, err
+	_, err = f.copyTo(context.Background(), h)
+	return h.Sum32(), err
 }
 
 // writeFileAtomic writes data to a temporary file beside path, syncs it and
@@ -404,7 +410,7 @@ func writeFileAtomic(path string, data []byte) error {
 // the checkpoint exists and every checksum in it matches, and turns it
 // incomplete when one does not. Without a sealed manifest, or with one
 // that is not whole yet (it does not parse), it changes nothing.
-func (v *Verifier) checkSealed(dir string, verdict *Verdict) {
+func (v *Verifier) checkSealed(ctx context.Context, dir string, verdict *Verdict) {
 	if v.cfg.SealedRoot == "" {
 		return
 	}
@@ -436,7 +442,7 @@ func (v *Verifier) checkSealed(dir string, verdict *Verdict) {
 		if want == "" {
 			return
 		}
-		got, err := v.cachedChecksum(local)
+		got, err := v.cachedChecksum(ctx, local)
 		switch {
 		case err != nil:
 			verdict.addProblem(*fileProblem(name, err))
@@ -474,22 +480,18 @@ func (v *Verifier) LearnChecksum(local string, ver FileVersion, crc32c uint32) {
 }
 
 // cachedChecksum hashes a file once per version of it (inode, size, times).
-func (v *Verifier) cachedChecksum(local string) (string, error) {
-	f, err := openBeneath(v.cfg.Resolver, local)
+func (v *Verifier) cachedChecksum(ctx context.Context, local string) (string, error) {
+	f, err := openRegular(v.cfg.Resolver, local)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return "", err
-	}
-	s := VersionOf(&st)
+	s := VersionOf(&f.st)
 	if sum, ok := v.cache.checksum(local, s, v.cfg.Now()); ok {
 		return sum, nil
 	}
 	h := crc32.New(castagnoli)
-	n, err := io.Copy(h, f)
+	n, err := f.copyTo(ctx, h)
 	v.checksummed.Add(uint64(n))
 	if err != nil {
 		return "", err

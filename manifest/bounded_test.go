@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,114 @@ func allocatedBy(f func()) uint64 {
 	f()
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestSealedManifestIsReadBounded: what lies at a sealed manifest's path
+// is read only when it is a regular file within the bound of a sealed
+// manifest. A sparse file of a TiB (a crash loop of "out of memory" when
+// read whole), a FIFO (a verification that never ends) or a symbolic
+// link is a problem of that checkpoint, named in its verdict, and costs
+// the verification no more than the bound.
+func TestSealedManifestIsReadBounded(t *testing.T) {
+	backing := t.TempDir()
+	dir := realCheckpoint(t, filepath.Join(backing, "job"))
+	chkRel, _ := filepath.Rel(backing, dir)
+	res, err := NewResolver(nil, []string{backing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := NewRecorder(RecorderConfig{Backing: backing, Resolver: res, ReadUnwritten: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := rec.Seal(chkRel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := filepath.Join(t.TempDir(), "chk.json")
+	writeFile(t, elsewhere, doc)
+	cfg := DefaultVerifierConfig()
+	cfg.Resolver, cfg.SealedRoot = res, backing
+	verify := func(t *testing.T, unblock func()) (got *Verdict) {
+		t.Helper()
+		v, err := NewVerifier(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		withinDeadline(t, "VerifyDir", func() { got = v.VerifyDir(context.Background(), dir) }, unblock)
+		return got
+	}
+	if got := verify(t, nil); !got.Complete || got.Level != L3 {
+		t.Fatalf("sealed: complete %v level %v %v", got.Complete, got.Level, got.Problems)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		make   func(t *testing.T)
+		kind   ProblemKind
+		detail []string // in the problem's detail
+	}{
+		{"sparse 64 MiB", func(t *testing.T) { sparse(t, sealed, 64<<20) }, ProblemParseError, []string{sealed, strconv.Itoa(64 << 20), "bound"}},
+		{"FIFO", func(t *testing.T) { mkfifo(t, sealed) }, ProblemMissing, []string{sealed, "not a regular file"}},
+		{"symbolic link", func(t *testing.T) {
+			if err := os.Symlink(elsewhere, sealed); err != nil {
+				t.Fatal(err)
+			}
+		}, ProblemOutsideRoot, []string{sealed}},
+		{"sparse 1 TiB", func(t *testing.T) { sparse(t, sealed, 1<<40) }, ProblemParseError, []string{sealed, strconv.Itoa(1 << 40), "bound"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.Remove(sealed); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				os.Remove(sealed)
+				writeFile(t, sealed, doc)
+			})
+			tc.make(t)
+			var got *Verdict
+			n := allocatedBy(func() { got = verify(t, unblockFIFO(sealed)) })
+			if t.Failed() {
+				return
+			}
+			if n > 16<<20 {
+				t.Errorf("the verification allocated %d MiB", n>>20)
+			}
+			if got.Complete || got.Level != LevelNone || len(got.Problems) != 1 {
+				t.Fatalf("verdict complete %v level %v %v, want one problem", got.Complete, got.Level, got.Problems)
+			}
+			p := got.Problems[0]
+			t.Log(p)
+			if p.Kind != tc.kind {
+				t.Errorf("problem %v, want kind %s", p, tc.kind)
+			}
+			for _, s := range tc.detail {
+				if !strings.Contains(p.Detail, s) {
+					t.Errorf("problem %v does not say %q", p, s)
+				}
+			}
+		})
+	}
+
+	// A sealed manifest replicated in place while it is read says nothing
+	// yet, as one that does not parse: the verdict stays at L1.
+	t.Run("changed while read", func(t *testing.T) {
+		setOpenedHook(t, func(f *regularFile) {
+			if f.Name() == sealed {
+				if err := os.Truncate(sealed, int64(len(doc)/2)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+		t.Cleanup(func() { writeFile(t, sealed, doc) })
+		if got := verify(t, nil); !got.Complete || got.Level != L1 {
+			t.Errorf("complete %v level %v %v, want L1", got.Complete, got.Level, got.Problems)
+		}
+	})
 }
 
 // sparse makes path a file of size bytes that holds nothing: a hole.

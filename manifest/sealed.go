@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
@@ -409,7 +411,9 @@ func writeFileAtomic(path string, data []byte) error {
 // checkSealed raises a complete L1 verdict to L3 when a sealed manifest of
 // the checkpoint exists and every checksum in it matches, and turns it
 // incomplete when one does not. Without a sealed manifest, or with one
-// that is not whole yet (it does not parse), it changes nothing.
+// that is not whole yet (it does not parse, or changes while read), it
+// changes nothing. What lies at its path is read only when it is a
+// regular file within sealedManifestBound: anything else is a problem.
 func (v *Verifier) checkSealed(ctx context.Context, dir string, verdict *Verdict) {
 	if v.cfg.SealedRoot == "" {
 		return
@@ -418,12 +422,20 @@ func (v *Verifier) checkSealed(ctx context.Context, dir string, verdict *Verdict
 	if err != nil || strings.HasPrefix(chkRel, "..") {
 		return
 	}
-	data, err := os.ReadFile(SealedPath(v.cfg.SealedRoot, chkRel))
-	if errors.Is(err, os.ErrNotExist) {
-		return
+	rel, _ := filepath.Rel(v.cfg.SealedRoot, SealedPath(v.cfg.SealedRoot, chkRel))
+	var data []byte
+	f, err := openRegularAt(v.cfg.SealedRoot, rel)
+	if err == nil {
+		data, err = f.readAll(ctx, sealedManifestBound(verdict.Manifest))
+		f.Close()
 	}
-	if err != nil {
-		verdict.addProblem(Problem{Path: MetadataFile, Kind: ProblemIOError, Detail: "sealed manifest: " + err.Error()})
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, errChanged):
+		return
+	case err != nil:
+		p := fileProblem(MetadataFile, err)
+		p.Detail = "sealed manifest: " + err.Error()
+		verdict.addProblem(*p)
 		return
 	}
 	var sealed sealedManifest
@@ -499,4 +511,17 @@ func (v *Verifier) cachedChecksum(ctx context.Context, local string) (string, er
 	sum := FormatChecksum(h.Sum32())
 	v.cache.putChecksum(local, s, sum, v.cfg.Now())
 	return sum, nil
+}
+
+// sealedManifestBound is the most read of a sealed manifest of the
+// checkpoint whose manifest is man. Seal writes the manifest of the
+// _metadata it seals, an entry of JSON for each file it references:
+// at most 1.9 times the _metadata's bytes that are not inline state, in
+// the corpus. The bound is 16 times those bytes, and 1 MiB.
+func sealedManifestBound(man *Manifest) int64 {
+	const base, perByte = 1 << 20, 16
+	if man == nil {
+		return base
+	}
+	return base + perByte*max(man.MetadataSize-man.InlineBytes, 0)
 }

@@ -193,6 +193,72 @@ func sparse(t *testing.T, path string, size int64) {
 	}
 }
 
+// TestJudgeHAFileRefusesWhatHasNoEnd: the catalog judges what a
+// directory listing showed as a regular HA state file; by the time it
+// opens it, it may be a FIFO (whose open and read wait for a writer
+// forever) or a symbolic link to /dev/zero (whose hash never ends). Each
+// is judged incomplete at once.
+func TestJudgeHAFileRefusesWhatHasNoEnd(t *testing.T) {
+	s := newJobHASite(t, "1.20.5")
+	c := newCatalog(t, s.root)
+	cluster := filepath.Dir(s.haFile)
+	blob := filepath.Join(filepath.Dir(s.blob), "blob_p-"+strings.Repeat("0", 40)+"-"+strings.Repeat("0", 32))
+	for _, tc := range []struct {
+		kind, path string
+		symlink    string // a symbolic link to this instead of a FIFO
+	}{
+		{"blob", blob, ""},
+		{"blob", blob, "/dev/zero"},
+		{"graph", filepath.Join(cluster, "submittedJobGraph0f1f0f1f0f1f"), ""},
+		{"result", filepath.Join(s.results, s.job+"_DIRTY.json"), ""},
+		{"checkpoint", filepath.Join(cluster, "completedCheckpoint0f1f0f1f0f1f"), ""},
+	} {
+		name := tc.kind + " FIFO"
+		if tc.symlink != "" {
+			name = tc.kind + " link to " + tc.symlink
+		}
+		t.Run(name, func(t *testing.T) {
+			var unblock func()
+			if tc.symlink != "" {
+				if err := os.Symlink(tc.symlink, tc.path); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				mkfifo(t, tc.path)
+				unblock = unblockFIFO(tc.path)
+			}
+			t.Cleanup(func() { os.Remove(tc.path) })
+			rel, err := filepath.Rel(s.root, tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			withinDeadline(t, "judging "+name, func() {
+				if tc.kind == "checkpoint" {
+					if dir := c.haCheckpointDir(context.Background(), rel); dir != "" {
+						t.Errorf("names checkpoint directory %q", dir)
+					}
+					return
+				}
+				if c.judgeHAFile(context.Background(), rel, tc.kind) {
+					t.Error("judged complete")
+				}
+			}, unblock)
+		})
+	}
+
+	// A blob is hashed for its size, which may be a sparse TiB: a pass the
+	// catalog gave up on stops hashing it.
+	rel, _ := filepath.Rel(s.root, blob)
+	sparse(t, blob, 1<<40)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	withinDeadline(t, "judging a sparse TiB blob", func() {
+		if c.judgeHAFile(ctx, rel, "blob") {
+			t.Error("judged complete")
+		}
+	}, nil)
+}
+
 // setOpenedHook runs hook on every regularFile opened until the test ends.
 func setOpenedHook(t *testing.T, hook func(*regularFile)) {
 	testHookOpened.Store(&hook)

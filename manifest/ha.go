@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ckptfs/ckptfs/manifest/flinkha"
 	"github.com/ckptfs/ckptfs/manifest/javaser"
@@ -16,9 +13,10 @@ import (
 // SourceHA: the manifest lists what a checkpoint's HA file references.
 const SourceHA Source = "ha"
 
-// MaxHAFileSize bounds the HA files VerifyHA reads and decodes in memory
-// (decoding costs a small multiple of the size). Flink's JobManager holds
-// the same object in memory; a larger file is refused rather than read.
+// MaxHAFileSize bounds the HA files (checkpoints' and job graphs') read
+// and decoded in memory: decoding one costs at most javaser.DecodeBudget
+// of its size, 3 GiB at this bound. Flink's JobManager holds the same
+// object in memory; a larger file is refused rather than read.
 const MaxHAFileSize = 256 << 20
 
 // PointerVerdict is the verdict on one checkpoint pointer (znode): the HA
@@ -137,7 +135,7 @@ func (v *Verifier) verifyHA(ctx context.Context, pointerID int64, znode flinkha.
 		verdict.addProblem(Problem{Path: name, Kind: ProblemIOError, Detail: err.Error()})
 		return verdict, nil, 0
 	}
-	data, prob := v.readHAFile(name, znode.Size)
+	data, prob := v.readHAFile(ctx, name, znode.Size)
 	if prob != nil {
 		verdict.addProblem(*prob)
 		return verdict, nil, 0
@@ -188,34 +186,25 @@ func (v *Verifier) verifyHA(ctx context.Context, pointerID int64, znode flinkha.
 }
 
 // readHAFile reads the HA file at the Flink path name, which must be a
-// regular file of exactly size bytes (any size when size is -1).
-func (v *Verifier) readHAFile(name string, size int64) ([]byte, *Problem) {
+// regular file of exactly size bytes (any size when size is -1), and at
+// most MaxHAFileSize.
+func (v *Verifier) readHAFile(ctx context.Context, name string, size int64) ([]byte, *Problem) {
 	local, err := v.cfg.Resolver.Local(name)
 	if err != nil {
 		return nil, &Problem{Path: name, Kind: ProblemOutsideRoot, Detail: err.Error()}
 	}
-	f, err := openBeneath(v.cfg.Resolver, local)
+	f, err := openRegular(v.cfg.Resolver, local)
 	if err != nil {
 		return nil, fileProblem(name, err)
 	}
 	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+	if size >= 0 && f.size() != size {
+		return nil, &Problem{Path: name, Kind: ProblemSizeMismatch, Expected: size, Found: f.size(),
+			Detail: fmt.Sprintf("the znode records %d bytes, found %d", size, f.size())}
+	}
+	data, err := f.readAll(ctx, MaxHAFileSize)
+	if err != nil {
 		return nil, fileProblem(name, err)
-	}
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return nil, &Problem{Path: name, Kind: ProblemMissing, Detail: "not a regular file"}
-	case size >= 0 && st.Size != size:
-		return nil, &Problem{Path: name, Kind: ProblemSizeMismatch, Expected: size, Found: st.Size,
-			Detail: fmt.Sprintf("the znode records %d bytes, found %d", size, st.Size)}
-	case st.Size > MaxHAFileSize:
-		return nil, &Problem{Path: name, Kind: ProblemParseError, Detail: fmt.Sprintf("HA file of %d bytes is larger than %d, not read", st.Size, MaxHAFileSize)}
-	}
-	data := make([]byte, st.Size)
-	if _, err := io.ReadFull(f, data); err != nil {
-		// The file shrank while being read.
-		return nil, &Problem{Path: name, Kind: ProblemIOError, Detail: err.Error()}
 	}
 	return data, nil
 }

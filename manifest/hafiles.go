@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -104,11 +103,10 @@ func (c *Catalog) scanHAFiles(ctx context.Context, prev map[string]haJudged) (co
 			}
 			j, ok := prev[child]
 			if !ok || j.st != st {
-				local := filepath.Join(c.cfg.Backing, child)
 				if kind == "checkpoint" {
-					j = haJudged{st: st, chkDir: c.haCheckpointDir(local)}
+					j = haJudged{st: st, chkDir: c.haCheckpointDir(ctx, child)}
 				} else {
-					j = haJudged{st: st, complete: judgeHAFile(local, kind, name)}
+					j = haJudged{st: st, complete: c.judgeHAFile(ctx, child, kind)}
 				}
 			}
 			judged[child] = j
@@ -121,50 +119,53 @@ func (c *Catalog) scanHAFiles(ctx context.Context, prev map[string]haJudged) (co
 	return complete, judged
 }
 
-// judgeHAFile reads one HA state file and decides whether it is complete.
-func judgeHAFile(local, kind, name string) bool {
-	f, err := os.Open(local)
+// judgeHAFile reads the HA state file rel (below the backing directory)
+// and decides whether it is complete. The listing showed a regular file;
+// what is opened may be anything else by now.
+func (c *Catalog) judgeHAFile(ctx context.Context, rel, kind string) bool {
+	f, err := openRegularAt(c.cfg.Backing, rel)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
+	name := path.Base(rel)
 	switch kind {
 	case "blob":
 		h := sha1.New()
-		if _, err := io.Copy(h, f); err != nil {
+		if _, err := f.copyTo(ctx, h); err != nil {
 			return false
 		}
 		return hex.EncodeToString(h.Sum(nil)) == blobName.FindStringSubmatch(name)[1]
 	case "graph":
-		data, err := io.ReadAll(io.LimitReader(f, MaxHAFileSize+1))
-		if err != nil || len(data) > MaxHAFileSize {
+		data, err := f.readAll(ctx, MaxHAFileSize)
+		if err != nil {
 			return false
 		}
 		_, err = flinkha.DecodeJobGraph(data)
 		return err == nil
 	case "result":
-		data, err := io.ReadAll(io.LimitReader(f, flinkha.MaxJobResultSize+1))
+		data, err := f.readAll(ctx, flinkha.MaxJobResultSize)
 		if err != nil {
 			return false
 		}
 		jr, err := flinkha.DecodeJobResult(data)
-		job, _, _ := flinkha.JobResultName(path.Base(name))
+		job, _, _ := flinkha.JobResultName(name)
 		return err == nil && jr.JobID == job
 	}
 	return false
 }
 
-// haCheckpointDir decodes a checkpoint's HA file and returns the
-// checkpoint directory it names, relative to the backing directory, or
-// "".
-func (c *Catalog) haCheckpointDir(local string) string {
-	f, err := os.Open(local)
+// haCheckpointDir decodes the checkpoint's HA file rel (below the backing
+// directory) and returns the checkpoint directory it names, relative to
+// the backing directory, or "".
+func (c *Catalog) haCheckpointDir(ctx context.Context, rel string) string {
+	f, err := openRegularAt(c.cfg.Backing, rel)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxHAFileSize+1))
-	if err != nil || len(data) > MaxHAFileSize {
+	data, err := f.readAll(ctx, MaxHAFileSize)
+	if err != nil {
 		return ""
 	}
 	cc, err := flinkha.DecodeCompletedCheckpoint(data)
@@ -175,7 +176,7 @@ func (c *Catalog) haCheckpointDir(local string) string {
 	if err != nil {
 		return ""
 	}
-	rel, err := filepath.Rel(c.cfg.Backing, dir)
+	rel, err = filepath.Rel(c.cfg.Backing, dir)
 	if err != nil || strings.HasPrefix(rel, "..") {
 		return ""
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"path"
 	"strings"
 
@@ -121,7 +120,7 @@ func (v *Verifier) verifyGraphFile(ctx context.Context, job, name string, size i
 		verdict.addProblem(Problem{Path: name, Kind: ProblemIOError, Detail: err.Error()})
 		return nil
 	}
-	data, prob := v.readHAFile(name, size)
+	data, prob := v.readHAFile(ctx, name, size)
 	if prob != nil {
 		verdict.addProblem(*prob)
 		return nil
@@ -174,42 +173,22 @@ func (v *Verifier) checkBlob(ctx context.Context, name, wantHash string) (int64,
 	if err != nil {
 		return 0, &Problem{Path: name, Kind: ProblemOutsideRoot, Detail: err.Error()}
 	}
-	f, err := openBeneath(v.cfg.Resolver, local)
+	f, err := openRegular(v.cfg.Resolver, local)
 	if err != nil {
 		return 0, fileProblem(name, err)
 	}
 	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+	h := sha1.New()
+	n, err := f.copyTo(ctx, h)
+	v.checksummed.Add(uint64(n))
+	if err != nil {
 		return 0, fileProblem(name, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return 0, &Problem{Path: name, Kind: ProblemMissing, Detail: "not a regular file"}
-	}
-	h := sha1.New()
-	n, err := io.Copy(h, ctxReader{ctx, f})
-	if err != nil {
-		return 0, &Problem{Path: name, Kind: ProblemIOError, Detail: err.Error()}
-	}
-	v.checksummed.Add(uint64(n))
 	if got := hex.EncodeToString(h.Sum(nil)); got != wantHash {
 		return 0, &Problem{Path: name, Kind: ProblemChecksumMismatch, Found: n,
 			Detail: fmt.Sprintf("SHA-1 of its %d bytes is %s, its blob key names %s", n, got, wantHash)}
 	}
 	return n, nil
-}
-
-// ctxReader stops a long read when ctx ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 // verifyJobResults checks the job's entries in the job result store; nil
@@ -222,7 +201,7 @@ func (v *Verifier) verifyJobResults(ctx context.Context, dir, job string) *Verdi
 		if err != nil {
 			return &Verdict{CheckpointID: -1, Dir: dir, Problems: []Problem{{Path: name, Kind: ProblemOutsideRoot, Detail: err.Error()}}}
 		}
-		f, err := openBeneath(v.cfg.Resolver, local)
+		f, err := openRegular(v.cfg.Resolver, local)
 		if errors.Is(err, unix.ENOENT) {
 			continue
 		}
@@ -233,10 +212,10 @@ func (v *Verifier) verifyJobResults(ctx context.Context, dir, job string) *Verdi
 			verdict.addProblem(*fileProblem(name, err))
 			continue
 		}
-		data, err := io.ReadAll(io.LimitReader(ctxReader{ctx, f}, flinkha.MaxJobResultSize+1))
+		data, err := f.readAll(ctx, flinkha.MaxJobResultSize)
 		f.Close()
 		if err != nil {
-			verdict.addProblem(Problem{Path: name, Kind: ProblemIOError, Detail: err.Error()})
+			verdict.addProblem(*fileProblem(name, err))
 			continue
 		}
 		verdict.Files++

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	iofs "io/fs"
 	"os"
 	"path/filepath"
@@ -278,7 +277,7 @@ var ErrNotComplete = errors.New("not complete on the primary")
 // parse or is not complete does not get better by waiting.
 func retryableSeal(err error) bool {
 	var pe *metadata.ParseError
-	return !errors.Is(err, iofs.ErrNotExist) && !errors.As(err, &pe) && !errors.Is(err, ErrNotComplete)
+	return !errors.Is(err, iofs.ErrNotExist) && !errors.As(err, &pe) && !errors.Is(err, ErrNotComplete) && !errors.Is(err, errNotRegular)
 }
 
 // Seal writes the sealed manifest of the checkpoint directory chkRel now
@@ -295,17 +294,13 @@ func (r *Recorder) Seal(chkRel string) (string, error) {
 			return "", fmt.Errorf("seal %s: %w: %s", chkRel, ErrNotComplete, v.Problems[0])
 		}
 	}
-	m, err := metadata.DecodeFile(metaPath, metadata.Options{})
+	size, m, err := r.decodeMetadata(metaPath)
 	if err != nil {
 		return "", fmt.Errorf("seal %s: %w", chkRel, err)
 	}
-	fi, err := os.Stat(metaPath)
-	if err != nil {
-		return "", err
-	}
-	man := FromMetadata(m, fi.Size())
+	man := FromMetadata(m, size)
 	man.Source = SourceSealed
-	man.MetadataChecksum, err = r.checksum(metaPath, fi.Size())
+	man.MetadataChecksum, err = r.checksum(metaPath, size)
 	if err != nil {
 		return "", err
 	}
@@ -331,6 +326,18 @@ func (r *Recorder) Seal(chkRel string) (string, error) {
 	return out, writeFileAtomic(out, data)
 }
 
+// decodeMetadata decodes the _metadata at metaPath and returns its size.
+// It reads the size fstat finds, as it goes.
+func (r *Recorder) decodeMetadata(metaPath string) (int64, *metadata.Metadata, error) {
+	f, err := openRegular(r.cfg.Resolver, metaPath)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer f.Close()
+	m, err := metadata.Decode(f.File, f.size(), metadata.Options{})
+	return f.size(), m, err
+}
+
 func (r *Recorder) local(dir string, f *File) (string, error) {
 	if f.Relative {
 		return r.cfg.Resolver.Join(dir, f.Path)
@@ -354,25 +361,26 @@ func (r *Recorder) checksum(local string, size int64) (string, error) {
 	if !r.cfg.ReadUnwritten {
 		return "", nil
 	}
-	crc, n, err := crcOfFile(r.cfg.Resolver, local)
+	crc, err := crcOfFile(r.cfg.Resolver, local, size)
 	if err != nil {
 		return "", err
-	}
-	if n != size {
-		return "", fmt.Errorf("seal: %s has %d bytes, the checkpoint records %d", local, n, size)
 	}
 	return FormatChecksum(crc), nil
 }
 
-func crcOfFile(res *Resolver, local string) (uint32, int64, error) {
-	f, err := openBeneath(res, local)
+// crcOfFile hashes the file at local, which must have size bytes.
+func crcOfFile(res *Resolver, local string, size int64) (uint32, error) {
+	f, err := openRegular(res, local)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	defer f.Close()
+	if f.size() != size {
+		return 0, fmt.Errorf("seal: %s has %d bytes, the checkpoint records %d", local, f.size(), size)
+	}
 	h := crc32.New(castagnoli)
-	n, err := io.Copy(h, f)
-	return h.Sum32(), n, err
+	_, err = f.copyTo(context.Background(), h)
+	return h.Sum32(), err
 }
 
 // writeFileAtomic writes data to a temporary file beside path, syncs it and
@@ -403,8 +411,10 @@ func writeFileAtomic(path string, data []byte) error {
 // checkSealed raises a complete L1 verdict to L3 when a sealed manifest of
 // the checkpoint exists and every checksum in it matches, and turns it
 // incomplete when one does not. Without a sealed manifest, or with one
-// that is not whole yet (it does not parse), it changes nothing.
-func (v *Verifier) checkSealed(dir string, verdict *Verdict) {
+// that is not whole yet (it does not parse, or changes while read), it
+// changes nothing. What lies at its path is read only when it is a
+// regular file within sealedManifestBound: anything else is a problem.
+func (v *Verifier) checkSealed(ctx context.Context, dir string, verdict *Verdict) {
 	if v.cfg.SealedRoot == "" {
 		return
 	}
@@ -412,12 +422,20 @@ func (v *Verifier) checkSealed(dir string, verdict *Verdict) {
 	if err != nil || strings.HasPrefix(chkRel, "..") {
 		return
 	}
-	data, err := os.ReadFile(SealedPath(v.cfg.SealedRoot, chkRel))
-	if errors.Is(err, os.ErrNotExist) {
-		return
+	rel, _ := filepath.Rel(v.cfg.SealedRoot, SealedPath(v.cfg.SealedRoot, chkRel))
+	var data []byte
+	f, err := openRegularAt(v.cfg.SealedRoot, rel)
+	if err == nil {
+		data, err = f.readAll(ctx, sealedManifestBound(verdict.Manifest))
+		f.Close()
 	}
-	if err != nil {
-		verdict.addProblem(Problem{Path: MetadataFile, Kind: ProblemIOError, Detail: "sealed manifest: " + err.Error()})
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, errChanged):
+		return
+	case err != nil:
+		p := fileProblem(MetadataFile, err)
+		p.Detail = "sealed manifest: " + err.Error()
+		verdict.addProblem(*p)
 		return
 	}
 	var sealed sealedManifest
@@ -436,7 +454,7 @@ func (v *Verifier) checkSealed(dir string, verdict *Verdict) {
 		if want == "" {
 			return
 		}
-		got, err := v.cachedChecksum(local)
+		got, err := v.cachedChecksum(ctx, local)
 		switch {
 		case err != nil:
 			verdict.addProblem(*fileProblem(name, err))
@@ -474,22 +492,18 @@ func (v *Verifier) LearnChecksum(local string, ver FileVersion, crc32c uint32) {
 }
 
 // cachedChecksum hashes a file once per version of it (inode, size, times).
-func (v *Verifier) cachedChecksum(local string) (string, error) {
-	f, err := openBeneath(v.cfg.Resolver, local)
+func (v *Verifier) cachedChecksum(ctx context.Context, local string) (string, error) {
+	f, err := openRegular(v.cfg.Resolver, local)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return "", err
-	}
-	s := VersionOf(&st)
+	s := VersionOf(&f.st)
 	if sum, ok := v.cache.checksum(local, s, v.cfg.Now()); ok {
 		return sum, nil
 	}
 	h := crc32.New(castagnoli)
-	n, err := io.Copy(h, f)
+	n, err := f.copyTo(ctx, h)
 	v.checksummed.Add(uint64(n))
 	if err != nil {
 		return "", err
@@ -497,4 +511,17 @@ func (v *Verifier) cachedChecksum(local string) (string, error) {
 	sum := FormatChecksum(h.Sum32())
 	v.cache.putChecksum(local, s, sum, v.cfg.Now())
 	return sum, nil
+}
+
+// sealedManifestBound is the most read of a sealed manifest of the
+// checkpoint whose manifest is man. Seal writes the manifest of the
+// _metadata it seals, an entry of JSON for each file it references:
+// at most 1.9 times the _metadata's bytes that are not inline state, in
+// the corpus. The bound is 16 times those bytes, and 1 MiB.
+func sealedManifestBound(man *Manifest) int64 {
+	const base, perByte = 1 << 20, 16
+	if man == nil {
+		return base
+	}
+	return base + perByte*max(man.MetadataSize-man.InlineBytes, 0)
 }

@@ -115,7 +115,7 @@ func (v *Verifier) VerifyDir(ctx context.Context, dir string) *Verdict {
 	if len(verdict.Problems) == 0 {
 		verdict.Complete = true
 		verdict.Level = L1
-		v.checkSealed(dir, verdict)
+		v.checkSealed(ctx, dir, verdict)
 	}
 	return verdict
 }
@@ -140,19 +140,13 @@ func (v *Verifier) loadManifest(dir string, probes *prober, judge judge) (parsed
 		return manifestEntry{prob: &Problem{Path: MetadataFile, Kind: ProblemOutsideRoot, Detail: err.Error()}}, nil
 	}
 	path := filepath.Join(local, MetadataFile)
-	f, err := openBeneath(v.cfg.Resolver, path)
+	f, err := openRegular(v.cfg.Resolver, path)
 	if err != nil {
 		return manifestEntry{prob: fileProblem(MetadataFile, err)}, nil
 	}
 	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return manifestEntry{prob: fileProblem(MetadataFile, err)}, nil
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return manifestEntry{prob: &Problem{Path: MetadataFile, Kind: ProblemMissing, Detail: "not a regular file"}}, nil
-	}
-	stamp := VersionOf(&st)
+	st := &f.st
+	stamp := VersionOf(st)
 	if e, ok := v.cache.manifest(path, stamp); ok {
 		if e.man != nil {
 			v.cache.pathsMu.Lock()
@@ -161,7 +155,7 @@ func (v *Verifier) loadManifest(dir string, probes *prober, judge judge) (parsed
 		}
 		return e, need
 	}
-	parsed, need = v.parse(local, f, &st, probes, judge)
+	parsed, need = v.parse(local, f.File, st, probes, judge)
 	if parsed.prob == nil || parsed.prob.Kind != ProblemIOError {
 		// A read that failed says nothing about the file: read it again.
 		v.cache.putManifest(path, parsed)
@@ -213,7 +207,10 @@ func parseProblem(err error) *Problem {
 	return p
 }
 
+// fileProblem is the problem of the file name whose open or read (of a
+// regularFile) failed with err.
 func fileProblem(name string, err error) *Problem {
+	var tl *tooLargeError
 	switch {
 	case errors.Is(err, ErrOutsideRoot) || errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ELOOP):
 		return &Problem{Path: name, Kind: ProblemOutsideRoot, Detail: err.Error()}
@@ -221,6 +218,12 @@ func fileProblem(name string, err error) *Problem {
 		return &Problem{Path: name, Kind: ProblemMissing}
 	case errors.Is(err, unix.ENOTDIR):
 		return &Problem{Path: name, Kind: ProblemMissing, Detail: "a path component is not a directory"}
+	case errors.Is(err, errNotRegular):
+		return &Problem{Path: name, Kind: ProblemMissing, Detail: errNotRegular.Error()}
+	case errors.As(err, &tl):
+		return &Problem{Path: name, Kind: ProblemParseError, Detail: err.Error()}
+	case errors.Is(err, errChanged):
+		return &Problem{Path: name, Kind: ProblemSizeMismatch, Detail: err.Error()}
 	}
 	return &Problem{Path: name, Kind: ProblemIOError, Detail: err.Error()}
 }
@@ -388,18 +391,15 @@ func (v *Verifier) checkChangelog(t *target) *Problem {
 	if known {
 		return nil
 	}
-	file, err := openBeneath(v.cfg.Resolver, filepath.Join(e.dir, e.base))
+	file, err := openRegular(v.cfg.Resolver, filepath.Join(e.dir, e.base))
 	if err != nil {
 		return fileProblem(f.Path, err)
 	}
 	defer file.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(file.Fd()), &st); err != nil {
-		return fileProblem(f.Path, err)
-	}
-	t.obs.size, t.obs.ver = st.Size, VersionOf(&st)
+	st := &file.st
+	t.obs.size, t.obs.ver = st.Size, VersionOf(st)
 	want := f.Size - 1 // the flag byte
-	compressed, changes, err := changelogChanges(file, st.Size, want)
+	compressed, changes, err := changelogChanges(file.File, st.Size, want)
 	var de *dstlError
 	switch {
 	case errors.As(err, &de):
@@ -447,50 +447,15 @@ func (v *Verifier) matchProbed(targets []target, entries []*pathEntry, probed []
 	}
 }
 
-// openBeneath opens path (O_PATH for directories, read-only for files)
-// without following a symbolic link out of the root that contains it.
-// Opening does not wait for a FIFO's writer; reads block as usual.
-func openBeneath(res *Resolver, path string) (*os.File, error) {
-	fd, err := openBeneathFd(res, path)
-	if err != nil {
-		return nil, err
-	}
-	// The only status flag openBeneathFd sets is O_NONBLOCK.
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0); err != nil {
-		unix.Close(fd)
-		return nil, &os.PathError{Op: "fcntl", Path: path, Err: err}
-	}
-	return os.NewFile(uintptr(fd), path), nil
-}
-
-// openBeneathFd is openBeneath returning the bare descriptor, opened
-// O_NONBLOCK.
+// openBeneathFd opens path (a directory: probes stat below it) with
+// openAt beneath the root that contains it.
 func openBeneathFd(res *Resolver, path string) (int, error) {
 	root, rel, err := res.split(path)
 	if err != nil {
 		return -1, err
 	}
-	rootFd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, &os.PathError{Op: "open", Path: root, Err: err}
-	}
-	defer unix.Close(rootFd)
-	if rel == "" {
-		rel = "."
-	}
-	how := unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
-	}
-	fd, err := unix.Openat2(rootFd, rel, &how)
-	if errors.Is(err, unix.ENOSYS) {
-		// Kernels before 5.6: the lexical check in split is what remains.
-		fd, err = unix.Openat(rootFd, rel, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-	}
-	if err != nil {
-		return -1, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	return fd, nil
+	fd, _, err := openAt(root, rel)
+	return fd, err
 }
 
 // split returns the root that contains path and path relative to it.

@@ -14,6 +14,9 @@ type Decoder struct {
 	// descriptor read inside another one counts one level, and so does
 	// every superclass descriptor. 0 means DefaultMaxDepth.
 	MaxDepth int
+	// MaxAlloc bounds what decoding allocates, in bytes (budget.go).
+	// 0 means DecodeBudget of the input's size.
+	MaxAlloc int64
 }
 
 // Decode decodes a complete stream: the header, then top-level contents up
@@ -33,12 +36,17 @@ func DecodePrefix(data []byte) (*Stream, int, error) {
 
 // Decode is the package-level Decode with this decoder's limits.
 func (dc *Decoder) Decode(data []byte) (*Stream, error) {
-	d := dc.start(data)
+	return dc.start(data).stream()
+}
+
+// stream decodes the whole input.
+func (d *decoder) stream() (*Stream, error) {
 	if err := d.header(); err != nil {
 		return nil, err
 	}
 	s := &Stream{}
 	for d.pos < len(d.data) {
+		start := d.pos
 		var c Content
 		var err error
 		switch d.data[d.pos] {
@@ -58,6 +66,9 @@ func (dc *Decoder) Decode(data []byte) (*Stream, error) {
 		if err != nil {
 			return nil, err
 		}
+		if s.Contents, err = grow(d, s.Contents, start); err != nil {
+			return nil, err
+		}
 		s.Contents = append(s.Contents, c)
 	}
 	return s, nil
@@ -70,13 +81,21 @@ func (dc *Decoder) DecodePrefix(data []byte) (*Stream, int, error) {
 		return nil, 0, err
 	}
 	s := &Stream{}
+	var err error
 	for d.pos < len(d.data) && d.data[d.pos] == tcReset {
+		if s.Contents, err = grow(d, s.Contents, d.pos); err != nil {
+			return nil, 0, err
+		}
 		d.pos++
 		d.reset()
 		s.Contents = append(s.Contents, Reset{})
 	}
+	start := d.pos
 	v, err := d.readValue()
 	if err != nil {
+		return nil, 0, err
+	}
+	if s.Contents, err = grow(d, s.Contents, start); err != nil {
 		return nil, 0, err
 	}
 	s.Contents = append(s.Contents, v)
@@ -90,6 +109,8 @@ type decoder struct {
 	depth    int
 	handles  []Value // index = handle - baseWireHandle
 	descs    map[*ClassDesc]*descMeta
+	budget   int64 // bytes left to allocate (budget.go)
+	maxAlloc int64 // the budget at the start
 }
 
 // descMeta is what the decoder knows about a class descriptor it read.
@@ -109,7 +130,11 @@ func (dc *Decoder) start(data []byte) *decoder {
 	if depth <= 0 {
 		depth = DefaultMaxDepth
 	}
-	return &decoder{data: data, maxDepth: depth, descs: make(map[*ClassDesc]*descMeta)}
+	budget := dc.MaxAlloc
+	if budget <= 0 {
+		budget = DecodeBudget(len(data))
+	}
+	return &decoder{data: data, maxDepth: depth, descs: make(map[*ClassDesc]*descMeta), budget: budget, maxAlloc: budget}
 }
 
 func (d *decoder) fail(off int, kind error, format string, args ...any) error {
@@ -212,6 +237,9 @@ func (d *decoder) utf(what, name string) (string, error) {
 	start := d.pos
 	b, err := d.take(int64(n), what, name)
 	if err != nil {
+		return "", err
+	}
+	if err := d.charge(int64(n), start); err != nil {
 		return "", err
 	}
 	s, err := DecodeModifiedUTF8(b)
@@ -317,8 +345,13 @@ func (d *decoder) readObject() (*Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := d.charge(sizeObject, start); err != nil {
+		return nil, err
+	}
 	o := &Object{Class: desc}
-	d.handles = append(d.handles, o)
+	if err := d.addHandle(o, start); err != nil {
+		return nil, err
+	}
 	if desc.IsExternalizable() {
 		if desc.Flags&SCBlockData == 0 {
 			return nil, d.fail(start, ErrUnsupported,
@@ -328,12 +361,18 @@ func (d *decoder) readObject() (*Object, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := d.charge(sizeClassData, start); err != nil {
+			return nil, err
+		}
 		o.Data = []ClassData{{Class: desc, Annotation: ann}}
 		return o, nil
 	}
 	m := d.descs[desc]
 	if m.dataCount == 0 {
 		return o, nil
+	}
+	if err := d.charge(int64(m.dataCount)*sizeClassData, start); err != nil {
+		return nil, err
 	}
 	o.Data = make([]ClassData, m.dataCount)
 	c := desc
@@ -358,6 +397,17 @@ func (d *decoder) readObject() (*Object, error) {
 func (d *decoder) readClassData(cd *ClassData) error {
 	c := cd.Class
 	if len(c.Fields) > 0 {
+		// A slot each, and a primitive wider than a byte is boxed: it
+		// takes about its size (Go packs small values).
+		cost := int64(len(c.Fields)) * sizeValue
+		for _, f := range c.Fields {
+			if n := elementSize(f.Code); n > 1 && f.Code != 'L' && f.Code != '[' {
+				cost += n
+			}
+		}
+		if err := d.charge(cost, d.pos); err != nil {
+			return err
+		}
 		cd.Values = make([]any, len(c.Fields))
 	}
 	for i, f := range c.Fields {
@@ -426,23 +476,25 @@ func (d *decoder) readAnnotation(what, name string) ([]Content, error) {
 		if d.pos >= len(d.data) {
 			return nil, d.need(1, what, name+" (missing TC_ENDBLOCKDATA)")
 		}
-		switch d.data[d.pos] {
-		case tcEndBlockData:
+		tc := d.data[d.pos]
+		if tc == tcEndBlockData {
 			d.pos++
 			return out, nil
-		case tcBlockData, tcBlockDataLong:
-			b, err := d.readBlockData()
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, b)
-		default:
-			v, err := d.readValue()
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, v)
 		}
+		var err error
+		if out, err = grow(d, out, d.pos); err != nil {
+			return nil, err
+		}
+		var c Content
+		if tc == tcBlockData || tc == tcBlockDataLong {
+			c, err = d.readBlockData()
+		} else {
+			c, err = d.readValue()
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
 	}
 }
 
@@ -469,6 +521,9 @@ func (d *decoder) readBlockData() (*BlockData, error) {
 	}
 	b, err := d.take(n, "block data", "")
 	if err != nil {
+		return nil, err
+	}
+	if err := d.charge(sizeBlockData+n, start); err != nil {
 		return nil, err
 	}
 	return &BlockData{Data: bytes.Clone(b), Long: long}, nil
@@ -500,13 +555,18 @@ func (d *decoder) readString() (*String, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := d.charge(sizeString+n, start); err != nil {
+		return nil, err
+	}
 	v, err := DecodeModifiedUTF8(b)
 	if err != nil {
 		ue := err.(*UTFError)
 		return nil, d.fail(body+ue.Index, ErrMalformed, "string: %s", ue.Reason)
 	}
 	s := &String{Value: v, Long: long}
-	d.handles = append(d.handles, s)
+	if err := d.addHandle(s, start); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -577,6 +637,7 @@ func (d *decoder) readClassDesc(allowNull bool, what, name string) (*ClassDesc, 
 }
 
 func (d *decoder) readNewClassDesc() (*ClassDesc, error) {
+	start := d.pos
 	d.pos++
 	name, err := d.utf("class name", "")
 	if err != nil {
@@ -586,9 +647,14 @@ func (d *decoder) readNewClassDesc() (*ClassDesc, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := d.charge(sizeClassDesc, start); err != nil {
+		return nil, err
+	}
 	c := &ClassDesc{Name: name, SerialVersionUID: int64(u)}
 	m := &descMeta{}
-	d.handles = append(d.handles, c)
+	if err := d.addHandle(c, start); err != nil {
+		return nil, err
+	}
 	d.descs[c] = m
 	flagsAt := d.pos
 	if c.Flags, err = d.u8("flags of class", name); err != nil {
@@ -610,6 +676,9 @@ func (d *decoder) readNewClassDesc() (*ClassDesc, error) {
 		return nil, err
 	}
 	if n > 0 {
+		if err := d.charge(int64(n)*sizeFieldDesc, countAt); err != nil {
+			return nil, err
+		}
 		c.Fields = make([]FieldDesc, n)
 	}
 	objects := false
@@ -651,9 +720,14 @@ func (d *decoder) readNewClassDesc() (*ClassDesc, error) {
 func (d *decoder) readProxyClassDesc() (*ClassDesc, error) {
 	start := d.pos
 	d.pos++
+	if err := d.charge(sizeClassDesc, start); err != nil {
+		return nil, err
+	}
 	c := &ClassDesc{Proxy: true}
 	m := &descMeta{}
-	d.handles = append(d.handles, c)
+	if err := d.addHandle(c, start); err != nil {
+		return nil, err
+	}
 	d.descs[c] = m
 	u, err := d.u32("interface count of proxy class", "")
 	if err != nil {
@@ -667,6 +741,9 @@ func (d *decoder) readProxyClassDesc() (*ClassDesc, error) {
 		return nil, err
 	}
 	if n > 0 {
+		if err := d.charge(int64(n)*sizeValue, start); err != nil {
+			return nil, err
+		}
 		c.Interfaces = make([]string, n)
 	}
 	for i := range c.Interfaces {
@@ -713,8 +790,13 @@ func (d *decoder) readArray() (*Array, error) {
 	if c.Proxy || len(c.Name) < 2 || c.Name[0] != '[' {
 		return nil, d.fail(start, ErrMalformed, "array of class %q, which is not an array class", c.Name)
 	}
+	if err := d.charge(sizeArray, start); err != nil {
+		return nil, err
+	}
 	a := &Array{Class: c}
-	d.handles = append(d.handles, a)
+	if err := d.addHandle(a, start); err != nil {
+		return nil, err
+	}
 	lenAt := d.pos
 	u, err := d.u32("array length", "")
 	if err != nil {
@@ -731,6 +813,14 @@ func (d *decoder) readArray() (*Array, error) {
 	}
 	// Object elements take at least one byte each (TC_NULL).
 	if err := d.needFor(n*size, n, "elements of array", c.Name); err != nil {
+		return nil, err
+	}
+	// In memory a reference takes an interface, a primitive its size.
+	mem := size
+	if code == 'L' || code == '[' {
+		mem = sizeValue
+	}
+	if err := d.charge(n*mem, start); err != nil {
 		return nil, err
 	}
 	b, err := d.take(n*size, "", "")
@@ -808,8 +898,13 @@ func (d *decoder) readEnum() (*Enum, error) {
 	if !c.IsEnum() {
 		return nil, d.fail(start, ErrMalformed, "TC_ENUM of class %q, which is not an enum", c.Name)
 	}
+	if err := d.charge(sizeEnum, start); err != nil {
+		return nil, err
+	}
 	e := &Enum{Class: c}
-	d.handles = append(d.handles, e)
+	if err := d.addHandle(e, start); err != nil {
+		return nil, err
+	}
 	if e.Constant, err = d.readStringRef("name of constant of enum", c.Name); err != nil {
 		return nil, err
 	}
@@ -817,12 +912,18 @@ func (d *decoder) readEnum() (*Enum, error) {
 }
 
 func (d *decoder) readClass() (*Class, error) {
+	start := d.pos
 	d.pos++
 	c, err := d.readClassDesc(false, "class", "")
 	if err != nil {
 		return nil, err
 	}
+	if err := d.charge(sizeClass, start); err != nil {
+		return nil, err
+	}
 	k := &Class{Desc: c}
-	d.handles = append(d.handles, k)
+	if err := d.addHandle(k, start); err != nil {
+		return nil, err
+	}
 	return k, nil
 }

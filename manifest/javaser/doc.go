@@ -18,15 +18,18 @@
 // Input is treated as hostile. Decoding
 //   - never panics and never loops without consuming input;
 //   - checks every length and count against the bytes left before
-//     allocating, so memory use is at most a small multiple of the input
-//     size (an array of 2^31 longs in a 20-byte input fails at once);
+//     allocating (an array of 2^31 longs in a 20-byte input fails at
+//     once), and charges what it allocates to a budget proportional to
+//     the input (DecodeBudget, Decoder.MaxAlloc), so that values costing
+//     a byte each (nulls) cannot take 16 bytes each;
 //   - limits nesting (Decoder.MaxDepth), so deep input cannot exhaust the
 //     stack;
 //   - accepts a reference only to an existing handle of a fitting kind;
 //   - requires the stream to end exactly at the end of the input
 //     (DecodePrefix is the variant for embedded streams);
 //   - reports failures as *DecodeError with the byte offset and one of
-//     ErrTruncated, ErrMalformed, ErrTooDeep or ErrUnsupported.
+//     ErrTruncated, ErrMalformed, ErrTooDeep, ErrUnsupported or
+//     ErrTooLarge.
 //
 // Decoding is slightly stricter than the JDK where the JDK accepts
 // non-canonical input that no Java writer produces (booleans other than 0

@@ -18,13 +18,16 @@ var (
 	// ErrUnsupported: valid Java serialization that cannot be parsed
 	// without the writing class (TC_EXCEPTION, old Externalizable format).
 	ErrUnsupported = errors.New("javaser: unsupported stream content")
+	// ErrTooLarge: decoding would allocate more than the budget of the
+	// stream's size (budget.go).
+	ErrTooLarge = errors.New("javaser: stream costs too much to decode")
 )
 
 // DecodeError reports where and why decoding failed.
 type DecodeError struct {
 	Offset int64  // byte offset into the input where the failing item starts
 	Msg    string // what went wrong, e.g. "truncated: need 8 bytes for long field stateSize"
-	Err    error  // one of ErrTruncated, ErrMalformed, ErrTooDeep, ErrUnsupported
+	Err    error  // one of ErrTruncated, ErrMalformed, ErrTooDeep, ErrUnsupported, ErrTooLarge
 }
 
 func (e *DecodeError) Error() string {

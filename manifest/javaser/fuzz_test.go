@@ -34,7 +34,7 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("offset %d outside the %d-byte input: %v", de.Offset, len(data), err)
 			}
 			n := 0
-			for _, kind := range []error{ErrTruncated, ErrMalformed, ErrTooDeep, ErrUnsupported} {
+			for _, kind := range []error{ErrTruncated, ErrMalformed, ErrTooDeep, ErrUnsupported, ErrTooLarge} {
 				if errors.Is(err, kind) {
 					n++
 				}

@@ -4,8 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // sparseFile reads as a file of size bytes that holds head and then
@@ -87,5 +92,32 @@ func TestCountsDoNotAllocate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDecodeFileRefusesWhatHasNoEnd: a FIFO at the path is refused at
+// once, not waited for (a FIFO's open and reads wait for a writer).
+func TestDecodeFileRefusesWhatHasNoEnd(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "_metadata")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := DecodeFile(fifo, Options{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("DecodeFile of a FIFO = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("DecodeFile of a FIFO hung past the deadline of 10s")
+		// A writer that comes and goes lets the open return.
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+		<-done
 	}
 }

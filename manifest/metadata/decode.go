@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"unsafe"
 
 	"github.com/ckptfs/ckptfs/manifest/javaser"
@@ -33,9 +34,11 @@ const maxPropertiesSize = 1 << 20
 
 const checkpointPropertiesClass = "org.apache.flink.runtime.checkpoint.CheckpointProperties"
 
-// DecodeFile parses the _metadata file at path.
+// DecodeFile parses the _metadata file at path, the size it has when
+// opened. Anything but a regular file there is refused, without waiting
+// for a FIFO's writer or reading a device that has no end.
 func DecodeFile(path string, opts Options) (*Metadata, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -43,6 +46,9 @@ func DecodeFile(path string, opts Options) (*Metadata, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &os.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}
 	}
 	return Decode(f, fi.Size(), opts)
 }

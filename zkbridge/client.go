@@ -237,7 +237,9 @@ func (c *client) lastLoginErr() error {
 	return errors.Join(errs...)
 }
 
-// identity names who the client is to ZooKeeper, "" when anonymous.
+// identity names who the client is to ZooKeeper, "" when anonymous: the
+// scheme and the user (Credentials.String), for messages, logs and
+// health, which must not show the digest identity's hash.
 func (c *client) identity() string {
 	if c.auth == nil {
 		return ""
@@ -626,7 +628,9 @@ type Session struct {
 	// LastLost and LastRegained bound the last outage that ended; zero
 	// before one did.
 	LastLost, LastRegained time.Time
-	// Identity is who ckptfs is to ZooKeeper ("" anonymous).
+	// Identity is who ckptfs is to ZooKeeper: the scheme and the user,
+	// digest:<user> or sasl:<user> ("" anonymous), never the digest
+	// identity's hash.
 	Identity string
 }
 

@@ -191,8 +191,11 @@ func (s *zkSettings) connectionWarnings() []string {
 }
 
 // fileConnectionWarnings are the connection warnings of a configuration
-// file that sets zk, and the ZooKeeper identity its credentials give
-// ("" when none).
+// file that sets zk, and a line naming the ZooKeeper identity its
+// credentials give ("" when none). The line also has the digest
+// identity's ACL id, for zk-acl entries: its hash allows guessing the
+// password offline, but whoever runs config check on the file reads
+// zk-auth-file anyway.
 func fileConnectionWarnings(file *configFile) (warnings []string, identity string) {
 	if _, ok := file.entries["zk"]; !ok {
 		return nil, ""
@@ -208,6 +211,11 @@ func fileConnectionWarnings(file *configFile) (warnings []string, identity strin
 	if s.AuthFile != "" {
 		if c, err := zkbridge.ReadCredentials(s.AuthFile, s.AuthScheme); err == nil {
 			identity = c.String()
+			if id := c.Identity(); id.Scheme == zkbridge.SchemeDigest {
+				identity += "; in ACLs (zk-acl) " + id.Scheme + ":" + id.ID + ", which allows guessing the password offline: keep it as private as zk-auth-file"
+			} else {
+				identity += " (also in ACLs, zk-acl)"
+			}
 		}
 	}
 	return s.connectionWarnings(), identity

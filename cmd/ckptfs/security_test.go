@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -51,20 +52,25 @@ func TestConnectionSettingsRefused(t *testing.T) {
 }
 
 // config check warns (exit 0) when ckptfs would connect anonymously, when
-// a secured Flink cluster meets it so, and when the credentials file is
-// readable by others.
+// a secured Flink cluster meets it so, when the credentials file is
+// readable by others, and when digest credentials would go over plain
+// TCP, where ZooKeeper's addauth digest carries the password as it is.
 func TestConfigCheckWarnsAboutSecurity(t *testing.T) {
 	dir := t.TempDir()
 	creds := writeFile(t, dir, "creds", "ckptfs:pw\n")
+	ca := zktest.NewCA(t, "zk CA")
+	inClear := []string{"zk-auth-scheme digest sends the password of zk-auth-file to ZooKeeper in clear", "zk-tls-ca", "zk-auth-scheme: sasl"}
 	for _, tc := range []struct {
 		name, file string
 		mode       os.FileMode
 		want, not  []string
 	}{
-		{"anonymous", "zk: zk1:2181\n", 0o600, []string{"connects anonymously: its znodes"}, []string{"flink-zk-acl is creator"}},
+		{"anonymous", "zk: zk1:2181\n", 0o600, []string{"connects anonymously: its znodes"}, []string{"flink-zk-acl is creator", "in clear"}},
 		{"secured flink", "zk: zk1:2181\nflink-zk-acl: creator\n", 0o600, []string{"flink-zk-acl is creator", "status, takeover and restore-pruned will be refused"}, nil},
-		{"readable credentials", "zk: zk1:2181\nflink-zk-acl: creator\nzk-auth-file: " + creds + "\n", 0o644, []string{"is readable by others (mode 0644)"}, []string{"anonymous"}},
-		{"quiet", "zk: zk1:2181\nflink-zk-acl: creator\nzk-auth-file: " + creds + "\n", 0o600, nil, []string{"warning"}},
+		{"readable credentials", "zk: zk1:2181\nflink-zk-acl: creator\nzk-auth-scheme: sasl\nzk-auth-file: " + creds + "\n", 0o644, []string{"is readable by others (mode 0644)"}, []string{"anonymous"}},
+		{"digest in clear", "zk: zk1:2181\nzk-auth-file: " + creds + "\n", 0o600, inClear, []string{"anonymous"}},
+		{"quiet", "zk: zk1:2181\nflink-zk-acl: creator\nzk-auth-scheme: sasl\nzk-auth-file: " + creds + "\n", 0o600, nil, []string{"warning"}},
+		{"quiet digest over TLS", "zk: zk1:2281\nzk-tls-ca: " + ca.CertFile + "\nzk-auth-file: " + creds + "\n", 0o600, nil, []string{"warning"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			os.Chmod(creds, tc.mode)
@@ -79,6 +85,9 @@ func TestConfigCheckWarnsAboutSecurity(t *testing.T) {
 			// file reads zk-auth-file anyway).
 			aclID := zk.DigestACL(zk.PermAll, "ckptfs", "pw")[0]
 			id := "ZooKeeper identity: digest:ckptfs; in ACLs (zk-acl) digest:" + aclID.ID + ","
+			if strings.Contains(tc.file, "sasl") {
+				id = "ZooKeeper identity: sasl:ckptfs (also in ACLs, zk-acl)"
+			}
 			if strings.Contains(tc.file, "zk-auth-file") != strings.Contains(stdout, id) {
 				t.Errorf("stdout %q: the identity line %q only with zk-auth-file", stdout, id)
 			}
@@ -94,6 +103,57 @@ func TestConfigCheckWarnsAboutSecurity(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Every command that connects to ZooKeeper (mount, status, takeover,
+// restore-pruned) logs once at its start that digest credentials go
+// over plain TCP in clear, and how to avoid it; with SASL DIGEST-MD5 or
+// TLS it does not.
+func TestCommandsWarnCredentialsInClear(t *testing.T) {
+	dir := t.TempDir()
+	creds := writeFile(t, dir, "creds", "ckptfs:pw\n")
+	os.Chmod(creds, 0o600)
+	ca := zktest.NewCA(t, "zk CA")
+	// Nothing listens there: the command logs, tries to connect until
+	// runBinary stops it.
+	unreachable := freeAddr(t)
+	const warning = "zk-auth-scheme digest sends the password of zk-auth-file to ZooKeeper in clear"
+	for _, tc := range []struct {
+		name string
+		args []string
+		warn bool
+	}{
+		{"status", []string{"status"}, true},
+		{"takeover", []string{"takeover", "--map", "file:///flink=" + dir}, true},
+		{"restore-pruned", []string{"restore-pruned", "--map", "file:///flink=" + dir}, true},
+		// The mount point is missing: the daemon fails at once, after
+		// the command's start.
+		{"mount", []string{"mount", "--log-format", "json", t.TempDir(), filepath.Join(dir, "absent")}, true},
+		{"status sasl", []string{"status", "--zk-auth-scheme", "sasl"}, false},
+		{"status tls", []string{"status", "--zk-tls-ca", ca.CertFile}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			args := append(tc.args, "--zk", unreachable, "--site", "dc2", "--zk-auth-file", creds)
+			r := runBinary(t, 3*time.Second, nil, args...)
+			if n := strings.Count(r.stderr, warning); n != map[bool]int{true: 1, false: 0}[tc.warn] ||
+				tc.warn && (!strings.Contains(r.stderr, "zk-tls-ca") || !strings.Contains(r.stderr, "zk-auth-scheme: sasl")) {
+				t.Errorf("%s: exit %d, stderr:\n%s\nwant the warning %v (once, naming zk-tls-ca and zk-auth-scheme: sasl)", tc.name, r.code, r.stderr, tc.warn)
+			}
+		})
+	}
+}
+
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }
 
 // from-flink reads Flink 1.20's client.authorization and client.acl: it
@@ -130,9 +190,12 @@ execution.checkpointing.dir: file:///flink/checkpoints
 	if err != nil || st.Mode().Perm() != 0o600 || string(data) != "flink:s3cret:pw\n" {
 		t.Errorf("auth file: %v, mode %v, %q", err, st.Mode(), data)
 	}
-	// The derived file is valid, and quiet.
+	// The derived file is valid; its one warning is that digest
+	// credentials go in clear without zk-tls-ca (as Flink's do, unless
+	// its JVM options set up TLS to ZooKeeper, which from-flink does not
+	// read).
 	derived := writeFile(t, dir, "ckptfs.yaml", out)
-	if _, stderr, code := ckptfs(t, "config", "check", "--config", derived); code != exitOK || strings.Contains(stderr, "warning") {
+	if _, stderr, code := ckptfs(t, "config", "check", "--config", derived); code != exitOK || strings.Count(stderr, "warning") != 1 || !strings.Contains(stderr, "in clear") {
 		t.Errorf("config check of the derived file: exit %d, %s", code, stderr)
 	}
 	// Again: the same file is fine; another content is refused.

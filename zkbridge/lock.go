@@ -94,6 +94,7 @@ func (b *Bridge) acquireLock(ctx context.Context, paths ckptfsPaths, op string, 
 			return nil, err
 		}
 		if !slices.Contains(names, mine) {
+			b.zk.forgetLock(node)
 			return nil, ErrLockLost
 		}
 		// The holder is the lowest sequence number; wait for the one
@@ -147,6 +148,11 @@ func (b *Bridge) acquireLock(ctx context.Context, paths ckptfsPaths, op string, 
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			// The node is nobody's from now on: an orphan to this
+			// client's next lock call, and deleted meanwhile, without
+			// keeping the caller, whose context ended.
+			b.zk.forgetLock(node)
+			go b.releaseLock(lock)
 			return nil, ctx.Err()
 		}
 		t.Stop()

@@ -206,3 +206,35 @@ func TestIntegration_LockCreateInFlightIsNoOrphan(t *testing.T) {
 		}
 	})
 }
+
+// A lock call whose context ends while it waits leaves no lock node that
+// is held by nobody yet counts as held: the Bridge's next lock call (a
+// daemon's session lives for days) and other sessions' do not wait for it.
+func TestIntegration_LockWaitCanceled(t *testing.T) {
+	c := zktest.StartCluster(t, 1)
+	e := newEnv(t, c)
+	b, other := e.bridge("dc2"), e.bridge("dc1")
+	ctx := testContext(t, time.Minute)
+	paths := newCkptfsPaths(e.ckptfs, "default")
+	holder, err := other.acquireLock(ctx, paths, "holder", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err = b.acquireLock(wctx, paths, "canceled", time.Minute)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a wait whose context ended: %v", err)
+	}
+	other.releaseLock(holder)
+	l, err := b.acquireLock(ctx, paths, "next", 5*time.Second)
+	if err != nil {
+		t.Fatalf("the next lock call of the same Bridge: %v, want the lock", err)
+	}
+	b.releaseLock(l)
+	l, err = other.acquireLock(ctx, paths, "other", 5*time.Second)
+	if err != nil {
+		t.Fatalf("another session's lock call: %v, want the lock", err)
+	}
+	other.releaseLock(l)
+}

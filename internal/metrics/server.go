@@ -17,9 +17,34 @@ type limits struct {
 	conns                         int
 }
 
-// serverLimits are the endpoint's limits.
+// serverLimits are the endpoint's limits. The handlers' own work is
+// bounded: /metrics and /healthz read what the daemon holds (no
+// ZooKeeper or NAS I/O while a scrape waits), and their answers are
+// small. So the limits bound only what a client holds, and every
+// local user is one: the endpoint serves loopback without
+// authentication by default.
 var serverLimits = limits{
+	// A request is a GET without a body: 10s for its header, and for
+	// all of it, is ample on any network (a TLS handshake gets the
+	// least of these timeouts, 10s too).
 	readHeader: 10 * time.Second,
+	read:       10 * time.Second,
+	// From a request's header to the end of its answer: writing a
+	// scrape takes milliseconds; 30s leaves a slow reader room and is
+	// above Prometheus's default scrape timeout (10s), so Prometheus
+	// gives up first.
+	write: 30 * time.Second,
+	// A keep-alive connection waiting for its next request: 90s
+	// outlasts Prometheus's default scrape interval (1m), so that a
+	// scraper keeps its connection, and closes what was abandoned.
+	idle: 90 * time.Second,
+	// Prometheus servers and health checks need a few connections; a
+	// client that opens more, each holding a goroutine, buffers and a
+	// file descriptor of the daemon that serves the FUSE mount too, gets
+	// the extra ones closed at once. A local user who keeps them all
+	// busy can keep scrapes out (a target down, which alerts), not take
+	// the mount's memory or file descriptors.
+	conns: 64,
 }
 
 // NewServer returns the http.Server of the metrics and health endpoint:

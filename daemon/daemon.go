@@ -138,11 +138,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if metricsLn != nil {
 		src := metrics.Sources{Site: cfg.Site, Version: cfg.Version, Catalog: p.catalog, Poll: cfg.Catalog.Poll, Mount: srv, ZooKeeper: zkm, Backing: pin.problem,
 			Probe: probe.problem, ProbeDuration: probe.Duration}
-		hs := &http.Server{
-			Handler:           metrics.Handler(metrics.NewRegistry(src), src),
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		}
+		hs := metrics.NewServer(metrics.Handler(metrics.NewRegistry(src), src), slog.NewLogLogger(log.Handler(), slog.LevelWarn))
 		g.Go(func() error {
 			go func() { <-gctx.Done(); hs.Close() }()
 			if err := hs.Serve(metricsLn); !errors.Is(err, http.ErrServerClosed) {

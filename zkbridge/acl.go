@@ -217,8 +217,8 @@ func (c *Config) checkACL() error {
 		}
 	}
 	who := "anonymous ckptfs"
-	if mine != nil {
-		who = mine.Scheme + ":" + mine.ID
+	if c.Auth != nil {
+		who = c.Auth.String()
 	}
 	return fmt.Errorf("%s grants %s no full access (cdrwa): ckptfs could not write, or delete, its own znodes", FormatACL(c.ACL), who)
 }

@@ -103,7 +103,10 @@ func ParseCredentials(data []byte, scheme string) (*Credentials, error) {
 
 // Identity is the ACL id ZooKeeper gives a session with these
 // credentials: digest:<user>:<base64 sha1 of user:password> or
-// sasl:<user>. It holds no password.
+// sasl:<user>. It holds no password, but the digest's hash is an
+// unsalted SHA-1 of user:password that allows guessing the password
+// offline: it goes into ACLs, never into messages, logs or health
+// (String).
 func (c *Credentials) Identity() zk.ACL {
 	if c.Scheme == SchemeSASL {
 		return zk.ACL{Scheme: "sasl", ID: c.User, Perms: zk.PermAll}
@@ -112,10 +115,12 @@ func (c *Credentials) Identity() zk.ACL {
 	return zk.ACL{Scheme: "digest", ID: c.User + ":" + base64.StdEncoding.EncodeToString(sum[:]), Perms: zk.PermAll}
 }
 
-// String names the identity, never the password.
+// String names the identity by what identifies without revealing: the
+// scheme and the user, digest:<user> or sasl:<user>; never the password
+// nor the digest's hash. ZooKeeper itself shows a digest ACL to a reader
+// without the admin permission as digest:<user>:x.
 func (c *Credentials) String() string {
-	id := c.Identity()
-	return id.Scheme + ":" + id.ID
+	return c.Scheme + ":" + c.User
 }
 
 // ErrNotAuthorized means ZooKeeper refused ckptfs: a znode's ACL does not
@@ -128,7 +133,8 @@ var ErrNotAuthorized = errors.New("not authorized by ZooKeeper")
 type AuthError struct {
 	// What names the operation, for example "list /flink".
 	What string
-	// Identity is who ckptfs was ("" when anonymous).
+	// Identity is who ckptfs was, Credentials.String ("" when
+	// anonymous).
 	Identity string
 	// Enforced: the ensemble requires authentication and closed the
 	// session (enforce.auth.schemes), or refused the authentication.

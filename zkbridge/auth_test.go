@@ -1,6 +1,8 @@
 package zkbridge
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,8 +22,8 @@ func TestParseCredentials(t *testing.T) {
 	if got, want := c.Identity(), zk.DigestACL(zk.PermAll, "ckptfs", "pa:ss word")[0]; got != want {
 		t.Errorf("Identity() = %v, want %v", got, want)
 	}
-	if s := c.String(); strings.Contains(s, "pa:ss") || !strings.HasPrefix(s, "digest:ckptfs:") {
-		t.Errorf("String() = %q: must name the identity, never the password", s)
+	if s := c.String(); s != "digest:ckptfs" {
+		t.Errorf("String() = %q, want digest:ckptfs: the scheme and the user, never the password nor its hash", s)
 	}
 	if c, err := ParseCredentials([]byte("flink:pw\r\n"), SchemeSASL); err != nil || c.Identity() != (zk.ACL{Perms: zk.PermAll, Scheme: "sasl", ID: "flink"}) {
 		t.Errorf("sasl: %+v, %v", c, err)
@@ -120,6 +122,31 @@ func TestACLPolicy(t *testing.T) {
 	cfg.ACL = []zk.ACL{digestCreds("ckptfs", "pw").Identity()}
 	if err := cfg.checkACL(); err != nil {
 		t.Errorf("an ACL of ckptfs's own identity: %v", err)
+	}
+}
+
+// What ckptfs says about its identity (messages, logs, health) names the
+// scheme and the user only: the digest identity's hash, an unsalted
+// SHA-1 of user:password, lets whoever reads it guess the password
+// offline.
+func TestIdentityShowsNoDigest(t *testing.T) {
+	c := digestCreds("ckptfs", "pw")
+	hash := strings.TrimPrefix(c.Identity().ID, "ckptfs:")
+	cfg := Config{Auth: c, ACL: []zk.ACL{{Perms: zk.PermAll, Scheme: "digest", ID: "other:abc="}}}
+	cl := &client{auth: c}
+	for what, s := range map[string]string{
+		"String":    c.String(),
+		"identity":  cl.identity(),
+		"AuthError": cl.explain("read /x", zk.ErrNoAuth).Error(),
+		"enforced":  cl.explain("read /x", errors.New("zk: unknown error: -124")).Error(),
+		"checkACL":  fmt.Sprint(cfg.checkACL()),
+	} {
+		if strings.Contains(s, hash) || !strings.Contains(s, "digest:ckptfs") {
+			t.Errorf("%s: %q: want digest:ckptfs without the hash %s", what, s, hash)
+		}
+	}
+	if s := (&Credentials{Scheme: SchemeSASL, User: "flink", Password: "pw"}).String(); s != "sasl:flink" {
+		t.Errorf("SASL: String() = %q, want sasl:flink", s)
 	}
 }
 

@@ -50,11 +50,24 @@ type client struct {
 
 	closed atomic.Bool
 
-	// locksMu serializes creating takeover lock nodes with telling an
-	// orphan from a held one; locks: GUARDED_BY(locksMu), the lock nodes
-	// calls of this client hold (createLock).
+	// locksMu guards what tells a lock node of this client's session
+	// that a call holds from an orphan (createLock, orphanLock). It is
+	// never held across a ZooKeeper call.
 	locksMu sync.Mutex
-	locks   map[string]bool
+	// locks: GUARDED_BY(locksMu). The lock nodes calls of this client
+	// hold.
+	locks map[string]bool
+	// lockCreates: GUARDED_BY(locksMu). createLock calls under way.
+	// INVARIANT: a createLock call counts here from before it sends its
+	// create until it has recorded the node it returns in locks (see
+	// "Orphan lock nodes" in lock.go).
+	lockCreates int
+	// lockSettled: GUARDED_BY(locksMu). Closed and replaced whenever a
+	// createLock call ends.
+	lockSettled chan struct{}
+	// testLockCreated is a test seam, called when createLock's node
+	// exists and before createLock records it.
+	testLockCreated func(node string)
 
 	mu sync.Mutex
 	// session: GUARDED_BY(mu). The current session id, 0 while none.
@@ -93,13 +106,14 @@ type sessionHistory struct {
 // later connection before its first request).
 func dial(ctx context.Context, cfg *Config) (*client, error) {
 	c := &client{
-		acls:     newACLPolicy(cfg),
-		auth:     cfg.Auth,
-		log:      cfg.Logger,
-		retry:    cfg.RetryTimeout,
-		changed:  make(chan struct{}),
-		loginErr: map[string]error{},
-		locks:    map[string]bool{},
+		acls:        newACLPolicy(cfg),
+		auth:        cfg.Auth,
+		log:         cfg.Logger,
+		retry:       cfg.RetryTimeout,
+		changed:     make(chan struct{}),
+		loginErr:    map[string]error{},
+		locks:       map[string]bool{},
+		lockSettled: make(chan struct{}),
 	}
 	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
 		zk.WithLogger(zkLogger{cfg.Logger.With("component", "zk-client")}),
@@ -237,7 +251,9 @@ func (c *client) lastLoginErr() error {
 	return errors.Join(errs...)
 }
 
-// identity names who the client is to ZooKeeper, "" when anonymous.
+// identity names who the client is to ZooKeeper, "" when anonymous: the
+// scheme and the user (Credentials.String), for messages, logs and
+// health, which must not show the digest identity's hash.
 func (c *client) identity() string {
 	if c.auth == nil {
 		return ""
@@ -626,7 +642,9 @@ type Session struct {
 	// LastLost and LastRegained bound the last outage that ended; zero
 	// before one did.
 	LastLost, LastRegained time.Time
-	// Identity is who ckptfs is to ZooKeeper ("" anonymous).
+	// Identity is who ckptfs is to ZooKeeper: the scheme and the user,
+	// digest:<user> or sasl:<user> ("" anonymous), never the digest
+	// identity's hash.
 	Identity string
 }
 

@@ -99,6 +99,7 @@ func (b *Bridge) acquireLock(ctx context.Context, paths ckptfsPaths, op string, 
 			return nil, err
 		}
 		if !slices.Contains(names, mine) {
+			b.zk.forgetLock(node)
 			return nil, ErrLockLost
 		}
 		// The holder is the lowest sequence number; wait for the one
@@ -118,7 +119,11 @@ func (b *Bridge) acquireLock(ctx context.Context, paths ckptfsPaths, op string, 
 			b.log.Debug("takeover lock acquired", "znode", node)
 			return lock, nil
 		}
-		if orphan, err := b.zk.orphanLock(ctx, join(parent, pred)); err != nil {
+		// settling is not nil when pred may be a node another call of
+		// this client is creating: wait for it as for a holder, and
+		// look again once that call ended.
+		orphan, settling, err := b.zk.orphanLock(ctx, join(parent, pred))
+		if err != nil {
 			b.releaseLock(lock)
 			return nil, err
 		} else if orphan {
@@ -144,46 +149,96 @@ func (b *Bridge) acquireLock(ctx context.Context, paths ckptfsPaths, op string, 
 		t := time.NewTimer(remaining)
 		select {
 		case <-ch:
+		case <-settling:
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			// The node is nobody's from now on: an orphan to this
+			// client's next lock call, and deleted meanwhile, without
+			// keeping the caller, whose context ended.
+			b.zk.forgetLock(node)
+			go b.releaseLock(lock)
 			return nil, ctx.Err()
 		}
 		t.Stop()
 	}
 }
 
+// Orphan lock nodes. go-zookeeper retries a protected create whose reply
+// was lost under a new name when it cannot list the first, and so does
+// retry: the first then stays, a node of our session that nobody holds.
+// Left, it would make every later takeover of this client wait for
+// itself (a daemon's session lives for days), so a lock call deletes a
+// node of its own session that no call of the client holds (orphanLock).
+//
+// No mutex is held across the create, which may take the whole retry
+// timeout: the client's other lock calls, and their contexts, must not
+// wait for it. That opens a race. A create's node exists in ZooKeeper
+// from the moment the server made it, but the createLock call learns
+// its name only with the reply, and records it after that. Another lock
+// call that lists the lock nodes in between sees a node of our session
+// that no call holds, and must not delete it. So:
+//
+//   - createLock counts itself in lockCreates before it sends the
+//     create, and records the node it returns in locks in the same
+//     critical section that counts it out;
+//   - a node listed at time T was made by a createLock call that counted
+//     itself before T (or by a request of a call that already gave up,
+//     its context ended: that node is nobody's);
+//   - orphanLock looks after T. If no createLock call counts then, every
+//     call that could return the node has ended and recorded what it
+//     returned (a node released since is gone, or forgotten: an orphan
+//     again). A node of our session that is not in locks is an orphan
+//     then, and stays one: no call under way can return it, and calls
+//     that start later create other names. So the exists call that
+//     tells the node's session runs without the mutex;
+//   - while a createLock call counts, orphanLock cannot tell, and says
+//     so: the caller waits as for a holder, and looks again when a call
+//     ended (lockSettled), so that an orphan the call left is deleted
+//     then.
+
 // createLock creates a protected ephemeral sequential lock node and
-// remembers it as one a call of this client holds. go-zookeeper retries
-// a protected create whose reply was lost under a new name when it cannot
-// list the first, which then stays, a node of our session that nobody
-// holds: left, it would make every later takeover of this client wait
-// for itself (a daemon's session lives for days).
+// remembers it as one a call of this client holds.
 func (c *client) createLock(ctx context.Context, path string, data []byte) (string, error) {
 	c.locksMu.Lock()
-	defer c.locksMu.Unlock()
+	c.lockCreates++
+	c.locksMu.Unlock()
 	node, err := retry(ctx, c, "create lock", func() (string, error) {
 		return c.conn.CreateProtectedEphemeralSequential(path, data, c.acls.forPath(path))
 	})
+	if err == nil && c.testLockCreated != nil {
+		c.testLockCreated(node)
+	}
+	c.locksMu.Lock()
+	defer c.locksMu.Unlock()
 	if err == nil {
 		c.locks[node] = true
 	}
+	c.lockCreates--
+	close(c.lockSettled)
+	c.lockSettled = make(chan struct{})
 	return node, err
 }
 
 // orphanLock reports whether node is a lock node of this client's session
-// that no call of the client holds.
-func (c *client) orphanLock(ctx context.Context, node string) (bool, error) {
+// that no call of the client holds. When a createLock call is under way
+// it cannot tell: it returns false and a channel closed when a createLock
+// call ended, to look again then (nil otherwise).
+func (c *client) orphanLock(ctx context.Context, node string) (orphan bool, settling <-chan struct{}, err error) {
 	c.locksMu.Lock()
-	defer c.locksMu.Unlock()
-	if c.locks[node] {
-		return false, nil
+	held, creating, settled := c.locks[node], c.lockCreates > 0, c.lockSettled
+	c.locksMu.Unlock()
+	switch {
+	case held:
+		return false, nil, nil
+	case creating:
+		return false, settled, nil
 	}
 	stat, err := c.exists(ctx, node)
 	if err != nil || stat == nil {
-		return false, err
+		return false, nil, err
 	}
-	return stat.EphemeralOwner == c.conn.SessionID(), nil
+	return stat.EphemeralOwner == c.conn.SessionID(), nil, nil
 }
 
 func (c *client) forgetLock(node string) {

@@ -30,7 +30,12 @@ type Publisher struct {
 	log     *slog.Logger
 	trigger chan struct{} // one slot: Trigger never blocks, bursts coalesce
 
-	passMu sync.Mutex // serializes passes; LOCK ORDER: passMu before mu
+	// passing serializes passes: a pass holds its one slot. A pass does
+	// ZooKeeper I/O, bounded by its own context only, so a pass waiting
+	// for the slot gives up when its context ends (a mutex would keep it
+	// for as long as the other pass takes). LOCK ORDER: passing before
+	// mu.
+	passing chan struct{}
 
 	mu sync.Mutex
 	// paths: GUARDED_BY(mu). ckptfs's znodes of the cluster, found on the
@@ -80,7 +85,7 @@ func (b *Bridge) NewPublisher(src MarkerSource) (*Publisher, error) {
 	}
 	return &Publisher{
 		b: b, src: src, log: b.cfg.Logger.With("component", "publisher"),
-		trigger: make(chan struct{}, 1), known: map[string]knownMarker{},
+		trigger: make(chan struct{}, 1), passing: make(chan struct{}, 1), known: map[string]knownMarker{},
 	}, nil
 }
 
@@ -166,8 +171,12 @@ func (p *Publisher) jitter() time.Duration {
 // differ. A full pass re-reads ZooKeeper (layout and every marker) and
 // also lowers markers of jobs the source no longer reports.
 func (p *Publisher) pass(ctx context.Context, full bool) error {
-	p.passMu.Lock()
-	defer p.passMu.Unlock()
+	select {
+	case p.passing <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-p.passing }()
 	p.mu.Lock()
 	if full {
 		p.stats.FullPasses++

@@ -312,3 +312,61 @@ func TestIntegration_TwoPublishers(t *testing.T) {
 	}
 	t.Logf("%d writes, %d refused, conflicts %d+%d, values seen %v", writes, refused, pubs[0].Stats().Conflicts, pubs[1].Stats().Conflicts, seen)
 }
+
+// blockingSource is a MarkerSource whose Markers waits for release (a
+// source that reads a hung NAS, or a pass held up by ZooKeeper).
+type blockingSource struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s blockingSource) Markers(ctx context.Context) ([]Marker, error) {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return nil, nil
+}
+
+func (blockingSource) Level(context.Context, string, int64) (manifest.Level, error) {
+	return manifest.LevelNone, nil
+}
+
+// A pass that waits for another pass of the same Publisher (passes are
+// serialized; each does ZooKeeper I/O) gives up when its own context
+// ends.
+func TestIntegration_PublisherPassWaitsWithinItsContext(t *testing.T) {
+	c := zktest.StartCluster(t, 1)
+	e := newEnv(t, c)
+	b := e.bridge("dc2", func(cfg *Config) { cfg.ClusterID = "default" })
+	src := blockingSource{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	pub, err := b.NewPublisher(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t, time.Minute)
+	first := make(chan error, 1)
+	go func() { first <- pub.Sync(ctx) }()
+	select {
+	case <-src.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first pass did not reach its source")
+	}
+	sctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	start := time.Now()
+	err = pub.Sync(sctx)
+	d := time.Since(start)
+	cancel()
+	close(src.release)
+	if !errors.Is(err, context.DeadlineExceeded) || d > 3*time.Second {
+		t.Errorf("a pass behind a held-up one: %v after %v, want its context's end after 500ms", err, d.Round(time.Millisecond))
+	}
+	if err := <-first; err != nil {
+		t.Errorf("the first pass: %v", err)
+	}
+}

@@ -1,10 +1,14 @@
 package zkbridge
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -401,4 +405,54 @@ func TestIntegration_BridgeOutlivesContextsAndOutages(t *testing.T) {
 	if ss := b.Session(); ss.State != SessionConnected || ss.Losses < 1 || ss.LastRegained.IsZero() || !ss.LastRegained.After(ss.LastLost) {
 		t.Errorf("session after the outage: %+v, want connected, a loss and the last outage's bounds", ss)
 	}
+}
+
+// TestIntegration_IdentityShowsNoDigest: with digest credentials, what
+// the Bridge says about its identity (the session it reports to health
+// and metrics, its refusals, its log) names the scheme and the user,
+// never the hash ZooKeeper's digest identity holds.
+func TestIntegration_IdentityShowsNoDigest(t *testing.T) {
+	c := zktest.StartCluster(t, 1)
+	e := newEnv(t, c)
+	creds := digest("ckptfs", "ckptfspw")
+	hash := strings.TrimPrefix(creds.Identity().ID, "ckptfs:")
+	var logged syncBuffer
+	b := e.bridge("dc2", func(cfg *Config) {
+		cfg.Auth = creds
+		cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logged, &testWriter{t: t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	if got := b.Session().Identity; got != "digest:ckptfs" {
+		t.Errorf("Session().Identity = %q, want digest:ckptfs", got)
+	}
+	other := zktest.Connect(t, c.Servers(), zktest.WithDigest("other", "x"))
+	private := e.root + "-private"
+	if _, err := other.Create(private, nil, 0, zk.AuthACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := b.zk.get(testContext(t, time.Minute), private)
+	if !errors.Is(err, ErrNotAuthorized) || !strings.Contains(err.Error(), "as digest:ckptfs") || strings.Contains(err.Error(), hash) {
+		t.Errorf("a refused read: %v; want ErrNotAuthorized naming digest:ckptfs without the hash %s", err, hash)
+	}
+	b.Close()
+	if !strings.Contains(logged.String(), "identity=digest:ckptfs") || strings.Contains(logged.String(), hash) {
+		t.Errorf("the log names the identity with its hash %s, or not at all:\n%s", hash, logged.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer that several goroutines may write.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

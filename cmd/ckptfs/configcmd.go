@@ -404,7 +404,7 @@ Exit status:
 				warnings = append(warnings, fc.RecoveryWarnings()...)
 			}
 			if identity != "" {
-				fmt.Fprintf(w, "ZooKeeper identity: %s (for zk-acl entries and ACLs naming ckptfs)\n", identity)
+				fmt.Fprintf(w, "ZooKeeper identity: %s\n", identity)
 			}
 			for _, warning := range warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "ckptfs: warning:", warning)

@@ -258,9 +258,13 @@ func serveMount(cmd *cobra.Command, cfg *mountConfig) error {
 	if err != nil {
 		return fail("log-file: %v", err)
 	}
-	d, err := cfg.daemonConfig(cfg.logger(sink), sink)
+	log := cfg.logger(sink)
+	d, err := cfg.daemonConfig(log, sink)
 	if err != nil {
 		return fail("%v", err)
+	}
+	if cfg.ZK != "" {
+		cfg.warnAtStart(log.With("site", cfg.Site, "component", "mount"))
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,7 +33,7 @@ func TestConnectionSettingsRefused(t *testing.T) {
 		{"cert without ca", "zk-tls-cert: " + garbage + "\nzk-tls-key: " + garbage + "\n", ":2: zk-tls-cert and zk-tls-key need zk-tls-ca"},
 		{"garbage ca", "zk-tls-ca: " + garbage + "\n", ":2: zk-tls-ca, zk-tls-cert, zk-tls-key: CA file " + garbage + " holds no PEM certificate"},
 		{"acl", "zk-acl: [world:anyone]\n", ":2: zk-acl: ACL entry \"world:anyone\": want scheme:id:perms"},
-		{"acl locking out", "zk-auth-file: " + good + "\nzk-acl: ['digest:other:abc=:cdrwa']\n", "zk-acl: digest:other:abc=:rwcda grants digest:ckptfs:"},
+		{"acl locking out", "zk-auth-file: " + good + "\nzk-acl: ['digest:other:abc=:cdrwa']\n", "zk-acl: digest:other:abc=:rwcda grants digest:ckptfs no full access"},
 		{"flink acl", "flink-zk-acl: closed\n", `:2: flink-zk-acl "closed": want open or creator`},
 		{"session timeout", "zk-session-timeout: 100ms\n", ":2: zk-session-timeout: 100ms is below 1s"},
 	} {
@@ -51,20 +52,25 @@ func TestConnectionSettingsRefused(t *testing.T) {
 }
 
 // config check warns (exit 0) when ckptfs would connect anonymously, when
-// a secured Flink cluster meets it so, and when the credentials file is
-// readable by others.
+// a secured Flink cluster meets it so, when the credentials file is
+// readable by others, and when digest credentials would go over plain
+// TCP, where ZooKeeper's addauth digest carries the password as it is.
 func TestConfigCheckWarnsAboutSecurity(t *testing.T) {
 	dir := t.TempDir()
 	creds := writeFile(t, dir, "creds", "ckptfs:pw\n")
+	ca := zktest.NewCA(t, "zk CA")
+	inClear := []string{"zk-auth-scheme digest sends the password of zk-auth-file to ZooKeeper in clear", "zk-tls-ca", "zk-auth-scheme: sasl"}
 	for _, tc := range []struct {
 		name, file string
 		mode       os.FileMode
 		want, not  []string
 	}{
-		{"anonymous", "zk: zk1:2181\n", 0o600, []string{"connects anonymously: its znodes"}, []string{"flink-zk-acl is creator"}},
+		{"anonymous", "zk: zk1:2181\n", 0o600, []string{"connects anonymously: its znodes"}, []string{"flink-zk-acl is creator", "in clear"}},
 		{"secured flink", "zk: zk1:2181\nflink-zk-acl: creator\n", 0o600, []string{"flink-zk-acl is creator", "status, takeover and restore-pruned will be refused"}, nil},
-		{"readable credentials", "zk: zk1:2181\nflink-zk-acl: creator\nzk-auth-file: " + creds + "\n", 0o644, []string{"is readable by others (mode 0644)"}, []string{"anonymous"}},
-		{"quiet", "zk: zk1:2181\nflink-zk-acl: creator\nzk-auth-file: " + creds + "\n", 0o600, nil, []string{"warning"}},
+		{"readable credentials", "zk: zk1:2181\nflink-zk-acl: creator\nzk-auth-scheme: sasl\nzk-auth-file: " + creds + "\n", 0o644, []string{"is readable by others (mode 0644)"}, []string{"anonymous"}},
+		{"digest in clear", "zk: zk1:2181\nzk-auth-file: " + creds + "\n", 0o600, inClear, []string{"anonymous"}},
+		{"quiet", "zk: zk1:2181\nflink-zk-acl: creator\nzk-auth-scheme: sasl\nzk-auth-file: " + creds + "\n", 0o600, nil, []string{"warning"}},
+		{"quiet digest over TLS", "zk: zk1:2281\nzk-tls-ca: " + ca.CertFile + "\nzk-auth-file: " + creds + "\n", 0o600, nil, []string{"warning"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			os.Chmod(creds, tc.mode)
@@ -73,7 +79,16 @@ func TestConfigCheckWarnsAboutSecurity(t *testing.T) {
 			if code != exitOK {
 				t.Fatalf("config check: exit %d, %s", code, stderr)
 			}
-			if id := "ZooKeeper identity: " + zk.DigestACL(zk.PermAll, "ckptfs", "pw")[0].Scheme + ":" + zk.DigestACL(zk.PermAll, "ckptfs", "pw")[0].ID; strings.Contains(tc.file, "zk-auth-file") != strings.Contains(stdout, id) {
+			// The identity by scheme and user; the digest identity's
+			// hash, which allows guessing the password offline, only as
+			// the ACL id for zk-acl (whoever runs config check on the
+			// file reads zk-auth-file anyway).
+			aclID := zk.DigestACL(zk.PermAll, "ckptfs", "pw")[0]
+			id := "ZooKeeper identity: digest:ckptfs; in ACLs (zk-acl) digest:" + aclID.ID + ","
+			if strings.Contains(tc.file, "sasl") {
+				id = "ZooKeeper identity: sasl:ckptfs (also in ACLs, zk-acl)"
+			}
+			if strings.Contains(tc.file, "zk-auth-file") != strings.Contains(stdout, id) {
 				t.Errorf("stdout %q: the identity line %q only with zk-auth-file", stdout, id)
 			}
 			for _, w := range tc.want {
@@ -88,6 +103,57 @@ func TestConfigCheckWarnsAboutSecurity(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Every command that connects to ZooKeeper (mount, status, takeover,
+// restore-pruned) logs once at its start that digest credentials go
+// over plain TCP in clear, and how to avoid it; with SASL DIGEST-MD5 or
+// TLS it does not.
+func TestCommandsWarnCredentialsInClear(t *testing.T) {
+	dir := t.TempDir()
+	creds := writeFile(t, dir, "creds", "ckptfs:pw\n")
+	os.Chmod(creds, 0o600)
+	ca := zktest.NewCA(t, "zk CA")
+	// Nothing listens there: the command logs, tries to connect until
+	// runBinary stops it.
+	unreachable := freeAddr(t)
+	const warning = "zk-auth-scheme digest sends the password of zk-auth-file to ZooKeeper in clear"
+	for _, tc := range []struct {
+		name string
+		args []string
+		warn bool
+	}{
+		{"status", []string{"status"}, true},
+		{"takeover", []string{"takeover", "--map", "file:///flink=" + dir}, true},
+		{"restore-pruned", []string{"restore-pruned", "--map", "file:///flink=" + dir}, true},
+		// The mount point is missing: the daemon fails at once, after
+		// the command's start.
+		{"mount", []string{"mount", "--log-format", "json", t.TempDir(), filepath.Join(dir, "absent")}, true},
+		{"status sasl", []string{"status", "--zk-auth-scheme", "sasl"}, false},
+		{"status tls", []string{"status", "--zk-tls-ca", ca.CertFile}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			args := append(tc.args, "--zk", unreachable, "--site", "dc2", "--zk-auth-file", creds)
+			r := runBinary(t, 3*time.Second, nil, args...)
+			if n := strings.Count(r.stderr, warning); n != map[bool]int{true: 1, false: 0}[tc.warn] ||
+				tc.warn && (!strings.Contains(r.stderr, "zk-tls-ca") || !strings.Contains(r.stderr, "zk-auth-scheme: sasl")) {
+				t.Errorf("%s: exit %d, stderr:\n%s\nwant the warning %v (once, naming zk-tls-ca and zk-auth-scheme: sasl)", tc.name, r.code, r.stderr, tc.warn)
+			}
+		})
+	}
+}
+
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }
 
 // from-flink reads Flink 1.20's client.authorization and client.acl: it
@@ -106,12 +172,15 @@ func TestConfigFromFlinkSecurity(t *testing.T) {
 execution.checkpointing.dir: file:///flink/checkpoints
 `)
 	authFile := filepath.Join(dir, "zk-auth")
+	// Neither the password nor the hash of Flink's digest identity
+	// shows: the derived file need not be as private as zk-auth-file.
+	hash := strings.TrimPrefix(zk.DigestACL(zk.PermAll, "flink", "s3cret:pw")[0].ID, "flink:")
 	out, stderr, code := ckptfs(t, "config", "from-flink", "--site", "dc2", "--backing", "/mnt/nas", "--auth-file", authFile, flink)
-	if code != exitOK || strings.Contains(out+stderr, "s3cret") {
-		t.Fatalf("from-flink: exit %d, the password must not show:\n%s%s", code, out, stderr)
+	if code != exitOK || strings.Contains(out+stderr, "s3cret") || strings.Contains(out+stderr, hash) {
+		t.Fatalf("from-flink: exit %d, the password and its hash must not show:\n%s%s", code, out, stderr)
 	}
 	for _, w := range []string{"flink-zk-acl: creator # high-availability.zookeeper.client.acl (line 7)",
-		"zk-auth-file: " + authFile + " # Flink's identity digest:flink:", "high-availability.zookeeper.client.authorization (line 8)"} {
+		"zk-auth-file: " + authFile + " # Flink's identity digest:flink, from high-availability.zookeeper.client.authorization (line 8)"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("from-flink output lacks %q:\n%s", w, out)
 		}
@@ -121,9 +190,12 @@ execution.checkpointing.dir: file:///flink/checkpoints
 	if err != nil || st.Mode().Perm() != 0o600 || string(data) != "flink:s3cret:pw\n" {
 		t.Errorf("auth file: %v, mode %v, %q", err, st.Mode(), data)
 	}
-	// The derived file is valid, and quiet.
+	// The derived file is valid; its one warning is that digest
+	// credentials go in clear without zk-tls-ca (as Flink's do, unless
+	// its JVM options set up TLS to ZooKeeper, which from-flink does not
+	// read).
 	derived := writeFile(t, dir, "ckptfs.yaml", out)
-	if _, stderr, code := ckptfs(t, "config", "check", "--config", derived); code != exitOK || strings.Contains(stderr, "warning") {
+	if _, stderr, code := ckptfs(t, "config", "check", "--config", derived); code != exitOK || strings.Count(stderr, "warning") != 1 || !strings.Contains(stderr, "in clear") {
 		t.Errorf("config check of the derived file: exit %d, %s", code, stderr)
 	}
 	// Again: the same file is fine; another content is refused.
@@ -136,7 +208,7 @@ execution.checkpointing.dir: file:///flink/checkpoints
 	}
 	// Without --auth-file: what to add, without the password.
 	out, _, code = ckptfs(t, "config", "from-flink", "--backing", "/mnt/nas", flink)
-	if code != exitOK || !strings.Contains(out, "zk-auth-file: Flink authenticates as digest:flink:") || strings.Contains(out, "s3cret") {
+	if code != exitOK || !strings.Contains(out, "zk-auth-file: Flink authenticates as digest:flink (") || strings.Contains(out, "s3cret") || strings.Contains(out, hash) {
 		t.Errorf("from-flink without --auth-file: exit %d\n%s", code, out)
 	}
 	kerberos := writeFile(t, dir, "flink-conf.yaml", `high-availability: zookeeper

@@ -130,6 +130,7 @@ func (f *zkFlags) open(ctx context.Context, cmd *cobra.Command, needSite bool) (
 	if err != nil {
 		return nil, located(cmd, err)
 	}
+	f.zk.warnAtStart(cfg.Logger)
 	return zkbridge.New(ctx, cfg, zkbridge.NewSiteVerifier(v, f.backingTimeout))
 }
 

@@ -180,9 +180,33 @@ func (s *zkSettings) connection(cfg *zkbridge.Config) []error {
 	return errs
 }
 
+// credentialsInClear reports whether the connection sends ckptfs's
+// password as it is: digest credentials (ZooKeeper's addauth digest
+// carries user:password, on every connection) over plain TCP (no
+// zk-tls-ca). SASL DIGEST-MD5 answers a challenge and never sends the
+// password; TLS encrypts the addauth. The one rule of config check's
+// warning and of the line the commands that connect log at their start.
+func (s *zkSettings) credentialsInClear() bool {
+	return s.AuthFile != "" && s.AuthScheme == zkbridge.SchemeDigest && s.TLSCA == ""
+}
+
+// credentialsInClearWarning is what credentialsInClear means, and the
+// remedies.
+const credentialsInClearWarning = "zk-auth-scheme digest sends the password of zk-auth-file to ZooKeeper in clear (addauth digest user:password, on every connection), and without zk-tls-ca the connection is plain TCP: whoever sees the traffic can authenticate as ckptfs; connect over TLS to ZooKeeper's secureClientPort (zk-tls-ca), or use SASL DIGEST-MD5 (zk-auth-scheme: sasl), which does not send the password (docs/deploy.md#tls)"
+
+// warnAtStart logs, once at the start of a command that connects, what
+// config check warns about the connection and still matters when it
+// runs: credentials in clear.
+func (s *zkSettings) warnAtStart(log *slog.Logger) {
+	if s.credentialsInClear() {
+		log.Warn(credentialsInClearWarning)
+	}
+}
+
 // connectionWarnings are what config check says about a valid connection:
 // an anonymous ckptfs, whose znodes everyone may write, and a secured
-// Flink cluster it cannot act on; credentials others may read.
+// Flink cluster it cannot act on; credentials others may read, or that
+// go over the network in clear.
 func (s *zkSettings) connectionWarnings() []string {
 	var out []string
 	anonymous := s.AuthFile == "" && s.TLSCert == ""
@@ -197,12 +221,18 @@ func (s *zkSettings) connectionWarnings() []string {
 			out = append(out, fmt.Sprintf("zk-auth-file %s is readable by others (mode %04o): make it 0600, owned by the user ckptfs runs as", s.AuthFile, st.Mode().Perm()))
 		}
 	}
+	if s.credentialsInClear() {
+		out = append(out, credentialsInClearWarning)
+	}
 	return out
 }
 
 // fileConnectionWarnings are the connection warnings of a configuration
-// file that sets zk, and the ZooKeeper identity its credentials give
-// ("" when none).
+// file that sets zk, and a line naming the ZooKeeper identity its
+// credentials give ("" when none). The line also has the digest
+// identity's ACL id, for zk-acl entries: its hash allows guessing the
+// password offline, but whoever runs config check on the file reads
+// zk-auth-file anyway.
 func fileConnectionWarnings(file *configFile) (warnings []string, identity string) {
 	if _, ok := file.entries["zk"]; !ok {
 		return nil, ""
@@ -218,6 +248,11 @@ func fileConnectionWarnings(file *configFile) (warnings []string, identity strin
 	if s.AuthFile != "" {
 		if c, err := zkbridge.ReadCredentials(s.AuthFile, s.AuthScheme); err == nil {
 			identity = c.String()
+			if id := c.Identity(); id.Scheme == zkbridge.SchemeDigest {
+				identity += "; in ACLs (zk-acl) " + id.Scheme + ":" + id.ID + ", which allows guessing the password offline: keep it as private as zk-auth-file"
+			} else {
+				identity += " (also in ACLs, zk-acl)"
+			}
 		}
 	}
 	return s.connectionWarnings(), identity

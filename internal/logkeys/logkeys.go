@@ -37,7 +37,7 @@ var Keys = map[string]string{
 	"completeness": "a completeness level (L1, L2, L3); not level, which is the log level",
 	"session":      "a ZooKeeper session id",
 	"server":       "a ZooKeeper server address",
-	"identity":     "ckptfs's ZooKeeper identity (scheme:id, never a password; empty when anonymous)",
+	"identity":     "ckptfs's ZooKeeper identity (scheme:user, never a password nor a digest's hash; empty when anonymous)",
 	"outage":       "how long ckptfs had no ZooKeeper session",
 	"sessions":     "ZooKeeper session ids (of Flink's JobManagers)",
 	"addresses":    "addresses (of Flink's JobManagers)",

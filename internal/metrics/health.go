@@ -43,7 +43,9 @@ type ZooKeeperHealth struct {
 	Losses     uint64     `json:"losses"`
 	Since      *time.Time `json:"since,omitempty"`
 	LastOutage *Outage    `json:"last_outage,omitempty"`
-	Identity   string     `json:"identity,omitempty"`
+	// Identity is ckptfs's ZooKeeper identity by scheme and user
+	// (zkbridge.Session.Identity): /healthz is unauthenticated.
+	Identity string `json:"identity,omitempty"`
 	// ActiveSite is what active-site said when last read, and when.
 	ActiveSite *ActiveSite  `json:"active_site,omitempty"`
 	Lag        *LagSnapshot `json:"lag,omitempty"`

@@ -242,3 +242,25 @@ func TestIntegration_ScrapeZooKeeper(t *testing.T) {
 		t.Errorf("after Close: %s", s.series(ZooKeeperSessionState))
 	}
 }
+
+// TestIntegration_HealthIdentity: /healthz, served without
+// authentication, names ckptfs's ZooKeeper identity by scheme and user,
+// never with the hash of its digest identity (an unsalted SHA-1 of
+// user:password, which lets a reader guess the password offline).
+func TestIntegration_HealthIdentity(t *testing.T) {
+	c := zktest.StartCluster(t, 1)
+	creds := &zkbridge.Credentials{Scheme: zkbridge.SchemeDigest, User: "ckptfs", Password: "ckptfspw"}
+	bcfg := zkbridge.DefaultConfig()
+	bcfg.Servers, bcfg.Auth = c.Servers(), creds
+	b, err := zkbridge.New(context.Background(), bcfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	z := &ZooKeeper{}
+	z.SetBridge(b)
+	_, h := healthz(t, Sources{Site: "dc2", ZooKeeper: z}, "")
+	if h.ZooKeeper == nil || h.ZooKeeper.Identity != "digest:ckptfs" {
+		t.Errorf("/healthz zookeeper: %+v, want the identity digest:ckptfs (not %s)", h.ZooKeeper, creds.Identity().ID)
+	}
+}

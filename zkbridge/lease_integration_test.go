@@ -1,6 +1,7 @@
 package zkbridge
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -251,4 +252,80 @@ func TestIntegration_Lease(t *testing.T) {
 		t.Fatal(lease, err)
 	}
 	t.Logf("status: lease %s", lease)
+}
+
+// TestIntegration_LeaseManyHolders (issue 29): every daemon of a site
+// renews the lease, and a site has one daemon per machine. Before issue
+// 29 each renewal compared-and-set the one lease node, and with 24
+// daemons 40 ms from ZooKeeper 6 healthy ones lost their lease (and
+// would have fenced their primary). Renewals now check the epoch and
+// active-site and set the lease at any version: they never conflict.
+// Here holders of one site renew through a link of 40 ms round trip for
+// three leases; none may ever stop claiming.
+func TestIntegration_LeaseManyHolders(t *testing.T) {
+	holders := 48
+	if testing.Short() {
+		t.Skip("many ZooKeeper sessions")
+	}
+	c := zktest.StartCluster(t, 1)
+	e := newEnv(t, c)
+	proxy := zktest.NewProxy(t, c.Servers()[0])
+	proxy.SetLatency(20 * time.Millisecond)
+	rule := LeaseRule{Duration: 2 * time.Second}
+	withLease := func(cfg *Config) { cfg.ClusterID, cfg.LeaseDuration = "many", rule.Duration }
+	ctx := testContext(t, 2*time.Minute)
+	first := e.bridge("dc1", withLease)
+	if rep, err := first.Takeover(ctx, TakeoverOptions{}); err != nil || !rep.Activated {
+		t.Fatalf("first takeover: %+v %v", rep, err)
+	}
+	type holder struct {
+		h    *LeaseHolder
+		b    *Bridge
+		lost []time.Duration // how long past its deadline each lapse was seen
+	}
+	hs := make([]*holder, holders)
+	for i := range hs {
+		b := e.bridge("dc1", withLease, func(cfg *Config) { cfg.Servers = []string{proxy.Addr()} })
+		h, err := b.NewLeaseHolder(rule)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs[i] = &holder{h: h, b: b}
+	}
+	start := time.Now()
+	run := 3 * rule.Duration
+	var wg sync.WaitGroup
+	for _, hd := range hs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The daemon's loop: a pass every D/16, a renewal when due.
+			for time.Since(start) < run {
+				now := time.Now()
+				if d := hd.h.Deadline(); !d.IsZero() && !now.Before(d) {
+					hd.lost = append(hd.lost, now.Sub(d))
+				}
+				if hd.h.Due(now) {
+					pctx, cancel := context.WithTimeout(ctx, rule.Duration/16)
+					if st, err := hd.b.ReadState(pctx); err == nil {
+						hd.h.Renew(pctx, st)
+					}
+					cancel()
+				}
+				time.Sleep(rule.Duration / 16)
+			}
+		}()
+	}
+	wg.Wait()
+	lapsed := 0
+	for i, hd := range hs {
+		if hd.h.LastRenewal().IsZero() {
+			t.Errorf("holder %d never renewed", i)
+		}
+		if len(hd.lost) > 0 {
+			lapsed++
+			t.Errorf("holder %d stopped claiming %d times (the first %v past its deadline)", i, len(hd.lost), hd.lost[0])
+		}
+	}
+	t.Logf("%d holders, 40 ms round trip, %v: %d lapsed", holders, run, lapsed)
 }

@@ -162,3 +162,65 @@ func TestIntegration_SweepWithoutSession(t *testing.T) {
 		t.Errorf("stats %+v, want 2 passes, no failure", st)
 	}
 }
+
+// TestIntegration_SweepPointerBeforeActivation: DC1's returning
+// JobManager creates a pointer after DC2's takeover read the job's
+// pointers but before its activation committed (issue 29: the takeover
+// never saw it, and the sweeper judged only pointers created after the
+// activation, so neither did). The activation records the takeover
+// lock's zxid in the lease, and DC2's sweeper judges every pointer
+// created after it: the stray one is retracted; DC1's pointers from
+// before the takeover stay.
+func TestIntegration_SweepPointerBeforeActivation(t *testing.T) {
+	c := zktest.StartCluster(t, 1)
+	layout := flinkemu.Flink1_20
+	e := newEnv(t, c)
+	ctx := testContext(t, 2*time.Minute)
+	jm1, proxies := e.startJM(layout, true)
+	job := flinkemu.NewJobID()
+	if err := jm1.SubmitJob(job); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := jm1.CompleteCheckpoint(job, flinkemu.CheckpointSpec{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	zktest.ExpireConnSession(t, jm1.Conn(), proxies)
+	b2 := e.bridge("dc2")
+	var stray *flinkemu.Checkpoint
+	rep, err := b2.Takeover(ctx, TakeoverOptions{Wait: 30 * time.Second, beforeActivation: func() {
+		if stray != nil {
+			return
+		}
+		// DC1's JobManager, back with a new session: checkpoint 3 is on
+		// DC1's NAS only.
+		cp, err := jm1.CompleteCheckpoint(job, flinkemu.CheckpointSpec{})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		hideFile(t, cp.HAFile)
+		stray = cp
+	}})
+	if err != nil || !rep.Activated || stray == nil {
+		t.Fatalf("takeover: %v %+v (stray %v)", err, rep, stray)
+	}
+	if kept := jobReport(t, rep, job).Kept; slices.Contains(kept, stray.ID) {
+		t.Fatalf("the takeover judged checkpoint %d, created after it read: kept %v", stray.ID, kept)
+	}
+	s2, err := b2.NewSweeper(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	swept, err := s2.Pass(ctx)
+	if err != nil || !slices.Equal(swept, []SweptPointer{{JobID: job, ID: stray.ID, Reason: ReasonAboveNewestComplete}}) {
+		t.Fatalf("DC2's sweeper: %+v, %v; want checkpoint %d retracted", swept, err, stray.ID)
+	}
+	for id, want := range map[int64]bool{1: true, 2: true, stray.ID: false} {
+		ok, _, err := b2.Conn().Exists(e.root + "/default/" + pointerPath(layout, job, id))
+		if err != nil || ok != want {
+			t.Errorf("pointer %d exists=%v (%v), want %v", id, ok, err, want)
+		}
+	}
+}

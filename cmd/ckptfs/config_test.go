@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -222,5 +223,25 @@ func TestConfigCheck(t *testing.T) {
 	}
 	if _, stderr, code := ckptfs(t, "config", "chekc"); code != 3 || !strings.Contains(stderr, `unknown command "chekc"`) {
 		t.Errorf("exit %d %s", code, stderr)
+	}
+}
+
+// TestExampleConfigFences (issue 29): the repository's example
+// configuration, on a primary, gives a daemon that fences itself when it
+// is cut off. Before issue 29 it set neither lease nor lease-duration, so
+// a primary cut off from ZooKeeper stayed writable for good, and config
+// check said nothing.
+func TestExampleConfigFences(t *testing.T) {
+	t.Setenv(mounttest.LeaseEnv, "")
+	cfg, stderr, code := mountSettings(t, "--config", filepath.Join("..", "..", "deploy", "ckptfs.yaml"), "--mode", "primary")
+	if code != 0 {
+		t.Fatalf("the example configuration: exit %d: %s", code, stderr)
+	}
+	d, err := cfg.daemonConfig(slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ZooKeeper == nil || d.ZooKeeper.LeaseDuration != 20*time.Second || d.Watchdog == nil {
+		t.Fatalf("the example configuration's daemon: zk %v, watchdog %v: want the lease (20s) and a watchdog", d.ZooKeeper, d.Watchdog)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -22,6 +23,9 @@ type Proxy struct {
 	target string
 	ln     net.Listener
 	log    *testLog
+
+	// latency delays every byte each way (SetLatency).
+	latency atomic.Int64
 
 	mu      sync.Mutex
 	open    chan struct{}           // GUARDED_BY(mu); closed while unblocked
@@ -66,6 +70,11 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	go p.accept()
 	return p
 }
+
+// SetLatency delays everything that crosses the proxy by d in each
+// direction (a round trip takes 2d more), as a WAN link would: bytes read
+// are written d later, and more may be on their way meanwhile.
+func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
 
 // Addr returns the address clients should dial instead of the target.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
@@ -222,20 +231,49 @@ func (p *Proxy) serve(pc *proxyConn) {
 }
 
 // pipe copies src to dst, holding data and end-of-stream back while the
-// proxy is blocked. It returns nil after passing on a clean end of stream.
+// proxy is blocked, each chunk SetLatency later. It returns nil after
+// passing on a clean end of stream.
 func (p *Proxy) pipe(pc *proxyConn, dst, src net.Conn) error {
+	// Chunks are written in order by one goroutine, each at its time, so
+	// that later ones are read meanwhile (a link carries many at once).
+	type chunk struct {
+		data []byte
+		due  time.Time
+	}
+	delayed := make(chan chunk, 1024)
+	written := make(chan error, 1)
+	go func() {
+		var werr error
+		for c := range delayed {
+			if werr == nil {
+				time.Sleep(time.Until(c.due))
+				if !p.wait(pc) {
+					werr = net.ErrClosed
+					continue
+				}
+				_, werr = dst.Write(c.data)
+			}
+		}
+		written <- werr
+	}()
+	drain := func() error {
+		close(delayed)
+		return <-written
+	}
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			if !p.wait(pc) {
+				drain()
 				return net.ErrClosed
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return werr
-			}
+			delayed <- chunk{data: append([]byte(nil), buf[:n]...), due: time.Now().Add(time.Duration(p.latency.Load()))}
 		}
 		if err != nil {
+			if werr := drain(); werr != nil {
+				return werr
+			}
 			if !p.wait(pc) {
 				return net.ErrClosed
 			}

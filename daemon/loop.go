@@ -131,7 +131,11 @@ func (l *loop) kick() {
 // would expire if that comes first, and when kicked, until ctx ends; then
 // it fences a primary and disarms the watchdog.
 func (l *loop) run(ctx context.Context) error {
-	if l.zkCfg != nil {
+	if z := l.zkCfg; z != nil {
+		if l.takeover == TakeoverAuto && z.LeaseDuration > z.FlinkSessionTimeout {
+			l.log.Warn("lease-duration is longer than Flink's session timeout: an automatic takeover starts that much later than Flink's own failover (design §5.11)",
+				"configured", z.LeaseDuration.String(), "timeout", z.FlinkSessionTimeout.String())
+		}
 		if prev, err := l.wd.Previous(); err != nil {
 			l.log.Warn("reading the watchdog's record", "err", err)
 		} else if prev.Fired {

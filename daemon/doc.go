@@ -13,15 +13,22 @@
 // The recorder alone outlives the mount: unmounting hands it what the
 // mount still had to report, and it seals that before Run returns.
 //
-// # Mode
+// # One loop
 //
-// The mode follower is a level-triggered loop: every FollowInterval it
-// observes (Observation) this site's name, the mount's mode, what
-// active-site holds or that there is no ZooKeeper session, the lease
-// setting and whether the backing directory is still the one a primary
-// was pinned to, and applies Decide, a pure function that is the one
-// place the promotion and fencing rule is written. A missed event costs
-// one interval, never a wrong mode.
+// The daemon's loop (loop.go, design §5.14) is level-triggered, after
+// consul's anti-entropy: each pass, every min(FollowInterval, D/16), reads
+// the epoch, active-site and the lease once into one Observation (with
+// the mount's mode and whether the backing directory is still the one a
+// primary was pinned to), applies the pure rules (Decide for the mode,
+// DecideRenew, DecideActivate, DecideTakeover; DecideHold for the gate)
+// and hands each part the values it needs: the lease's write deadline to
+// the mount, the watchdog's deadline to the kernel, the mode to SetMode.
+// Every call of a pass is bounded by the pass. An activation or an
+// automatic takeover it decides on runs beside the passes, bounded by
+// its own wait; the next pass sees how it ended. A missed event costs one
+// pass, never a write past the deadline: the mount checks the deadline
+// on its own, and the kernel's watchdog ends a daemon that stops running
+// with its mount writable.
 //
 // # The backing directory
 //

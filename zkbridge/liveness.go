@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -143,37 +142,45 @@ func (b *Bridge) Liveness(ctx context.Context) (*Liveness, error) {
 
 func (b *Bridge) liveness(ctx context.Context, l *Layout) (*Liveness, error) {
 	live := &Liveness{}
-	var mu sync.Mutex // the jobs below are read in parallel
-	sort := func(n EphemeralNode, data []byte) {
+	classify := func(n EphemeralNode, data []byte) {
 		if why := flinkEphemeral(l.Namespace, &n, data); why != "" {
-			mu.Lock()
 			live.Foreign = append(live.Foreign, ForeignNode{Path: n.Path, Owner: n.Owner, Why: why})
-			mu.Unlock()
 			return
 		}
-		mu.Lock()
 		live.Nodes = append(live.Nodes, n)
-		mu.Unlock()
 	}
 	ns := l.Namespace
 	for _, root := range []string{join(ns, "leaderlatch"), join(ns, "leader")} {
-		if err := b.walkEphemeral(ctx, root, 4, sort); err != nil {
+		if err := b.walkEphemeral(ctx, root, 4, classify); err != nil {
 			return nil, err
 		}
 	}
-	perJob := make([][]EphemeralNode, len(l.Jobs))
+	type found struct {
+		n    EphemeralNode
+		data []byte
+	}
+	perJob := make([][]found, len(l.Jobs))
 	_, err := forEachJob(ctx, len(l.Jobs), func(ctx context.Context, i int) error {
 		j := l.Jobs[i]
+		add := func(n EphemeralNode, data []byte) { perJob[i] = append(perJob[i], found{n, data}) }
 		// Flink 1.14 keeps each job's leader election under jobs/<job>.
-		if err := b.walkEphemeral(ctx, join(ns, "jobs", j.JobID, "leader"), 3, sort); err != nil {
+		if err := b.walkEphemeral(ctx, join(ns, "jobs", j.JobID, "leader"), 3, add); err != nil {
 			return err
 		}
-		if j.JobGraph != "" {
-			ls, err := b.lockChildren(ctx, j.JobGraph, KindJobGraphLock)
+		locks := func(node string, kind EphemeralKind) error {
+			ls, err := b.lockChildren(ctx, node, kind)
 			if err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return err
 			}
-			perJob[i] = append(perJob[i], ls.ephemeral...)
+			for _, n := range ls.ephemeral {
+				add(n, nil)
+			}
+			return nil
+		}
+		if j.JobGraph != "" {
+			if err := locks(j.JobGraph, KindJobGraphLock); err != nil {
+				return err
+			}
 		}
 		if j.PointerDir == "" {
 			return nil
@@ -186,21 +193,18 @@ func (b *Bridge) liveness(ctx context.Context, l *Layout) (*Liveness, error) {
 			return err
 		}
 		for _, n := range names {
-			ls, err := b.lockChildren(ctx, join(j.PointerDir, n), KindCheckpointLock)
-			if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			if err := locks(join(j.PointerDir, n), KindCheckpointLock); err != nil {
 				return err
 			}
-			perJob[i] = append(perJob[i], ls.ephemeral...)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	// Sorted in the order read: the leader election, then per job.
 	for _, nodes := range perJob {
-		for _, n := range nodes {
-			sort(n, nil)
+		for _, f := range nodes {
+			classify(f.n, f.data)
 		}
 	}
 	live.Alive = len(live.Nodes) > 0

@@ -95,7 +95,12 @@
 // operation and ckptfs's identity. ckptfs's znodes get the configured
 // ACL, by default only ckptfs's identity, with world read added to
 // active-site, the epoch and the markers (aclPolicy); a backup records
-// the ACLs of what it removes, and RestorePruned puts them back.
+// the ACLs of what it removes, and RestorePruned puts them back. Znodes
+// of ckptfs's that existed before (another client's, or an anonymous
+// ckptfs's) are judged before a connection first uses them: while one
+// lets another identity than ckptfs's (its session's, zk-acl's) change
+// it, every call on them fails with a *ForeignACLError naming it, its
+// ACL and the setAcl that mends it (aclGuard).
 //
 // The Publisher is a level-triggered reconciler (consul's anti-entropy
 // shape): every pass recomputes each marker from the MarkerSource's full

@@ -156,7 +156,7 @@ func dial(ctx context.Context, cfg *Config) (*client, error) {
 	if ids := cfg.ckptfsIdentities(); ids != nil {
 		c.guard = newACLGuard(c.acls, ids, cfg.sessionIdentities())
 	} else {
-		c.log.Info("ckptfs connects anonymously: its znodes are open to every client, so their ACLs are not checked (give zk-auth-file or a client certificate to make them ckptfs's alone)", "root", c.acls.root)
+		c.log.Info("ckptfs connects anonymously: its znodes are open to every client, so their ACLs are not checked (give zk-auth-file or a client certificate to make them ckptfs's alone)", "znode", c.acls.root)
 	}
 	return c, nil
 }

@@ -336,7 +336,7 @@ func (b *Bridge) noteForeign(nodes []ForeignNode) {
 			continue
 		}
 		b.log.Warn("an ephemeral node where Flink keeps its leader election or locks is not a Flink JobManager's: it does not count as one",
-			"znode", n.Path, "session", n.Owner.String(), "why", n.Why)
+			"znode", n.Path, "session", n.Owner.String(), "reason", n.Why)
 	}
 }
 

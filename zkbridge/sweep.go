@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -171,7 +173,7 @@ func (s *Sweeper) Pass(ctx context.Context) (swept []SweptPointer, err error) {
 	if errors.Is(err, ErrTakeoverInProgress) {
 		// The next pass judges what it leaves; but a lock that stays
 		// held keeps the sweeper off, so every skip is counted and told.
-		s.skipped(ctx, paths, len(due))
+		s.skipped(ctx, paths, due)
 		return nil, nil
 	}
 	if err != nil {
@@ -296,7 +298,7 @@ func (b *Bridge) stuckLockAfter() time.Duration {
 // the holder is not ckptfs's, and whenever it has held the lock past
 // stuckLockAfter (at most once per that long); else an info line for a
 // new holder and a debug line for the same.
-func (s *Sweeper) skipped(ctx context.Context, paths ckptfsPaths, due int) {
+func (s *Sweeper) skipped(ctx context.Context, paths ckptfsPaths, due []stray) {
 	b := s.b
 	h := b.lockHolderNow(ctx, paths)
 	now := s.now()
@@ -318,14 +320,18 @@ func (s *Sweeper) skipped(ctx context.Context, paths ckptfsPaths, due int) {
 	}
 	s.mu.Unlock()
 
-	log := b.log.With("holder", h.describe, "held_for", held.Round(time.Second).String(), "stray_pointers", due)
+	var ids []string
+	for _, d := range due {
+		ids = append(ids, d.p.JobID+"/"+strconv.FormatInt(d.p.ID, 10))
+	}
+	log := b.log.With("holder", h.describe, "waited", held.Round(time.Second).String(), "pointers", strings.Join(ids, ","))
 	switch {
 	case warn && h.foreign:
 		log.Warn("the takeover lock is held by a znode that is not ckptfs's (its data is not a ckptfs lock holder): the sweeper retracts no stray pointer while it stays; delete it (zkCli.sh delete, as ZooKeeper's super user if its ACL needs one) and let ckptfs authenticate so that no other client may create there (docs/runbook.md)",
 			"znode", h.node, "session", h.owner.String())
 	case warn:
 		log.Warn("the takeover lock has kept the sweeper off for longer than a takeover holds it: a takeover or restore-pruned may be stuck",
-			"znode", h.node, "session", h.owner.String(), "bound", bound.String())
+			"znode", h.node, "session", h.owner.String(), "timeout", bound.String())
 	case fresh:
 		log.Info("sweep deferred: the takeover lock is held; the next pass judges again")
 	default:

@@ -249,7 +249,7 @@ func TestIntegration_SweepSkipsLockedPasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines, mark = logs.since(mark)
-	if w := matching(lines, slog.LevelWarn, lockNode, "held_for"); len(w) != 1 {
+	if w := matching(lines, slog.LevelWarn, lockNode, "waited="); len(w) != 1 {
 		t.Errorf("a pass past the bound: %v; want one warning with how long the lock is held", lines)
 	}
 

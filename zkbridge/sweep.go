@@ -376,9 +376,10 @@ func (b *Bridge) lockHolderNow(ctx context.Context, paths ckptfsPaths) heldLock 
 	var lh lockHolder
 	if json.Unmarshal(data, &lh) != nil || lh.Site == "" || lh.Op == "" || lh.Started.IsZero() {
 		h.foreign = true
-		h.describe = fmt.Sprintf("%s of session %s: not ckptfs's (its data is not a ckptfs lock holder)", node, h.owner)
-		return h
 	}
-	h.describe = fmt.Sprintf("%s of session %s (site %s, host %s, pid %d, %s since %s)", node, h.owner, lh.Site, lh.Host, lh.PID, lh.Op, lh.Started.Format(time.RFC3339))
+	h.describe = b.describeHolder(ctx, node)
+	if !h.foreign {
+		h.describe = fmt.Sprintf("%s of session %s", h.describe, h.owner)
+	}
 	return h
 }

@@ -2,6 +2,9 @@ package zkbridge
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/asn1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -265,3 +268,220 @@ func (bk *Backup) restoreACLs() (pointer, locks []zk.ACL) {
 	}
 	return pointer, locks
 }
+
+// changePerms are the permissions that let a client change a znode or
+// what is below it: write its data, create or delete children, set its
+// ACL.
+const changePerms = zk.PermWrite | zk.PermCreate | zk.PermDelete | zk.PermAdmin
+
+// sessionIdentities are the identities ZooKeeper gives ckptfs's sessions
+// (what the ACL scheme auth stands for): its credentials' and its TLS
+// client certificate's subject (x509, as ZooKeeper's x509 provider names
+// it by default). A certificate ckptfs cannot read gives none.
+func (c *Config) sessionIdentities() []zk.ACL {
+	var ids []zk.ACL
+	if c.Auth != nil {
+		ids = append(ids, c.Auth.Identity())
+	}
+	if c.TLS != nil && len(c.TLS.Certificates) > 0 && len(c.TLS.Certificates[0].Certificate) > 0 {
+		if cert, err := x509.ParseCertificate(c.TLS.Certificates[0].Certificate[0]); err == nil {
+			if subject, err := rfc2253(cert.RawSubject); err == nil {
+				ids = append(ids, zk.ACL{Perms: zk.PermAll, Scheme: "x509", ID: subject})
+			}
+		}
+	}
+	return ids
+}
+
+// ckptfsIdentities are the identities whose grants on ckptfs's znodes are
+// ckptfs's own, each with the permissions it may hold: the session's,
+// with every permission, and the entries of the configured ACL (zk-acl:
+// another site's ckptfs, an operator), auth expanded to the session's.
+// nil when ckptfs connects anonymously: its znodes are open by design,
+// and nothing is checked.
+func (c *Config) ckptfsIdentities() []zk.ACL {
+	if !c.authenticated() {
+		return nil
+	}
+	session := c.sessionIdentities()
+	ids := slices.Clone(session)
+	for _, a := range c.effectiveACL() {
+		if a.Scheme != "auth" {
+			ids = append(ids, a)
+			continue
+		}
+		for _, s := range session {
+			ids = append(ids, zk.ACL{Perms: a.Perms, Scheme: s.Scheme, ID: s.ID})
+		}
+	}
+	if ids == nil {
+		ids = []zk.ACL{} // authenticated, but no identity ckptfs can name
+	}
+	return ids
+}
+
+// expandAuth replaces the auth entries of acl by the identities ids, as
+// ZooKeeper does when it creates a znode: what to set by hand.
+func expandAuth(acl, ids []zk.ACL) []zk.ACL {
+	var out []zk.ACL
+	for _, a := range acl {
+		if a.Scheme != "auth" {
+			out = append(out, a)
+			continue
+		}
+		for _, id := range ids {
+			out = append(out, zk.ACL{Perms: a.Perms, Scheme: id.Scheme, ID: id.ID})
+		}
+	}
+	return out
+}
+
+// foreignGrants returns the entries of acl that let a client change the
+// znode (changePerms) beyond what ids grant that client: another
+// client's. The super user passes every check whatever the ACL, so no
+// entry can grant or deny it anything.
+func foreignGrants(acl, ids []zk.ACL) []zk.ACL {
+	var out []zk.ACL
+	for _, a := range acl {
+		p := a.Perms & changePerms
+		if p == 0 {
+			continue
+		}
+		var allowed int32
+		for _, id := range ids {
+			if id.Scheme == "world" && id.ID == "anyone" || id.Scheme == a.Scheme && id.ID == a.ID {
+				allowed |= id.Perms
+			}
+		}
+		if p&^allowed != 0 {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// rfc2253Keywords are the attribute types Java's X500Principal.getName()
+// (RFC 2253) writes by keyword; others as their OID with #hex.
+var rfc2253Keywords = map[string]string{
+	"2.5.4.3": "CN", "2.5.4.6": "C", "2.5.4.7": "L", "2.5.4.8": "ST", "2.5.4.9": "STREET",
+	"2.5.4.10": "O", "2.5.4.11": "OU", "0.9.2342.19200300.100.1.25": "DC", "0.9.2342.19200300.100.1.1": "UID",
+}
+
+// rfc2253 writes a DER distinguished name as ZooKeeper's x509 provider
+// names a client by default (X500Principal.getName(), RFC 2253): the
+// RDNs last first, joined by commas, the values of a multi-valued RDN
+// by +, string values escaped, anything else as #hex of its DER.
+func rfc2253(der []byte) (string, error) {
+	var rdns []asn1.RawValue
+	if rest, err := asn1.Unmarshal(der, &rdns); err != nil || len(rest) > 0 {
+		return "", fmt.Errorf("distinguished name: %v", err)
+	}
+	type atv struct {
+		Type  asn1.ObjectIdentifier
+		Value asn1.RawValue
+	}
+	parts := make([]string, 0, len(rdns))
+	for i := len(rdns) - 1; i >= 0; i-- {
+		var set []atv
+		if _, err := asn1.UnmarshalWithParams(rdns[i].FullBytes, &set, "set"); err != nil {
+			return "", fmt.Errorf("distinguished name: %v", err)
+		}
+		var avas []string
+		for _, a := range set {
+			kw, known := rfc2253Keywords[a.Type.String()]
+			s, isString := derString(a.Value)
+			if !known || !isString {
+				avas = append(avas, a.Type.String()+"=#"+hex.EncodeToString(a.Value.FullBytes))
+				continue
+			}
+			avas = append(avas, kw+"="+escape2253(s))
+		}
+		parts = append(parts, strings.Join(avas, "+"))
+	}
+	return strings.Join(parts, ","), nil
+}
+
+// derString decodes the string types of a distinguished name that
+// certificates use (UTF8String, PrintableString, IA5String); others,
+// which the JDK names its own way (BMPString, for one), are not taken
+// for strings: such a subject must be listed in zk-acl.
+func derString(v asn1.RawValue) (string, bool) {
+	if v.Class != asn1.ClassUniversal {
+		return "", false
+	}
+	switch v.Tag {
+	case asn1.TagUTF8String, asn1.TagPrintableString, asn1.TagIA5String:
+		return string(v.Bytes), true
+	}
+	return "", false
+}
+
+// escape2253 escapes a value as X500Principal.getName() does (RFC 2253
+// §2.4, and =).
+func escape2253(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case strings.ContainsRune(`,+="\<>;`, r),
+			i == 0 && (r == '#' || r == ' '),
+			i == len(s)-1 && r == ' ':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// ErrForeignACL means a znode ckptfs relies on lets another client than
+// ckptfs's identities change it, so what it holds cannot be trusted.
+var ErrForeignACL = errors.New("zkbridge: ckptfs's znodes are not ckptfs's alone")
+
+// ForeignACLError names the znodes of ckptfs's whose ACL lets other
+// clients change them, with the ACL each should have.
+type ForeignACLError struct {
+	// Identities are ckptfs's (ckptfsIdentities), as scheme:id.
+	Identities []string
+	Znodes     []ForeignACL
+}
+
+// ForeignACL is one znode of ckptfs's that others may change.
+type ForeignACL struct {
+	Znode string
+	// ACL is its ACL (nil when ckptfs may not read it: then it is
+	// another client's too); Foreign the entries that grant others too
+	// much.
+	ACL     []zk.ACL
+	Foreign []zk.ACL
+	// Want is the ACL ckptfs gives such a znode.
+	Want []zk.ACL
+}
+
+// maxForeignShown bounds the znodes an error names one by one.
+const maxForeignShown = 5
+
+func (e *ForeignACLError) Error() string {
+	who := "no identity ckptfs can name"
+	if len(e.Identities) > 0 {
+		who = strings.Join(e.Identities, ", ")
+	}
+	var found, remedy []string
+	for i, z := range e.Znodes {
+		if i == maxForeignShown {
+			found = append(found, fmt.Sprintf("and %d more", len(e.Znodes)-maxForeignShown))
+			remedy = append(remedy, "the same for the others")
+			break
+		}
+		if z.ACL == nil {
+			found = append(found, z.Znode+": its ACL does not let ckptfs's identities read it")
+		} else {
+			found = append(found, fmt.Sprintf("%s: ACL %s lets %s change it", z.Znode, FormatACL(z.ACL), FormatACL(z.Foreign)))
+		}
+		remedy = append(remedy, fmt.Sprintf("setAcl %s %s", z.Znode, FormatACL(z.Want)))
+	}
+	return fmt.Sprintf("zkbridge: znodes of ckptfs's that other clients than ckptfs's identities (%s) may change, so ckptfs does not trust what they hold (another client created them first, or an anonymous ckptfs did): %s. "+
+		"As ZooKeeper's super user (zkCli.sh: addauth digest super:PASSWORD), give each the ACL ckptfs gives it: %s; or delete them (deleteall) if they hold nothing ckptfs needs. Identities zk-acl lists count as ckptfs's (docs/runbook.md)",
+		who, strings.Join(found, "; "), strings.Join(remedy, "; "))
+}
+
+// Unwrap gives ErrForeignACL.
+func (e *ForeignACLError) Unwrap() error { return ErrForeignACL }

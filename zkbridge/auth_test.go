@@ -153,3 +153,43 @@ func TestIdentityShowsNoDigest(t *testing.T) {
 func digestCreds(user, pw string) *Credentials {
 	return &Credentials{Scheme: SchemeDigest, User: user, Password: pw}
 }
+
+// Which grants on an existing znode of ckptfs's are another client's
+// (the guard's rule, docs/design.md §5.3).
+func TestForeignGrants(t *testing.T) {
+	cfg := DefaultConfig()
+	if ids := cfg.ckptfsIdentities(); ids != nil {
+		t.Errorf("anonymous ckptfs has identities %v: want none, nothing checked", ids)
+	}
+	me, other, ops := digestCreds("ckptfs", "pw"), digestCreds("ckptfs-dc1", "pw1"), digestCreds("ops", "pw2")
+	cfg.Auth = me
+	mine := me.Identity()
+	read := zk.ACL{Perms: zk.PermRead, Scheme: "world", ID: "anyone"}
+	withPerms := func(a zk.ACL, p int32) zk.ACL { a.Perms = p; return a }
+	cases := []struct {
+		name    string
+		acl     []zk.ACL // zk-acl
+		node    []zk.ACL
+		foreign []zk.ACL
+	}{
+		{"what ckptfs makes", nil, []zk.ACL{mine, read}, nil},
+		{"open", nil, zk.WorldACL(zk.PermAll), zk.WorldACL(zk.PermAll)},
+		{"world may create", nil, []zk.ACL{mine, {Perms: zk.PermRead | zk.PermCreate, Scheme: "world", ID: "anyone"}}, []zk.ACL{{Perms: zk.PermRead | zk.PermCreate, Scheme: "world", ID: "anyone"}}},
+		{"another identity", nil, []zk.ACL{mine, other.Identity()}, []zk.ACL{other.Identity()}},
+		{"another identity zk-acl names", []zk.ACL{{Perms: zk.PermAll, Scheme: "auth"}, other.Identity()}, []zk.ACL{mine, other.Identity()}, nil},
+		{"more than zk-acl gives", []zk.ACL{{Perms: zk.PermAll, Scheme: "auth"}, withPerms(ops.Identity(), zk.PermRead)}, []zk.ACL{mine, ops.Identity()}, []zk.ACL{ops.Identity()}},
+		{"read only is anyone's", nil, []zk.ACL{mine, withPerms(ops.Identity(), zk.PermRead), read}, nil},
+		{"an open zk-acl", zk.WorldACL(zk.PermAll), zk.WorldACL(zk.PermAll), nil},
+		{"an ip grant", nil, []zk.ACL{mine, {Perms: zk.PermWrite, Scheme: "ip", ID: "10.0.0.0/8"}}, []zk.ACL{{Perms: zk.PermWrite, Scheme: "ip", ID: "10.0.0.0/8"}}},
+	}
+	for _, tc := range cases {
+		c := cfg
+		c.ACL = tc.acl
+		if got := foreignGrants(tc.node, c.ckptfsIdentities()); !slices.Equal(got, tc.foreign) {
+			t.Errorf("%s: foreign %v, want %v", tc.name, got, tc.foreign)
+		}
+	}
+	if got := expandAuth([]zk.ACL{{Perms: zk.PermAll, Scheme: "auth"}, read}, []zk.ACL{mine}); !slices.Equal(got, []zk.ACL{mine, read}) {
+		t.Errorf("expandAuth: %v", got)
+	}
+}

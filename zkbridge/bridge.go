@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -23,6 +24,10 @@ type Bridge struct {
 	verifier Verifier
 	zk       *client
 	paths    ckptfsPaths // valid once the cluster id is known
+	// foreignSeen: GUARDED_BY(foreignMu). The foreign ephemeral nodes
+	// (path@session) already logged (noteForeign).
+	foreignMu   sync.Mutex
+	foreignSeen map[string]bool
 }
 
 // New validates cfg, connects and waits for a session. The verifier

@@ -85,6 +85,10 @@ type client struct {
 	// failed for good before a session (a certificate ckptfs cannot
 	// verify, a refused SASL login); removed when one succeeds.
 	loginErr map[string]error
+
+	// guard checks the ACLs of ckptfs's own znodes before the client
+	// uses them (aclGuard); nil when ckptfs connects anonymously.
+	guard *aclGuard
 }
 
 // sessionHistory is what happened to the client's session.
@@ -163,6 +167,11 @@ func dial(ctx context.Context, cfg *Config) (*client, error) {
 		}
 	}
 	c.log.Debug("zookeeper session established", "session", fmt.Sprintf("0x%x", conn.SessionID()), "server", conn.Server(), "identity", c.identity())
+	if ids := cfg.ckptfsIdentities(); ids != nil {
+		c.guard = newACLGuard(c.acls, ids, cfg.sessionIdentities())
+	} else {
+		c.log.Info("ckptfs connects anonymously: its znodes are open to every client, so their ACLs are not checked (give zk-auth-file or a client certificate to make them ckptfs's alone)", "znode", c.acls.root)
+	}
 	return c, nil
 }
 
@@ -441,6 +450,9 @@ func ctxErr(err error) bool {
 
 // get reads a znode; a missing one is (nil, nil, zk.ErrNoNode).
 func (c *client) get(ctx context.Context, path string) ([]byte, *zk.Stat, error) {
+	if err := c.guardPath(ctx, path); err != nil {
+		return nil, nil, err
+	}
 	type got struct {
 		data []byte
 		stat *zk.Stat
@@ -455,6 +467,9 @@ func (c *client) get(ctx context.Context, path string) ([]byte, *zk.Stat, error)
 // getACL reads a znode's ACL (ZooKeeper asks for read or admin
 // permission on it).
 func (c *client) getACL(ctx context.Context, path string) ([]zk.ACL, *zk.Stat, error) {
+	if err := c.guardPath(ctx, path); err != nil {
+		return nil, nil, err
+	}
 	type got struct {
 		acl  []zk.ACL
 		stat *zk.Stat
@@ -468,6 +483,9 @@ func (c *client) getACL(ctx context.Context, path string) ([]zk.ACL, *zk.Stat, e
 
 // children lists a znode's children, sorted, with the znode's stat.
 func (c *client) children(ctx context.Context, path string) ([]string, *zk.Stat, error) {
+	if err := c.guardPath(ctx, path); err != nil {
+		return nil, nil, err
+	}
 	type got struct {
 		names []string
 		stat  *zk.Stat
@@ -484,6 +502,9 @@ func (c *client) children(ctx context.Context, path string) ([]string, *zk.Stat,
 
 // exists returns the znode's stat, or nil if it does not exist.
 func (c *client) exists(ctx context.Context, path string) (*zk.Stat, error) {
+	if err := c.guardPath(ctx, path); err != nil {
+		return nil, err
+	}
 	stat, err := retry(ctx, c, "stat "+path, func() (*zk.Stat, error) {
 		ok, stat, err := c.conn.Exists(path)
 		if !ok {
@@ -499,6 +520,9 @@ func (c *client) exists(ctx context.Context, path string) (*zk.Stat, error) {
 
 // existsW is exists with a watch; the channel fires once.
 func (c *client) existsW(ctx context.Context, path string) (*zk.Stat, <-chan zk.Event, error) {
+	if err := c.guardPath(ctx, path); err != nil {
+		return nil, nil, err
+	}
 	type got struct {
 		stat *zk.Stat
 		ch   <-chan zk.Event
@@ -519,7 +543,8 @@ func (c *client) existsW(ctx context.Context, path string) (*zk.Stat, <-chan zk.
 // ensure creates path and its missing ancestors below stopAt (which must
 // exist or be "/") as persistent nodes with empty data and the ACL of
 // their place (aclPolicy). A node that exists is fine, so a retry after
-// an unknown outcome is safe.
+// an unknown outcome is safe; one of ckptfs's that other clients may
+// change is refused (aclGuard judges them once per connection).
 func (c *client) ensure(ctx context.Context, path string) error {
 	if path == "/" || path == "" {
 		return nil
@@ -537,8 +562,12 @@ func (c *client) ensure(ctx context.Context, path string) error {
 }
 
 // createIfAbsent creates a persistent node of ckptfs's with the ACL of
-// its place unless one exists.
+// its place unless one exists that only ckptfs's identities may change
+// (aclGuard).
 func (c *client) createIfAbsent(ctx context.Context, path string, data []byte) error {
+	if err := c.guardPath(ctx, path); err != nil {
+		return err
+	}
 	_, err := retry(ctx, c, "create "+path, func() (string, error) {
 		return c.conn.Create(path, data, 0, c.acls.forPath(path))
 	})
@@ -551,6 +580,9 @@ func (c *client) createIfAbsent(ctx context.Context, path string, data []byte) e
 // set writes a znode's data once, by compare-and-set. A transient error
 // leaves the outcome unknown.
 func (c *client) set(ctx context.Context, path string, data []byte, version int32) (*zk.Stat, error) {
+	if err := c.guardPath(ctx, path); err != nil {
+		return nil, err
+	}
 	stat, err := await(ctx, func() (*zk.Stat, error) { return c.conn.Set(path, data, version) })
 	return stat, c.explain("set "+path, err)
 }
@@ -558,6 +590,9 @@ func (c *client) set(ctx context.Context, path string, data []byte, version int3
 // create creates a persistent node of ckptfs's once, with the ACL of its
 // place. A transient error leaves the outcome unknown.
 func (c *client) create(ctx context.Context, path string, data []byte) error {
+	if err := c.guardPath(ctx, path); err != nil {
+		return err
+	}
 	_, err := await(ctx, func() (string, error) { return c.conn.Create(path, data, 0, c.acls.forPath(path)) })
 	return c.explain("create "+path, err)
 }
@@ -565,6 +600,9 @@ func (c *client) create(ctx context.Context, path string, data []byte) error {
 // remove deletes path at version (-1: any), retrying; a node already
 // gone is done.
 func (c *client) remove(ctx context.Context, path string, version int32) error {
+	if err := c.guardPath(ctx, path); err != nil {
+		return err
+	}
 	_, err := retry(ctx, c, "delete "+path, func() (struct{}, error) {
 		err := c.conn.Delete(path, version)
 		if errors.Is(err, zk.ErrNoNode) {
@@ -667,4 +705,250 @@ func (b *Bridge) Session() Session {
 		s.State = SessionDisconnected
 	}
 	return s
+}
+
+// aclGuard keeps ckptfs from trusting znodes of its own that other
+// clients may change (docs/design.md §5.3, §6.9). When ckptfs
+// authenticates, its znodes are its identities' alone, but a znode that
+// existed before (another client created ckptfs's root, the cluster's
+// znode or active-site first, or an anonymous ckptfs did) keeps the ACL
+// it was made with: with an open one, anyone could move active-site. So
+// before the client first uses a path below CkptfsRoot/<cluster>, the
+// guard reads the ACL of CkptfsRoot, of CkptfsRoot/<cluster> and of
+// every persistent znode below it, and refuses (*ForeignACLError) while
+// any lets another client than ckptfs's identities write, create,
+// delete or set the ACL (foreignGrants). Ephemeral nodes (the takeover
+// lock, writer nodes) are not judged: what their ACL governs is only
+// themselves, and the writes that rely on the lock check it by version.
+//
+// Once per connection and cluster: a namespace found clean stays so,
+// since no other client may then create, delete or change anything in
+// it (the super user aside). A cluster's znode that does not exist yet
+// is watched, and judged when it appears. A refusal is judged again
+// after recheckRefused, so that mending the ACLs needs no restart.
+type aclGuard struct {
+	root    string   // CkptfsRoot, without a trailing slash
+	ids     []zk.ACL // ckptfsIdentities
+	session []zk.ACL // sessionIdentities: what auth stands for
+	acls    aclPolicy
+
+	// walkMu: one walk at a time (LOCK ORDER: walkMu before mu).
+	walkMu sync.Mutex
+	mu     sync.Mutex
+	// spaces: GUARDED_BY(mu). Per cluster znode, what the last walk
+	// found.
+	spaces map[string]*guardedSpace
+}
+
+// guardedSpace is what the guard knows of one cluster's znodes.
+type guardedSpace struct {
+	// clean: every znode below was judged ckptfs's alone.
+	clean bool
+	// absent, while it has not fired: the cluster's znode did not exist.
+	absent <-chan zk.Event
+	// refused and at: the last walk's refusal, and when.
+	refused error
+	at      time.Time
+}
+
+// recheckRefused is how long a refusal stands before the guard reads
+// the ACLs again.
+const recheckRefused = 5 * time.Second
+
+func newACLGuard(acls aclPolicy, ids, session []zk.ACL) *aclGuard {
+	return &aclGuard{root: acls.root, ids: ids, session: session, acls: acls, spaces: map[string]*guardedSpace{}}
+}
+
+// spaceOf returns the cluster znode CkptfsRoot/<cluster> that path is at
+// or below, or CkptfsRoot itself for the root; ok is false outside.
+func (g *aclGuard) spaceOf(path string) (string, bool) {
+	if path == g.root {
+		return g.root, true
+	}
+	rel, ok := strings.CutPrefix(path, g.root+"/")
+	if !ok || rel == "" {
+		return "", false
+	}
+	if i := strings.IndexByte(rel, '/'); i >= 0 {
+		rel = rel[:i]
+	}
+	return join(g.root, rel), true
+}
+
+// guardPath refuses, with a *ForeignACLError, to use path while the
+// znodes of ckptfs's cluster it belongs to let other clients change
+// them. Paths outside CkptfsRoot, and an anonymous ckptfs, pass.
+func (c *client) guardPath(ctx context.Context, path string) error {
+	g := c.guard
+	if g == nil {
+		return nil
+	}
+	space, ok := g.spaceOf(path)
+	if !ok {
+		return nil
+	}
+	if pass, err := g.known(space); pass || err != nil {
+		return err
+	}
+	g.walkMu.Lock()
+	defer g.walkMu.Unlock()
+	if pass, err := g.known(space); pass || err != nil {
+		return err // another call walked meanwhile
+	}
+	st, err := c.walkSpace(ctx, space)
+	if err != nil && (st == nil || st.refused == nil) {
+		return err // ZooKeeper's error, or the context's: not judged
+	}
+	g.mu.Lock()
+	g.spaces[space] = st
+	g.mu.Unlock()
+	return st.refused
+}
+
+// known reports what the guard knows of space without reading: pass when
+// it is clean or still absent, the refusal while it stands.
+func (g *aclGuard) known(space string) (pass bool, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st := g.spaces[space]
+	switch {
+	case st == nil:
+		return false, nil
+	case st.clean:
+		return true, nil
+	case st.absent != nil:
+		select {
+		case <-st.absent:
+			return false, nil
+		default:
+			return true, nil
+		}
+	case st.refused != nil && time.Since(st.at) < recheckRefused:
+		return false, st.refused
+	}
+	return false, nil
+}
+
+// walkSpace judges CkptfsRoot and, for a cluster's znode, it and every
+// persistent znode below. A refusal comes back in the state (with err
+// set to it); any other error alone.
+func (c *client) walkSpace(ctx context.Context, space string) (*guardedSpace, error) {
+	g := c.guard
+	var foreign []ForeignACL
+	var mu sync.Mutex
+	judge := func(path string, acl []zk.ACL, readable bool) {
+		var bad []zk.ACL
+		if readable {
+			if bad = foreignGrants(acl, g.ids); len(bad) == 0 {
+				return
+			}
+		}
+		mu.Lock()
+		foreign = append(foreign, ForeignACL{Znode: path, ACL: acl, Foreign: bad, Want: expandAuth(g.acls.forPath(path), g.session)})
+		mu.Unlock()
+	}
+	// read returns a znode's ACL and stat; readable is false when ckptfs
+	// may not read its ACL, stat nil when it does not exist.
+	read := func(ctx context.Context, path string) (acl []zk.ACL, stat *zk.Stat, readable bool, err error) {
+		type got struct {
+			acl  []zk.ACL
+			stat *zk.Stat
+		}
+		r, err := retry(ctx, c, "get the ACL of "+path, func() (got, error) {
+			acl, stat, err := c.conn.GetACL(path)
+			return got{acl, stat}, err
+		})
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			return nil, nil, false, nil
+		case errors.Is(err, zk.ErrNoAuth):
+			return nil, &zk.Stat{}, false, nil
+		case err != nil:
+			return nil, nil, false, err
+		}
+		return r.acl, r.stat, true, nil
+	}
+
+	st := &guardedSpace{}
+	acl, stat, readable, err := read(ctx, g.root)
+	if err != nil {
+		return nil, err
+	}
+	if stat != nil {
+		judge(g.root, acl, readable)
+	}
+	if stat == nil || space != g.root {
+		// The space's own znode absent: nothing to trust until it
+		// appears, which the watch tells.
+		if stat != nil {
+			if _, stat, _, err = read(ctx, space); err != nil {
+				return nil, err
+			}
+		}
+		if stat == nil {
+			exists, _, ch, err := c.conn.ExistsW(space)
+			if err != nil {
+				return nil, c.explain("watch "+space, err)
+			}
+			if !exists {
+				st.absent = ch
+				return st, nil
+			}
+		}
+	}
+	level := []string{}
+	if space != g.root {
+		level = append(level, space)
+	}
+	// Level by level, the znodes of a level at once (go-zookeeper
+	// pipelines them): a few round trips, not one per znode.
+	for len(level) > 0 {
+		next := make([][]string, len(level))
+		_, err := forEachJob(ctx, len(level), func(ctx context.Context, i int) error {
+			path := level[i]
+			acl, stat, readable, err := read(ctx, path)
+			if err != nil || stat == nil || stat.EphemeralOwner != 0 {
+				return err // gone meanwhile, or ephemeral: not judged
+			}
+			judge(path, acl, readable)
+			if !readable || stat.NumChildren == 0 {
+				return nil
+			}
+			kids, err := retry(ctx, c, "list "+path, func() ([]string, error) {
+				kids, _, err := c.conn.Children(path)
+				return kids, err
+			})
+			if errors.Is(err, zk.ErrNoNode) {
+				return nil
+			}
+			for _, k := range kids {
+				next[i] = append(next[i], join(path, k))
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		level = slices.Concat(next...)
+	}
+	if len(foreign) == 0 {
+		st.clean = true
+		return st, nil
+	}
+	slices.SortFunc(foreign, func(a, b ForeignACL) int { return strings.Compare(a.Znode, b.Znode) })
+	ids := make([]string, 0, len(g.ids))
+	for _, id := range g.ids {
+		if s := id.Scheme + ":" + id.ID; !slices.Contains(ids, s) {
+			ids = append(ids, s)
+		}
+	}
+	st.refused = &ForeignACLError{Identities: ids, Znodes: foreign}
+	st.at = time.Now()
+	g.mu.Lock()
+	prev := g.spaces[space]
+	g.mu.Unlock()
+	if prev == nil || prev.refused == nil || prev.refused.Error() != st.refused.Error() {
+		c.log.Error("ckptfs's znodes let other clients change them: refusing to use them", "err", st.refused)
+	}
+	return st, st.refused
 }

@@ -32,10 +32,13 @@
 // (lock children, the leader election layout, execution-plans) tells the
 // two apart, a takeover refuses until Config.FlinkVersion says which.
 //
-// Liveness: a JobManager is alive while any ephemeral node exists under
-// the leader latch, the leader information nodes or the locks of pointers
-// and job graphs; they vanish at most Flink's session timeout after the
-// process died. Leader nodes name the leader's address.
+// Liveness: a JobManager is alive while an ephemeral node Flink can have
+// written exists under the leader latch, the leader information nodes or
+// the locks of pointers and job graphs (a latch's name, leader
+// information by name and data, a lock's UUID name, in any layout
+// family); they vanish at most Flink's session timeout after the process
+// died. Other clients' nodes there are reported, not counted. Leader
+// nodes name the leader's address.
 //
 // A pointer's bytes name its HA file; the Verifier judges it at level L2
 // (HA file and the chk-N it names, every file present with its size).
@@ -92,7 +95,12 @@
 // operation and ckptfs's identity. ckptfs's znodes get the configured
 // ACL, by default only ckptfs's identity, with world read added to
 // active-site, the epoch and the markers (aclPolicy); a backup records
-// the ACLs of what it removes, and RestorePruned puts them back.
+// the ACLs of what it removes, and RestorePruned puts them back. Znodes
+// of ckptfs's that existed before (another client's, or an anonymous
+// ckptfs's) are judged before a connection first uses them: while one
+// lets another identity than ckptfs's (its session's, zk-acl's) change
+// it, every call on them fails with a *ForeignACLError naming it, its
+// ACL and the setAcl that mends it (aclGuard).
 //
 // The Publisher is a level-triggered reconciler (consul's anti-entropy
 // shape): every pass recomputes each marker from the MarkerSource's full

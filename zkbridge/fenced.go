@@ -33,6 +33,13 @@ func epochBump(paths ckptfsPaths, ep epochState, next []byte) txOp {
 	return txOp{name: "epoch", op: &zk.SetDataRequest{Path: paths.epoch(), Data: next, Version: ep.version}, fence: ErrEpochChanged}
 }
 
+// activeGuard holds while active-site is at the version read: no
+// takeover activated another site since (a restore runs only on the
+// active site).
+func activeGuard(paths ckptfsPaths, stat *zk.Stat) txOp {
+	return txOp{name: "active-site", op: &zk.CheckVersionRequest{Path: paths.activeSite(), Version: stat.Version}, fence: ErrNotActiveSite}
+}
+
 // guard holds while the lock node exists (version 0: it is never
 // written), that is while the session that took the lock lives.
 func (l *takeoverLock) guard() txOp {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -45,12 +46,27 @@ func (s SessionID) String() string { return fmt.Sprintf("0x%x", uint64(s)) }
 func (s SessionID) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // Liveness says whether a Flink JobManager of the cluster is alive: it is
-// while any ephemeral node exists under the latch, leader-info or lock
-// paths. They vanish at most Flink's session timeout after the process
-// dies (or at once when it closes its session).
+// while an ephemeral node that Flink can have written exists under the
+// latch, leader-info or lock paths (flinkEphemeral). They vanish at most
+// Flink's session timeout after the process dies (or at once when it
+// closes its session).
 type Liveness struct {
 	Alive bool            `json:"alive"`
 	Nodes []EphemeralNode `json:"nodes"`
+	// Foreign are the ephemeral nodes found there that no Flink
+	// JobManager writes: another client's. They do not count.
+	Foreign []ForeignNode `json:"foreign,omitempty"`
+}
+
+// ForeignNode is an ephemeral node where Flink keeps its leader election
+// or its locks that Flink cannot have written: a name Flink never gives
+// a node there, data that is not Flink's leader information, or an owner
+// that is no session (a container or TTL node).
+type ForeignNode struct {
+	Path  string    `json:"znode"`
+	Owner SessionID `json:"session"`
+	// Why says what tells it from Flink's.
+	Why string `json:"why"`
 }
 
 // Addresses returns the distinct leader addresses found, sorted.
@@ -78,12 +94,24 @@ func (l *Liveness) Sessions() []SessionID {
 }
 
 func (l *Liveness) String() string {
-	if !l.Alive {
-		return "no JobManager alive"
+	s := "no JobManager alive"
+	if l.Alive {
+		s = fmt.Sprintf("JobManager alive: %d ephemeral node(s) of session(s) %v", len(l.Nodes), l.Sessions())
+		if a := l.Addresses(); len(a) > 0 {
+			s += " at " + strings.Join(a, ", ")
+		}
 	}
-	s := fmt.Sprintf("JobManager alive: %d ephemeral node(s) of session(s) %v", len(l.Nodes), l.Sessions())
-	if a := l.Addresses(); len(a) > 0 {
-		s += " at " + strings.Join(a, ", ")
+	if len(l.Foreign) > 0 {
+		const shown = 3
+		var names []string
+		for i, n := range l.Foreign {
+			if i == shown {
+				names = append(names, fmt.Sprintf("and %d more", len(l.Foreign)-shown))
+				break
+			}
+			names = append(names, fmt.Sprintf("%s (session %s: %s)", n.Path, n.Owner, n.Why))
+		}
+		s += fmt.Sprintf("; not counted: %d ephemeral node(s) no Flink JobManager writes there: %s", len(l.Foreign), strings.Join(names, "; "))
 	}
 	return s
 }
@@ -114,27 +142,45 @@ func (b *Bridge) Liveness(ctx context.Context) (*Liveness, error) {
 
 func (b *Bridge) liveness(ctx context.Context, l *Layout) (*Liveness, error) {
 	live := &Liveness{}
-	add := func(n EphemeralNode) { live.Nodes = append(live.Nodes, n) }
+	classify := func(n EphemeralNode, data []byte) {
+		if why := flinkEphemeral(l.Namespace, &n, data); why != "" {
+			live.Foreign = append(live.Foreign, ForeignNode{Path: n.Path, Owner: n.Owner, Why: why})
+			return
+		}
+		live.Nodes = append(live.Nodes, n)
+	}
 	ns := l.Namespace
 	for _, root := range []string{join(ns, "leaderlatch"), join(ns, "leader")} {
-		if err := b.walkEphemeral(ctx, ns, root, 4, add); err != nil {
+		if err := b.walkEphemeral(ctx, root, 4, classify); err != nil {
 			return nil, err
 		}
 	}
-	perJob := make([][]EphemeralNode, len(l.Jobs))
+	type found struct {
+		n    EphemeralNode
+		data []byte
+	}
+	perJob := make([][]found, len(l.Jobs))
 	_, err := forEachJob(ctx, len(l.Jobs), func(ctx context.Context, i int) error {
 		j := l.Jobs[i]
-		add := func(n EphemeralNode) { perJob[i] = append(perJob[i], n) }
+		add := func(n EphemeralNode, data []byte) { perJob[i] = append(perJob[i], found{n, data}) }
 		// Flink 1.14 keeps each job's leader election under jobs/<job>.
-		if err := b.walkEphemeral(ctx, ns, join(ns, "jobs", j.JobID, "leader"), 3, add); err != nil {
+		if err := b.walkEphemeral(ctx, join(ns, "jobs", j.JobID, "leader"), 3, add); err != nil {
 			return err
 		}
-		if j.JobGraph != "" {
-			ls, err := b.lockChildren(ctx, j.JobGraph, KindJobGraphLock)
+		locks := func(node string, kind EphemeralKind) error {
+			ls, err := b.lockChildren(ctx, node, kind)
 			if err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return err
 			}
-			perJob[i] = append(perJob[i], ls.ephemeral...)
+			for _, n := range ls.ephemeral {
+				add(n, nil)
+			}
+			return nil
+		}
+		if j.JobGraph != "" {
+			if err := locks(j.JobGraph, KindJobGraphLock); err != nil {
+				return err
+			}
 		}
 		if j.PointerDir == "" {
 			return nil
@@ -147,11 +193,9 @@ func (b *Bridge) liveness(ctx context.Context, l *Layout) (*Liveness, error) {
 			return err
 		}
 		for _, n := range names {
-			ls, err := b.lockChildren(ctx, join(j.PointerDir, n), KindCheckpointLock)
-			if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			if err := locks(join(j.PointerDir, n), KindCheckpointLock); err != nil {
 				return err
 			}
-			perJob[i] = append(perJob[i], ls.ephemeral...)
 		}
 		return nil
 	})
@@ -159,15 +203,18 @@ func (b *Bridge) liveness(ctx context.Context, l *Layout) (*Liveness, error) {
 		return nil, err
 	}
 	for _, nodes := range perJob {
-		live.Nodes = append(live.Nodes, nodes...)
+		for _, f := range nodes {
+			classify(f.n, f.data)
+		}
 	}
 	live.Alive = len(live.Nodes) > 0
+	b.noteForeign(live.Foreign)
 	return live, nil
 }
 
-// walkEphemeral records every ephemeral node at or below root, down to
-// depth levels. Leader nodes get their address decoded.
-func (b *Bridge) walkEphemeral(ctx context.Context, ns, root string, depth int, add func(EphemeralNode)) error {
+// walkEphemeral hands every node at or below root that has an ephemeral
+// owner, down to depth levels, to found, with its data when it has any.
+func (b *Bridge) walkEphemeral(ctx context.Context, root string, depth int, found func(EphemeralNode, []byte)) error {
 	kids, stat, err := b.zk.children(ctx, root)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil
@@ -176,34 +223,169 @@ func (b *Bridge) walkEphemeral(ctx context.Context, ns, root string, depth int, 
 		return err
 	}
 	if stat.EphemeralOwner != 0 {
-		n := EphemeralNode{Path: root, Kind: KindLeader, Owner: SessionID(stat.EphemeralOwner)}
-		rel := strings.Split(strings.TrimPrefix(root, ns+"/"), "/")
-		if slices.Contains(rel, "leaderlatch") || slices.Contains(rel, "latch") {
-			n.Kind = KindLatch
-		} else if stat.DataLength > 0 {
-			data, _, err := b.zk.get(ctx, root)
-			if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		n := EphemeralNode{Path: root, Owner: SessionID(stat.EphemeralOwner), Czxid: stat.Czxid}
+		var data []byte
+		if stat.DataLength > 0 {
+			data, _, err = b.zk.get(ctx, root)
+			if errors.Is(err, zk.ErrNoNode) {
+				return nil // gone meanwhile
+			}
+			if err != nil {
 				return err
 			}
-			if len(data) > 0 {
-				if li, err := flinkha.DecodeLeaderInfo(data); err == nil && li != nil {
-					n.Address = li.Address
-				} else if err != nil {
-					b.log.Debug("undecodable leader node", "znode", root, "err", err)
-				}
-			}
 		}
-		add(n)
+		found(n, data)
 	}
 	if depth == 0 {
 		return nil
 	}
 	for _, k := range kids {
-		if err := b.walkEphemeral(ctx, ns, join(root, k), depth-1, add); err != nil {
+		if err := b.walkEphemeral(ctx, join(root, k), depth-1, found); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// Which ephemeral nodes a Flink JobManager writes, by place and name
+// (docs/design.md §5.2, docs/flink-formats.md §1.2-1.4). The rule is the
+// union over every layout family, whatever the layout discovery found:
+// discovery can be ambiguous, and Flink 1.15-1.17 with
+// use-old-ha-services elects leaders as 1.14 does beside 1.15's locks.
+//
+//   - leader latch nodes, Curator LeaderLatch's protected
+//     EPHEMERAL_SEQUENTIAL children _c_<uuid>-latch-<%010d> (Flink gives
+//     them no data), anywhere below leaderlatch/ (1.4:
+//     directly, 1.5-1.13: leaderlatch/<component>_lock/,
+//     leaderlatch/<job>/job_manager_lock/), leader/ (1.14:
+//     leader/<component>/latch/, 1.15+: leader/latch/) and
+//     jobs/<job>/leader/ (1.14: .../latch/);
+//   - leader information nodes below leader/ and jobs/<job>/leader/:
+//     leader itself (1.4), <suffix>_lock (1.5-1.13: resource_manager_lock,
+//     dispatcher_lock, rest_server_lock, <job>/job_manager_lock) and
+//     connection_info (1.14+: leader/<component>/connection_info,
+//     jobs/<job>/leader/connection_info); their data is empty (no leader
+//     known, 1.15+ may write that) or Flink's leader information
+//     (flinkha.DecodeLeaderInfo);
+//   - locks, children of a job graph or pointer (up to 1.14) or of its
+//     persistent locks child (1.15+): a ZooKeeperStateHandleStore's
+//     instance id, UUID.randomUUID().toString() in every release; their
+//     data is Curator's default (the host's address), not checked.
+//
+// Everything else there is foreign. A node that imitates Flink perfectly
+// counts: nothing tells it apart, and waiting is the safe side.
+
+// flinkEphemeral tells whether n, an ephemeral node found below the
+// namespace ns with data (nil when it has none, or for a lock, unread),
+// can be a Flink JobManager's: "" when it can, with n's kind and the
+// leader address set; else why not.
+func flinkEphemeral(ns string, n *EphemeralNode, data []byte) string {
+	if !sessionOwner(int64(n.Owner)) {
+		return "its owner is no session (a container or TTL node)"
+	}
+	rel := strings.Split(strings.TrimPrefix(n.Path, ns+"/"), "/")
+	name := rel[len(rel)-1]
+	switch n.Kind {
+	case KindCheckpointLock, KindJobGraphLock:
+		if !isUUID(name) {
+			return "a lock of Flink's is named by a UUID"
+		}
+		return ""
+	}
+	election := rel[0] == "leader" || len(rel) >= 3 && rel[0] == "jobs" && rel[2] == "leader"
+	switch {
+	case isLatchNode(name):
+		n.Kind = KindLatch
+		return ""
+	case !election:
+		return "below leaderlatch/ Flink writes only leader latch nodes (_c_<uuid>-latch-<seq>)"
+	case len(rel) == 1 || name == "connection_info" || strings.HasSuffix(name, "_lock"):
+		n.Kind = KindLeader
+		if len(data) == 0 {
+			return ""
+		}
+		li, err := flinkha.DecodeLeaderInfo(data)
+		if err != nil {
+			return "its data is not Flink's leader information"
+		}
+		n.Address = li.Address
+		return ""
+	}
+	return "no Flink JobManager writes a node of this name there"
+}
+
+// maxForeignSeen bounds the foreign nodes a Bridge remembers having
+// logged; past it, it forgets them all (and may log them again).
+const maxForeignSeen = 256
+
+// noteForeign logs each foreign node once per Bridge (a takeover reads
+// the liveness every LivenessPoll).
+func (b *Bridge) noteForeign(nodes []ForeignNode) {
+	for _, n := range nodes {
+		key := n.Path + "@" + n.Owner.String()
+		b.foreignMu.Lock()
+		_, seen := b.foreignSeen[key]
+		if !seen {
+			if len(b.foreignSeen) >= maxForeignSeen || b.foreignSeen == nil {
+				b.foreignSeen = map[string]bool{}
+			}
+			b.foreignSeen[key] = true
+		}
+		b.foreignMu.Unlock()
+		if seen {
+			continue
+		}
+		b.log.Warn("an ephemeral node where Flink keeps its leader election or locks is not a Flink JobManager's: it does not count as one",
+			"znode", n.Path, "session", n.Owner.String(), "reason", n.Why)
+	}
+}
+
+// sessionOwner reports whether an ephemeralOwner is a session: not 0
+// (persistent), not a container's (the lowest int64) and not a TTL
+// node's (top byte 0xff; ZooKeeper's EphemeralType).
+func sessionOwner(owner int64) bool {
+	return owner != 0 && owner != math.MinInt64 && uint64(owner)>>56 != 0xff
+}
+
+// isLatchNode reports whether name is one of Curator LeaderLatch's
+// protected sequential nodes: _c_<uuid>-latch-<%010d>.
+func isLatchNode(name string) bool {
+	rest, ok := strings.CutPrefix(name, "_c_")
+	if !ok || len(rest) < 36 || !isUUID(rest[:36]) {
+		return false
+	}
+	seq, ok := strings.CutPrefix(rest[36:], "-latch-")
+	if !ok || len(seq) != 10 {
+		return false
+	}
+	digits := strings.TrimPrefix(seq, "-") // %010d of a sequence that wrapped
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(digits) > 0
+}
+
+// isUUID reports whether s is a UUID as Java's UUID.toString writes it:
+// 8-4-4-4-12 hex digits.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // waitDead waits until no JobManager is alive, at most wait, and then
@@ -221,7 +403,9 @@ func (b *Bridge) waitDead(ctx context.Context, l *Layout, wait, quiet time.Durat
 	for {
 		live, err := b.liveness(ctx, l)
 		if err == nil && counts != nil {
+			foreign := live.Foreign
 			live = counts(live)
+			live.Foreign = foreign
 		}
 		if err != nil {
 			return live, err

@@ -248,10 +248,13 @@ func (c *client) forgetLock(node string) {
 }
 
 func (b *Bridge) describeHolder(ctx context.Context, node string) string {
-	data, _, err := b.zk.get(ctx, node)
-	var h lockHolder
-	if err != nil || json.Unmarshal(data, &h) != nil {
+	data, stat, err := b.zk.get(ctx, node)
+	if err != nil {
 		return node
+	}
+	var h lockHolder
+	if json.Unmarshal(data, &h) != nil || h.Site == "" || h.Op == "" || h.Started.IsZero() {
+		return fmt.Sprintf("%s of session %s: not ckptfs's (its data is not a ckptfs lock holder)", node, SessionID(stat.EphemeralOwner))
 	}
 	return fmt.Sprintf("%s (site %s, host %s, pid %d, %s since %s)", node, h.Site, h.Host, h.PID, h.Op, h.Started.Format(time.RFC3339))
 }

@@ -31,13 +31,20 @@ type RestoreOptions struct {
 	// same multi. Flink recovers the job only if its job graph is there
 	// too; otherwise the pointers name its checkpoints for people.
 	RecreateJob bool
+
+	// beforeRestore is a test seam, called before every restore's
+	// multi, one call at a time.
+	beforeRestore func(job string, id int64)
 }
 
 // RestoreReport is what RestorePruned did.
 type RestoreReport struct {
-	Site   string        `json:"site"`
-	DryRun bool          `json:"dry_run"`
-	Jobs   []*JobRestore `json:"jobs"`
+	Site string `json:"site"`
+	// ActiveSite is the site active-site names ("" before any
+	// activation).
+	ActiveSite string        `json:"active_site"`
+	DryRun     bool          `json:"dry_run"`
+	Jobs       []*JobRestore `json:"jobs"`
 }
 
 // JobRestore is what RestorePruned did for one job.
@@ -60,8 +67,10 @@ type SkippedBackup struct {
 // backup is put back only where the pointer is absent and its parent
 // still exists, its id is below the job's checkpoint counter (ids stay
 // ascending) and, unless Unverified, the checkpoint is L2-complete here;
-// then the backup is deleted, in the same multi. It holds the takeover
-// lock (except in a dry run), checks the epoch and refuses while a
+// then the backup is deleted, in the same multi. It runs only on the
+// site active-site names (a *NotActiveError otherwise, dry run too), holds
+// the takeover lock (except in a dry run), checks in every multi the
+// epoch, the lock and active-site's version, and refuses while a
 // JobManager is alive (it would not see the pointers).
 func (b *Bridge) RestorePruned(ctx context.Context, opts RestoreOptions) (*RestoreReport, error) {
 	if err := b.requireSite("restore-pruned"); err != nil {
@@ -73,6 +82,13 @@ func (b *Bridge) RestorePruned(ctx context.Context, opts RestoreOptions) (*Resto
 	}
 	paths := b.ckptfsFor(l)
 	rep := &RestoreReport{Site: b.cfg.Site, DryRun: opts.DryRun, Jobs: []*JobRestore{}}
+	// Only the active site's Flink reads these pointers, and only its
+	// replica vouches for them: refuse elsewhere before writing
+	// anything (the lock, the epoch).
+	activeStat, err := b.requireActive(ctx, paths, rep)
+	if err != nil {
+		return rep, err
+	}
 	var lock *takeoverLock
 	if !opts.DryRun {
 		if err := b.zk.ensure(ctx, paths.takeover()); err != nil {
@@ -85,6 +101,10 @@ func (b *Bridge) RestorePruned(ctx context.Context, opts RestoreOptions) (*Resto
 			return nil, err
 		}
 		defer b.releaseLock(lock)
+		// Again under the lock: the version every restore multi checks.
+		if activeStat, err = b.requireActive(ctx, paths, rep); err != nil {
+			return rep, err
+		}
 	}
 	live, err := b.liveness(ctx, l)
 	if err != nil {
@@ -112,7 +132,7 @@ func (b *Bridge) RestorePruned(ctx context.Context, opts RestoreOptions) (*Resto
 		if len(opts.Jobs) > 0 && !slices.Contains(opts.Jobs, job) {
 			continue
 		}
-		jr, err := b.restoreJob(ctx, paths, lock, ep, l, layouts[job], job, opts)
+		jr, err := b.restoreJob(ctx, paths, lock, ep, activeStat, l, layouts[job], job, opts)
 		if err != nil {
 			return rep, err
 		}
@@ -121,7 +141,7 @@ func (b *Bridge) RestorePruned(ctx context.Context, opts RestoreOptions) (*Resto
 	return rep, nil
 }
 
-func (b *Bridge) restoreJob(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, l *Layout, jl JobLayout, job string, opts RestoreOptions) (*JobRestore, error) {
+func (b *Bridge) restoreJob(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, activeStat *zk.Stat, l *Layout, jl JobLayout, job string, opts RestoreOptions) (*JobRestore, error) {
 	jr := &JobRestore{JobID: job, Restored: []int64{}, Skipped: []SkippedBackup{}}
 	ids, err := b.backupIDs(ctx, paths, job)
 	if err != nil {
@@ -227,7 +247,10 @@ func (b *Bridge) restoreJob(ctx context.Context, paths ckptfsPaths, lock *takeov
 			jr.Restored = append(jr.Restored, id)
 			continue
 		}
-		ops := append([]txOp{epochGuard(paths, ep), lock.guard()}, recreate...)
+		if opts.beforeRestore != nil {
+			opts.beforeRestore(job, id)
+		}
+		ops := append([]txOp{epochGuard(paths, ep), lock.guard(), activeGuard(paths, activeStat)}, recreate...)
 		ops = append(ops, txOp{name: "pointer", op: &zk.CreateRequest{Path: bk.Znode, Data: bk.Data, Acl: pointerACL}})
 		if bk.HadLocks {
 			ops = append(ops, txOp{name: "locks child", op: &zk.CreateRequest{Path: join(bk.Znode, "locks"), Data: bk.LocksData, Acl: locksACL}})
@@ -244,7 +267,7 @@ func (b *Bridge) restoreJob(ctx context.Context, paths ckptfsPaths, lock *takeov
 			}
 		}
 		if err != nil {
-			if errors.Is(err, ErrEpochChanged) || errors.Is(err, ErrLockLost) {
+			if errors.Is(err, ErrEpochChanged) || errors.Is(err, ErrLockLost) || errors.Is(err, ErrNotActiveSite) {
 				return nil, err
 			}
 			skip(id, "changed meanwhile (%v); run restore-pruned again", err)
@@ -293,4 +316,41 @@ func (b *Bridge) missingParents(ctx context.Context, path, ns string) ([]string,
 // encodeCounter writes what decodeCounter reads.
 func encodeCounter(v int64) []byte {
 	return binary.BigEndian.AppendUint32(nil, uint32(int32(v)))
+}
+
+// ErrNotActiveSite means restore-pruned ran on a site that active-site
+// does not name, or active-site changed while it ran.
+var ErrNotActiveSite = errors.New("zkbridge: this site is not the active one")
+
+// NotActiveError is restore-pruned refused on a site that active-site
+// does not name.
+type NotActiveError struct {
+	// Site is this site; Active the one active-site names ("" before
+	// any activation).
+	Site, Active string
+}
+
+func (e *NotActiveError) Error() string {
+	if e.Active == "" {
+		return fmt.Sprintf("zkbridge: restore-pruned refused on site %s: no site is active yet; pointers go back only on the active site, whose Flink reads them and whose replica vouches for them: make this site active first (ckptfs takeover, with --activate-anyway if a job is refused), then run restore-pruned again", e.Site)
+	}
+	return fmt.Sprintf("zkbridge: restore-pruned refused on site %s: active-site names %s; pointers go back only on the active site, whose Flink reads them and whose replica vouches for them: run restore-pruned on %s", e.Site, e.Active, e.Active)
+}
+
+// Unwrap gives ErrNotActiveSite.
+func (e *NotActiveError) Unwrap() error { return ErrNotActiveSite }
+
+// requireActive reads active-site and fails with a *NotActiveError
+// unless it names this site; it returns active-site's stat, for the
+// guard of the restores (activeGuard).
+func (b *Bridge) requireActive(ctx context.Context, paths ckptfsPaths, rep *RestoreReport) (*zk.Stat, error) {
+	active, stat, err := b.readActiveSite(ctx, paths)
+	if err != nil {
+		return nil, err
+	}
+	rep.ActiveSite = active
+	if stat == nil || active != b.cfg.Site {
+		return nil, &NotActiveError{Site: b.cfg.Site, Active: active}
+	}
+	return stat, nil
 }

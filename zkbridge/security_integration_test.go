@@ -58,6 +58,8 @@ func requireNotAuthorized(t *testing.T, what string, err error, enforced bool) {
 // the missing credentials, and changes nothing; with Flink's identity it
 // takes over; the super user restores; the restored pointers carry their
 // original ACLs, and a JobManager of that identity locks them again.
+// The super user's ckptfs lists Flink's identity in zk-acl: the
+// takeover's ckptfs znodes are that identity's.
 func TestIntegration_SecuredCreatorACL(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -122,11 +124,16 @@ func TestIntegration_SecuredCreatorACL(t *testing.T) {
 			}
 
 			// The super user restores; every znode is as Flink left it,
-			// ACLs included.
+			// ACLs included. ckptfs's own znodes are Flink's identity's
+			// (the takeover's): zk-acl names it beside the super user,
+			// as docs/deploy.md asks, or they would not be ckptfs's.
 			for _, undo := range s.undo {
 				undo()
 			}
-			sb := e.bridge("dc2", func(cfg *Config) { cfg.Auth = digest("super", superPassword) })
+			sb := e.bridge("dc2", func(cfg *Config) {
+				cfg.Auth = digest("super", superPassword)
+				cfg.ACL = []zk.ACL{flinkID, {Perms: zk.PermAll, Scheme: "auth"}}
+			})
 			rr, err := sb.RestorePruned(ctx, RestoreOptions{})
 			if err != nil || !slices.Equal(rr.Jobs[0].Restored, []int64{3, 5}) {
 				t.Fatalf("restore by the super user: %+v, %v", rr, err)
@@ -328,6 +335,12 @@ func TestIntegration_SecuredTLS(t *testing.T) {
 	want := []zk.ACL{{Perms: zk.PermAll, Scheme: "x509", ID: cert.Subject}, {Perms: zk.PermRead, Scheme: "world", ID: "anyone"}}
 	if got := aclOf(t, bc.Conn(), e.ckptfs+"/default/active-site"); !slices.Equal(got, want) {
 		t.Errorf("ACL of active-site made with a client certificate: %v, want %v", got, want)
+	}
+	// Another connection with the certificate finds them its own: the
+	// subject ckptfs computes is the x509 identity ZooKeeper gave.
+	bc2 := e.bridge("dc2", func(cfg *Config) { cfg.TLS = ca.ClientTLS(t, &cert) })
+	if _, err := bc2.Status(ctx); err != nil {
+		t.Errorf("status with the same certificate: %v", err)
 	}
 
 	start := time.Now()

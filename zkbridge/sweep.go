@@ -2,9 +2,12 @@ package zkbridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,7 +26,18 @@ type SweepStats struct {
 	Passes    uint64 `json:"passes"`
 	Retracted uint64 `json:"retracted"`
 	Failures  uint64 `json:"failures"`
-	LastError string `json:"last_error,omitempty"`
+	// SkippedLocked counts passes that had stray pointers due but found
+	// the takeover lock held: a lock held for ever (a stuck takeover, or
+	// a node another client made under takeover/) keeps the sweeper off.
+	SkippedLocked uint64 `json:"skipped_locked"`
+	// LockHolder names the lock node that made the last pass skip, and
+	// who holds it; LockForeign is set when its data is not a ckptfs
+	// lock holder's; LockedSince is when passes first found it holding
+	// the lock. All three clear when a pass takes the lock.
+	LockHolder  string    `json:"lock_holder,omitempty"`
+	LockForeign bool      `json:"lock_foreign,omitempty"`
+	LockedSince time.Time `json:"locked_since,omitzero"`
+	LastError   string    `json:"last_error,omitempty"`
 }
 
 // Sweeper keeps ZooKeeper from pointing, after a takeover, at what the
@@ -59,6 +73,11 @@ type Sweeper struct {
 	mu    sync.Mutex
 	seen  map[strayKey]time.Time // GUARDED_BY(mu): when a candidate was first seen
 	stats SweepStats             // GUARDED_BY(mu)
+	// held: GUARDED_BY(mu). The lock node that made passes skip since
+	// stats.LockedSince (its path and czxid: a node made again is
+	// another), and when that was last logged as a warning.
+	held       strayKey
+	heldWarned time.Time
 }
 
 // strayKey names one pointer node: a pointer deleted and created again
@@ -151,17 +170,25 @@ func (s *Sweeper) Pass(ctx context.Context) (swept []SweptPointer, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if due := s.keep(cands); len(due) == 0 {
+	due := s.keep(cands)
+	if len(due) == 0 {
 		return nil, nil
 	}
 	lock, err := b.acquireLock(ctx, paths, "sweep", 0)
 	if errors.Is(err, ErrTakeoverInProgress) {
-		return nil, nil // the next pass judges what it leaves
+		// The next pass judges what it leaves; but a lock that stays
+		// held keeps the sweeper off, so every skip is counted and told.
+		s.skipped(ctx, paths, due)
+		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	defer b.releaseLock(lock)
+	s.mu.Lock()
+	s.stats.LockHolder, s.stats.LockForeign, s.stats.LockedSince = "", false, time.Time{}
+	s.held, s.heldWarned = strayKey{}, time.Time{}
+	s.mu.Unlock()
 	// Under the lock, neither the epoch nor active-site can change
 	// without the multis below failing their guards.
 	ep, err := b.readEpoch(ctx, paths)
@@ -171,7 +198,7 @@ func (s *Sweeper) Pass(ctx context.Context) (swept []SweptPointer, err error) {
 	if cands, err = s.strays(ctx, paths, l); err != nil {
 		return nil, err
 	}
-	due := s.keep(cands)
+	due = s.keep(cands)
 	for _, c := range due {
 		if err := b.zk.ensure(ctx, paths.prunedJob(c.p.JobID)); err != nil {
 			return swept, err
@@ -280,4 +307,104 @@ func (b *Bridge) judgedSince(ctx context.Context, paths ckptfsPaths, activeStat 
 		since = lease.Judged
 	}
 	return since, nil
+}
+
+// stuckLockAfter is how long the takeover lock may keep the sweeper off
+// before each skipped pass warns (at most once per this long): longer
+// than a takeover holds it, which waits at most LockWait for an earlier
+// holder and then its wait, by default Flink's session timeout plus a
+// margin (4.5 min with the defaults: 2 min + 2 × 75 s).
+func (b *Bridge) stuckLockAfter() time.Duration {
+	return b.cfg.LockWait + 2*b.cfg.DefaultTakeoverWait()
+}
+
+// skipped counts a pass that found the takeover lock held with due
+// stray pointers, records who holds it, and logs: a warning at once when
+// the holder is not ckptfs's, and whenever it has held the lock past
+// stuckLockAfter (at most once per that long); else an info line for a
+// new holder and a debug line for the same.
+func (s *Sweeper) skipped(ctx context.Context, paths ckptfsPaths, due []stray) {
+	b := s.b
+	h := b.lockHolderNow(ctx, paths)
+	now := s.now()
+	s.mu.Lock()
+	s.stats.SkippedLocked++
+	key := strayKey{h.node, h.czxid}
+	fresh := key != s.held || s.stats.LockedSince.IsZero()
+	if fresh {
+		s.held, s.heldWarned = key, time.Time{}
+		s.stats.LockedSince = now
+	}
+	s.stats.LockHolder, s.stats.LockForeign = h.describe, h.foreign
+	since := s.stats.LockedSince
+	held := now.Sub(since)
+	bound := b.stuckLockAfter()
+	warn := (h.foreign || held >= bound) && (s.heldWarned.IsZero() || now.Sub(s.heldWarned) >= bound)
+	if warn {
+		s.heldWarned = now
+	}
+	s.mu.Unlock()
+
+	var ids []string
+	for _, d := range due {
+		ids = append(ids, d.p.JobID+"/"+strconv.FormatInt(d.p.ID, 10))
+	}
+	log := b.log.With("holder", h.describe, "waited", held.Round(time.Second).String(), "pointers", strings.Join(ids, ","))
+	switch {
+	case warn && h.foreign:
+		log.Warn("the takeover lock is held by a znode that is not ckptfs's (its data is not a ckptfs lock holder): the sweeper retracts no stray pointer while it stays; delete it (zkCli.sh delete, as ZooKeeper's super user if its ACL needs one) and let ckptfs authenticate so that no other client may create there (docs/runbook.md)",
+			"znode", h.node, "session", h.owner.String())
+	case warn:
+		log.Warn("the takeover lock has kept the sweeper off for longer than a takeover holds it: a takeover or restore-pruned may be stuck",
+			"znode", h.node, "session", h.owner.String(), "timeout", bound.String())
+	case fresh:
+		log.Info("sweep deferred: the takeover lock is held; the next pass judges again")
+	default:
+		log.Debug("sweep deferred: the takeover lock is still held")
+	}
+}
+
+// heldLock is who holds the takeover lock, for messages.
+type heldLock struct {
+	node  string
+	czxid int64
+	owner SessionID
+	// foreign: the node's data is not a ckptfs lockHolder (another
+	// client made it).
+	foreign  bool
+	describe string
+}
+
+// lockHolderNow reads the takeover lock's holder: the lock node with the
+// lowest sequence number. Errors and a lock released meanwhile give an
+// empty node, described as such.
+func (b *Bridge) lockHolderNow(ctx context.Context, paths ckptfsPaths) heldLock {
+	names, _, err := b.zk.children(ctx, paths.takeover())
+	if err != nil {
+		return heldLock{describe: fmt.Sprintf("unknown (%v)", err)}
+	}
+	low, lowSeq := "", ""
+	for _, n := range names {
+		if seq, ok := lockSeq(n); ok && (low == "" || seq < lowSeq) {
+			low, lowSeq = n, seq
+		}
+	}
+	if low == "" {
+		return heldLock{describe: "none (released since)"}
+	}
+	node := join(paths.takeover(), low)
+	data, stat, err := b.zk.get(ctx, node)
+	if err != nil {
+		return heldLock{node: node, describe: fmt.Sprintf("%s (unreadable: %v)", node, err)}
+	}
+	h := heldLock{node: node, czxid: stat.Czxid, owner: SessionID(stat.EphemeralOwner)}
+	var lh lockHolder
+	if json.Unmarshal(data, &lh) != nil || lh.Site == "" || lh.Op == "" || lh.Started.IsZero() {
+		h.foreign = true
+	}
+	h.describe = b.describeHolder(ctx, node)
+	if !h.foreign {
+		h.describe = fmt.Sprintf("%s of session %s", h.describe, h.owner)
+	}
+	return h
 }

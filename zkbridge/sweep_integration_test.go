@@ -1,7 +1,10 @@
 package zkbridge
 
 import (
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -223,4 +226,104 @@ func TestIntegration_SweepPointerBeforeActivation(t *testing.T) {
 			t.Errorf("pointer %d exists=%v (%v), want %v", id, ok, err, want)
 		}
 	}
+}
+
+// TestIntegration_SweepSkipsLockedPasses: a node under takeover/ that
+// some client other than ckptfs created with a lock's name (possible
+// while ckptfs's znodes are open: an anonymous ckptfs) holds the takeover
+// lock for ever. The sweeper cannot retract the stray pointer meanwhile;
+// it does not go silent: every skipped pass is counted with who holds the
+// lock, named as not ckptfs's, since when, and logged (a warning at once
+// for a foreign holder, then at most once per bound while it stays).
+// Once the node is gone, the next pass retracts and the lock fields
+// clear.
+func TestIntegration_SweepSkipsLockedPasses(t *testing.T) {
+	c := zktest.StartCluster(t, 1)
+	e := newEnv(t, c)
+	ctx := testContext(t, 2*time.Minute)
+	layout := flinkemu.Flink1_20
+	jm1, proxies := e.startJM(layout, true)
+	job := flinkemu.NewJobID()
+	if err := jm1.SubmitJob(job); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jm1.CompleteCheckpoint(job, flinkemu.CheckpointSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	zktest.ExpireConnSession(t, jm1.Conn(), proxies)
+	logger, logs := newLogRecorder(t)
+	b2 := e.bridge("dc2", func(cfg *Config) { cfg.Logger = logger })
+	if rep, err := b2.Takeover(ctx, TakeoverOptions{Wait: 30 * time.Second}); err != nil || !rep.Activated {
+		t.Fatalf("takeover: %v %+v", err, rep)
+	}
+	// DC1's JobManager, back, adds a pointer DC2 does not hold.
+	cp2, err := jm1.CompleteCheckpoint(job, flinkemu.CheckpointSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hideFile(t, cp2.HAFile)
+
+	squatter := zktest.Connect(t, c.Servers())
+	lockNode := e.ckptfs + "/default/takeover/_c_00000000-0000-0000-0000-000000000000-lock-0000000000"
+	if _, err := squatter.Create(lockNode, []byte("mine"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := b2.NewSweeper(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	start := s.now()
+	session := SessionID(squatter.SessionID()).String()
+
+	_, mark := logs.since(0)
+	if swept, err := s.Pass(ctx); err != nil || len(swept) > 0 {
+		t.Fatalf("pass with the lock held: %v, %v; want nothing, no error", swept, err)
+	}
+	st := s.Stats()
+	if st.SkippedLocked != 1 || !st.LockForeign || !strings.Contains(st.LockHolder, lockNode) || !strings.Contains(st.LockHolder, session) || !st.LockedSince.Equal(start) {
+		t.Errorf("stats after a skipped pass: %+v; want 1 skipped, the foreign holder %s of session %s, since %v", st, lockNode, session, start)
+	}
+	lines, mark := logs.since(mark)
+	if w := matching(lines, slog.LevelWarn, lockNode, "not ckptfs's"); len(w) != 1 {
+		t.Errorf("log of the first skipped pass: %v; want one warning naming %s as not ckptfs's", lines, lockNode)
+	}
+
+	// Within the bound: counted, not warned again.
+	advance(time.Minute)
+	if _, err := s.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lines, mark = logs.since(mark)
+	if st := s.Stats(); st.SkippedLocked != 2 || !st.LockedSince.Equal(start) {
+		t.Errorf("stats after a second skipped pass: %+v", st)
+	}
+	if w := matching(lines, slog.LevelWarn, lockNode); len(w) != 0 {
+		t.Errorf("second skipped pass warned again within the bound: %v", w)
+	}
+	// Past the bound: warned again, saying for how long.
+	advance(b2.stuckLockAfter())
+	if _, err := s.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lines, mark = logs.since(mark)
+	if w := matching(lines, slog.LevelWarn, lockNode, "waited="); len(w) != 1 {
+		t.Errorf("a pass past the bound: %v; want one warning with how long the lock is held", lines)
+	}
+
+	if err := squatter.Delete(lockNode, -1); err != nil {
+		t.Fatal(err)
+	}
+	swept, err := s.Pass(ctx)
+	if err != nil || len(swept) != 1 || swept[0].ID != cp2.ID {
+		t.Fatalf("pass once the node is gone: %v, %v; want checkpoint %d retracted", swept, err, cp2.ID)
+	}
+	if st := s.Stats(); st.SkippedLocked != 3 || st.LockHolder != "" || !st.LockedSince.IsZero() || st.LockForeign || st.Retracted != 1 {
+		t.Errorf("stats after the lock was taken: %+v", st)
+	}
+	_ = mark
 }

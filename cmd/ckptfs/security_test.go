@@ -228,7 +228,8 @@ state.checkpoints.dir: file:///flink/checkpoints
 // enforces authentication, with Flink's znodes made with creator ACLs by
 // an emulated JobManager of digest identity flink. Anonymous ckptfs
 // exits 3 naming the missing credentials; with Flink's identity status
-// and takeover work; the super user restores, with the original ACLs.
+// and takeover work; the super user restores (zk-acl naming Flink's
+// identity, whose ckptfs znodes are), with the original ACLs.
 // Over TLS, status works with the cluster's CA and refuses another's.
 func TestIntegration_SecuredCLI(t *testing.T) {
 	c := zktest.StartCluster(t, 1, func(cfg *zktest.Config) {
@@ -282,7 +283,10 @@ func TestIntegration_SecuredCLI(t *testing.T) {
 	if err := os.Rename(last.StateFiles[0]+".away", last.StateFiles[0]); err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, code = ckptfs(t, append([]string{"restore-pruned", "--zk-auth-file", superCreds}, common...)...)
+	// ckptfs's own znodes are Flink's identity's (the takeover's):
+	// zk-acl names it beside the super user (docs/deploy.md).
+	flinkID := "digest:" + zk.DigestACL(zk.PermAll, "flink", "flinkpw")[0].ID + ":cdrwa"
+	out, stderr, code = ckptfs(t, append([]string{"restore-pruned", "--zk-auth-file", superCreds, "--zk-acl", flinkID, "--zk-acl", "auth::cdrwa"}, common...)...)
 	if code != exitOK {
 		t.Fatalf("restore-pruned as the super user: exit %d\n%s%s", code, out, stderr)
 	}

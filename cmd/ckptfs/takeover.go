@@ -16,8 +16,9 @@ import (
 
 // Exit codes of takeover and restore-pruned.
 const (
-	exitRefused = 4 // some job was refused: nothing changed for it
-	exitAlive   = 5 // a Flink JobManager stayed alive past the wait
+	exitRefused   = 4 // takeover: some job was refused: nothing changed for it
+	exitNotActive = 4 // restore-pruned: this site is not the active one: nothing changed
+	exitAlive     = 5 // a Flink JobManager stayed alive past the wait
 )
 
 func newTakeoverCmd(checks settingsChecks) *cobra.Command {
@@ -198,7 +199,10 @@ which Flink treats a pointer as deleted. A pointer is put back only where
 it is absent, its id is below the job's checkpoint counter and, unless
 --unverified, its checkpoint is now complete on this site at L2 (Flink
 restores the newest pointer). Each is one version-checked transaction that also deletes the
-backup. It refuses while a Flink JobManager is alive.
+backup, and checks that active-site has not changed. It refuses while a
+Flink JobManager is alive, and on a site that active-site does not name
+(dry run included): only the active site's Flink reads the pointers, and
+only its replica vouches for them.
 
 A takeover also backs up the pointers it keeps (marked kept): when Flink
 deletes them afterwards (a job that reached FAILED loses its pointers,
@@ -210,6 +214,8 @@ its backup.
 Exit status:
   0  done (skipped backups are listed with the reason)
   3  usage, ZooKeeper or I/O error
+  4  this site is not the active one (active-site names another site, or
+     none yet, or changed meanwhile): nothing changed
   5  a Flink JobManager is alive: nothing changed`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -270,11 +276,14 @@ func writeRestoreText(w io.Writer, rep *zkbridge.RestoreReport) {
 
 // commandResult is the exit of takeover or restore-pruned for the error
 // of their run: 5 when a JobManager stayed alive or another site's
-// daemons kept renewing the lease, 3 for any other error.
+// daemons kept renewing the lease, 4 when restore-pruned ran on a site
+// that is not the active one, 3 for any other error.
 func commandResult(err error) error {
 	switch {
 	case errors.Is(err, zkbridge.ErrJobManagerAlive), errors.Is(err, zkbridge.ErrLeaseHeld):
 		return &exitError{code: exitAlive, err: err}
+	case errors.Is(err, zkbridge.ErrNotActiveSite):
+		return &exitError{code: exitNotActive, err: err}
 	case err != nil:
 		return zkFail(err)
 	}
@@ -287,6 +296,9 @@ func runActions(err error) map[string]uint64 {
 	switch {
 	case errors.Is(err, zkbridge.ErrJobManagerAlive), errors.Is(err, zkbridge.ErrLeaseHeld):
 		a[metrics.ActionRefuseAlive]++
+	case errors.Is(err, zkbridge.ErrNotActiveSite):
+		// restore-pruned on a standby site: a refusal, not an error; the
+		// last exit code (4) shows it.
 	case err != nil:
 		a[metrics.ActionError]++
 	}

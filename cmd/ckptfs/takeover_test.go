@@ -19,7 +19,7 @@ import (
 func TestTakeoverHelpDocumentsExitCodes(t *testing.T) {
 	for cmd, want := range map[string][]string{
 		"takeover":       {"4  some job was refused", "5  a Flink JobManager stayed alive", "--dry-run", "--activate-anyway", "--accept-state-loss", "checkpoints_lost", "--wait"},
-		"restore-pruned": {"5  a Flink JobManager is alive", "--unverified"},
+		"restore-pruned": {"4  this site is not the active one", "5  a Flink JobManager is alive", "--unverified"},
 		"status":         {"3  usage, ZooKeeper or I/O error", "--map", "--cluster-id", "--path-root"},
 	} {
 		out, _, code := ckptfs(t, cmd, "--help")
@@ -199,10 +199,10 @@ func TestIntegration_TakeoverCLI(t *testing.T) {
 		t.Errorf("dry run wrote: %v", d)
 	}
 
-	// Restore-pruned has nothing to do.
+	// Restore-pruned refuses: the takeover activated no site.
 	out, stderr, code = ckptfs(t, append([]string{"restore-pruned"}, recorded...)...)
-	if code != 0 {
-		t.Errorf("restore-pruned: exit %d\n%s%s", code, out, stderr)
+	if code != 4 || !strings.Contains(stderr, "no site is active yet") {
+		t.Errorf("restore-pruned on a site that is not active: exit %d\n%s%s", code, out, stderr)
 	}
 
 	// What node_exporter would read: the runs that wrote (not the dry
@@ -225,13 +225,13 @@ func TestIntegration_TakeoverCLI(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]float64{"run": 3, "refuse_alive": 1, "refuse_job": 1, "retract": 0, "restore": 0}
+	want := map[string]float64{"run": 3, "refuse_alive": 1, "refuse_job": 1, "error": 0, "retract": 0, "restore": 0}
 	for a, n := range want {
 		if got[a] != n {
 			t.Errorf("textfile: %s = %v, want %v (all: %v)", a, got[a], n, got)
 		}
 	}
-	if code := fams["ckptfs_takeover_last_exit_code"].GetMetric(); len(code) != 1 || code[0].GetGauge().GetValue() != 0 {
+	if code := fams["ckptfs_takeover_last_exit_code"].GetMetric(); len(code) != 1 || code[0].GetGauge().GetValue() != 4 {
 		t.Errorf("last exit code: %v", code)
 	}
 }

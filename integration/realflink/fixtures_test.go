@@ -870,6 +870,9 @@ func TestFixture_ZooKeeper(t *testing.T) {
 					t.Errorf("liveness misses the ephemeral node %s", p)
 				}
 			}
+			if len(live.Foreign) > 0 {
+				t.Errorf("liveness calls nodes Flink wrote foreign: %+v", live.Foreign)
+			}
 			if got := len(live.Sessions()); got != len(sessions) {
 				t.Errorf("liveness names %d sessions, the fixture %d", got, len(sessions))
 			}

@@ -220,6 +220,7 @@ func collectZooKeeper(z *ZooKeeper, site string, gauge gaugeFunc, counter counte
 		st := s.Stats()
 		counter(SweepActions, st.Retracted, "retract")
 		counter(SweepActions, st.Failures, "failure")
+		counter(SweepActions, st.SkippedLocked, "skipped_locked")
 	}
 	if z.Lag == nil {
 		return

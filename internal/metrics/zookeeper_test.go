@@ -204,7 +204,7 @@ func TestIntegration_ScrapeZooKeeper(t *testing.T) {
 		t.Fatalf("sweep: %v %v", swept, err)
 	}
 	z.SetSweeper(sw)
-	if s := scrape(t, src); s.value(t, SweepActions, "action=retract") != 0 || s.value(t, SweepActions, "action=failure") != 0 {
+	if s := scrape(t, src); s.value(t, SweepActions, "action=retract") != 0 || s.value(t, SweepActions, "action=failure") != 0 || s.value(t, SweepActions, "action=skipped_locked") != 0 {
 		t.Errorf("sweeper: %s", s.series(SweepActions))
 	}
 

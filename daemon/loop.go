@@ -66,6 +66,8 @@ type loop struct {
 	armed atomic.Bool
 	// held: the mount had a write deadline once.
 	held bool
+	// checking: a look for this site's leading JobManagers runs.
+	checking atomic.Bool
 
 	mu sync.Mutex
 	// All GUARDED_BY(mu): what the gate, metrics and health read.
@@ -348,10 +350,13 @@ func (l *loop) act(ctx context.Context, o Observation) {
 		return
 	}
 	active := o.State.ActiveSite
-	standbyDue := len(l.jms) > 0 && time.Since(l.lastCheck) >= standbyCheckEvery
-	if standbyDue {
+	if len(l.jms) > 0 && time.Since(l.lastCheck) >= standbyCheckEvery && l.checking.CompareAndSwap(false, true) {
 		l.lastCheck = time.Now()
-		l.group.Go(func() error { l.checkStandby(ctx, b, active); return nil })
+		l.group.Go(func() error {
+			defer l.checking.Store(false)
+			l.checkStandby(ctx, b, active)
+			return nil
+		})
 	}
 	l.mu.Lock()
 	refused := l.refused != ""

@@ -529,3 +529,84 @@ func TestIntegration_SymlinksStaySymlinks(t *testing.T) {
 		})
 	}
 }
+
+// TestIntegration_BackingRootReplaced: the backing root is resolved by
+// its configured path for every operation. A replica follows a backing
+// directory replaced as a whole (snapshot replication exchanges it), and
+// a configured link that is pointed elsewhere; a link put in place of a
+// backing directory that was not one is refused.
+func TestIntegration_BackingRootReplaced(t *testing.T) {
+	for _, configuredLink := range []bool{false, true} {
+		t.Run(map[bool]string{false: "directory", true: "configured as a link"}[configuredLink], func(t *testing.T) {
+			dir := t.TempDir()
+			next, outside, link := filepath.Join(dir, "next"), filepath.Join(dir, "outside"), filepath.Join(dir, "link")
+			for _, d := range []string{next, outside} {
+				if err := os.Mkdir(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(next, "in-next"), []byte("next"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(outside, "in-outside"), []byte("outside"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("orig", link); err != nil {
+				t.Fatal(err)
+			}
+			m := mounttest.New(t, &mounttest.Options{Dir: dir, Mode: fusefs.ModeReplica, Configure: func(c *fusefs.Config) {
+				if configuredLink {
+					c.Backing = link
+				}
+			}})
+			m.WriteOrig("in-orig", []byte("orig"))
+			if data, err := os.ReadFile(m.Path("in-orig")); err != nil || string(data) != "orig" {
+				t.Fatalf("read in-orig: %q, %v", data, err)
+			}
+			// Replaced as a whole: followed.
+			if configuredLink {
+				if err := os.Remove(link); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink("next", link); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := unix.Renameat2(unix.AT_FDCWD, next, unix.AT_FDCWD, m.Orig, unix.RENAME_EXCHANGE); err != nil {
+				t.Fatal(err)
+			}
+			if data, err := os.ReadFile(m.Path("in-next")); err != nil || string(data) != "next" {
+				t.Errorf("after the backing was replaced, read in-next: %q, %v", data, err)
+			}
+			if got := readDir(t, m.Mnt); !slices.Equal(got, []string{"in-next"}) {
+				t.Errorf("after the backing was replaced, the root lists %v", got)
+			}
+			// A link to outside put at the backing's own name.
+			target := m.Orig
+			if configuredLink {
+				target = filepath.Join(dir, "next")
+			}
+			if err := os.Rename(target, target+".old"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, target); err != nil {
+				t.Fatal(err)
+			}
+			_, err := os.ReadFile(m.Path("in-outside"))
+			if configuredLink {
+				// The configured link leads to a link: a link of the
+				// configured path, followed as configured.
+				if err != nil {
+					t.Errorf("read in-outside through the configured link: %v", err)
+				}
+				return
+			}
+			var errno syscall.Errno
+			if !errors.As(err, &errno) || !slices.Contains(refused, errno) {
+				t.Errorf("read in-outside through a link put in place of the backing: %v, want one of %v", err, refused)
+			}
+			if _, err := os.ReadDir(m.Mnt); err == nil {
+				t.Errorf("the root lists through a link put in place of the backing")
+			}
+		})
+	}
+}

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
@@ -276,17 +274,4 @@ func (h *handle) checkAfterFence() {
 	rel, _ := h.node.rel()
 	fsys.log.Error("a write reached a file after fencing, through a descriptor opened before (splice or sendfile)",
 		"file", rel, "size_at_fence", revoked.size, "size", out.Size)
-}
-
-var _ = (fs.NodeGetattrer)((*node)(nil))
-
-// Getattr answers revokedSize once after revoke asked for it, without
-// asking the backing file system, which may hang.
-func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if n.revoking.CompareAndSwap(true, false) {
-		st := n.EmbeddedInode().StableAttr()
-		out.Ino, out.Mode, out.Nlink, out.Size = st.Ino, st.Mode, 1, revokedSize
-		return 0
-	}
-	return n.LoopbackNode.Getattr(ctx, f, out)
 }

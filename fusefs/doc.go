@@ -27,6 +27,20 @@
 // Readdir while the loopback's OpendirHandle exists). A listing is
 // filtered once when the directory is opened and again on rewinddir.
 //
+// # The backing directory
+//
+// The daemon runs as root, and other hosts write the NAS: a directory
+// of the backing may be swapped for a symbolic link to anywhere. So the
+// daemon never follows a link below the backing root: every operation
+// opens the root by its configured path (a replica follows a backing
+// replaced as a whole), resolves its directory beneath it (openat2 with
+// RESOLVE_BENEATH and RESOLVE_NO_SYMLINKS) and acts on the final name
+// with the *at calls (beneath.go). Every path-based method of go-fuse's
+// loopback is overridden for that. A link where a directory was
+// expected is refused (ELOOP, ENOTDIR or EXDEV) and logged; a link as
+// the final name is shown as a link, which the kernel follows for the
+// caller.
+//
 // # Modes
 //
 // ModeReplica is read-only and filtered through Visibility. ModePrimary

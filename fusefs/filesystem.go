@@ -22,6 +22,7 @@ type fileSystem struct {
 	reports *reporter // feeds the Sealer; nil: no sealing
 	log     *slog.Logger
 	now     func() time.Time
+	backing string // Config.Backing, cleaned: opened by every operation (beneath.go)
 
 	// Constant data.
 	deadlineFence bool // Config.DeadlineFence
@@ -78,6 +79,13 @@ type fileSystem struct {
 	incompleteByDir dirCounter
 
 	incompleteLog logLimiter
+	// refusedLog limits the lines about links where directories were
+	// expected; noOpenat2 is set once openat2 is found missing;
+	// rootIsLink once the backing path is found to name a link at mount
+	// (its last component is then followed).
+	refusedLog logLimiter
+	noOpenat2  atomic.Bool
+	rootIsLink *atomic.Bool
 }
 
 // counters are the mount's metrics. All fields are updated atomically.

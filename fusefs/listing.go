@@ -38,12 +38,12 @@ const getdentsBuffer = 64 << 10
 
 var getdentsBuffers = sync.Pool{New: func() any { b := make([]byte, getdentsBuffer); return &b }}
 
-// openListing opens the backing directory path (dir relative to the
-// mount root) and reads it.
-func openListing(ctx context.Context, fsys *fileSystem, dir, path string) (*listing, syscall.Errno) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+// openListing opens the backing directory dir (relative to the mount
+// root) and reads it.
+func openListing(ctx context.Context, fsys *fileSystem, dir string) (*listing, syscall.Errno) {
+	fd, err := fsys.openDir(dir, unix.O_RDONLY)
 	if err != nil {
-		return nil, fs.ToErrno(err)
+		return nil, fsys.errnoFor(err)
 	}
 	l := &listing{fsys: fsys, dir: dir, fd: fd}
 	if errno := l.load(ctx); errno != 0 {

@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,10 +36,6 @@ type node struct {
 	// passthroughIdle is closed when passthroughOpens drops to 0; nil
 	// while nobody waits. GUARDED_BY(mu)
 	passthroughIdle chan struct{}
-
-	// revoking makes the next GETATTR mark the kernel's inode bad
-	// (revoke.go).
-	revoking atomic.Bool
 }
 
 // writeBusyWait is how long an open served by the daemon waits for
@@ -94,7 +88,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 			return nil, errno
 		}
 	}
-	return n.LoopbackNode.Lookup(ctx, name, out)
+	return n.lookup(ctx, name, out)
 }
 
 var _ = (fs.NodeOpendirHandler)((*node)(nil))
@@ -110,9 +104,9 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 		return nil, 0, errno
 	}
 	if dir != "" && !n.fsys.currentMode().filtered() {
-		return n.LoopbackNode.OpendirHandle(ctx, flags)
+		return n.opendirHandle(dir)
 	}
-	l, errno := openListing(ctx, n.fsys, dir, filepath.Join(n.RootData.Path, dir))
+	l, errno := openListing(ctx, n.fsys, dir)
 	if errno != 0 {
 		return nil, 0, errno
 	}
@@ -204,7 +198,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		}
 		defer adm.done()
 	}
-	fh, fuseFlags, errno := n.LoopbackNode.Open(ctx, flags)
+	fh, fuseFlags, errno := n.open(ctx, flags)
 	if errno != 0 {
 		n.unreserve(passthrough)
 		return nil, 0, errno
@@ -341,7 +335,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	ch, fh, fuseFlags, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
+	ch, fh, fuseFlags, errno := n.create(ctx, name, flags, mode, out)
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
@@ -367,7 +361,7 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 		return nil, nil, 0, errno
 	}
 	defer done()
-	ch, fh, fuseFlags, errno := n.LoopbackNode.Tmpfile(ctx, flags, mode, out)
+	ch, fh, fuseFlags, errno := n.tmpfile(ctx, flags, mode, out)
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
@@ -391,7 +385,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 		return nil, errno
 	}
 	defer done()
-	return n.LoopbackNode.Mkdir(ctx, name, mode, out)
+	return n.mkdir(ctx, name, mode, out)
 }
 
 var _ = (fs.NodeMknoder)((*node)(nil))
@@ -402,7 +396,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 		return nil, errno
 	}
 	defer done()
-	return n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
+	return n.mknod(ctx, name, mode, rdev, out)
 }
 
 var _ = (fs.NodeSymlinker)((*node)(nil))
@@ -413,7 +407,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 		return nil, errno
 	}
 	defer done()
-	return n.LoopbackNode.Symlink(ctx, target, name, out)
+	return n.symlink(ctx, target, name, out)
 }
 
 var _ = (fs.NodeLinker)((*node)(nil))
@@ -424,7 +418,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return nil, errno
 	}
 	defer done()
-	return n.LoopbackNode.Link(ctx, target, name, out)
+	return n.link(ctx, target, name, out)
 }
 
 var _ = (fs.NodeUnlinker)((*node)(nil))
@@ -438,7 +432,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 		return errno
 	}
 	defer done()
-	if errno := n.LoopbackNode.Unlink(ctx, name); errno != 0 {
+	if errno := n.unlink(ctx, name); errno != 0 {
 		return errno
 	}
 	n.fsys.removed(joinRel(dir, name))
@@ -456,7 +450,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 		return errno
 	}
 	defer done()
-	return n.LoopbackNode.Rmdir(ctx, name)
+	return n.rmdir(ctx, name)
 }
 
 var _ = (fs.NodeRenamer)((*node)(nil))
@@ -478,7 +472,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return syscall.EPERM
 	}
 	src := n.GetChild(name)
-	if errno := n.LoopbackNode.Rename(ctx, name, newParent, newName, flags); errno != 0 {
+	if errno := n.rename(ctx, name, newParent, newName, flags); errno != 0 {
 		return errno
 	}
 	n.fsys.renamed(joinRel(dir, name), src, joinRel(newDir, newName), flags)
@@ -500,7 +494,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if h != nil {
 		lf = h.lf
 	}
-	if errno := n.LoopbackNode.Setattr(ctx, lf, in, out); errno != 0 {
+	if errno := n.setattr(ctx, lf, in, out); errno != 0 {
 		return errno
 	}
 	n.dropSetIDAfterSetattr(in, h)
@@ -522,7 +516,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		return errno
 	}
 	defer done()
-	return n.LoopbackNode.Setxattr(ctx, attr, data, flags)
+	return n.setxattr(ctx, attr, data, flags)
 }
 
 var _ = (fs.NodeRemovexattrer)((*node)(nil))
@@ -533,7 +527,7 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 		return errno
 	}
 	defer done()
-	return n.LoopbackNode.Removexattr(ctx, attr)
+	return n.removexattr(ctx, attr)
 }
 
 var _ = (fs.NodeCopyFileRanger)((*node)(nil))

@@ -2,7 +2,6 @@ package fusefs
 
 import (
 	"context"
-	"path/filepath"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -85,15 +84,15 @@ func (n *node) dropSetIDAfterSetattr(in *fuse.SetAttrIn, h *handle) {
 		}
 		chmod = func(m uint32) error { return unix.Fchmod(fd, m) }
 	} else {
-		rel, ok := n.rel()
-		if !ok {
+		d, name, errno := n.at()
+		if errno != 0 {
 			return
 		}
-		p := filepath.Join(n.RootData.Path, rel)
-		if unix.Lstat(p, &st) != nil {
+		defer unix.Close(d)
+		if unix.Fstatat(d, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 			return
 		}
-		chmod = func(m uint32) error { return unix.Chmod(p, m) }
+		chmod = func(m uint32) error { return chmodAt(d, name, m) }
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return

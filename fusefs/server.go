@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,16 +45,22 @@ func Mount(cfg Config) (*Server, error) {
 	// A NAS that hangs at start must not hang the start (issue 18): the
 	// stat is waited for ProbeTimeout, then the mount comes up without
 	// the backing's device number (it only offsets inode numbers) and
-	// its requests wait on the NAS as they would later.
+	// its requests wait on the NAS as they would later. The stat also
+	// learns whether the configured path names a link: only then may
+	// its last component be one (beneath.go).
 	type statResult struct {
 		st  syscall.Stat_t
 		err error
 	}
 	var st syscall.Stat_t
+	rootIsLink := new(atomic.Bool)
 	stated := make(chan statResult, 1)
 	go func() {
 		var r statResult
-		r.err = syscall.Stat(backing, &r.st)
+		if r.err = syscall.Lstat(backing, &r.st); r.err == nil && r.st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+			rootIsLink.Store(true)
+			r.err = syscall.Stat(backing, &r.st)
+		}
 		stated <- r
 	}()
 	select {
@@ -77,6 +84,8 @@ func Mount(cfg Config) (*Server, error) {
 		gate:          cfg.Gate,
 		log:           log,
 		now:           cfg.Now,
+		backing:       backing,
+		rootIsLink:    rootIsLink,
 		deadlineFence: cfg.DeadlineFence,
 		fenceTimeout:  cfg.FenceTimeout,
 		guard:         cfg.DeleteGuard,

@@ -273,9 +273,11 @@ func (l *loop) observe(ctx context.Context) Observation {
 // while the mount may admit changes, and sets the mode Decide chose.
 func (l *loop) apply(o Observation) {
 	if l.zkCfg != nil {
-		// The deadline first: a promotion never admits without one.
-		l.srv.Load().SetWriteDeadline(o.Deadline)
-		l.watch(o)
+		// The watchdog covers every deadline the mount may admit by: armed
+		// for a renewal before the mount gets its deadline, disarmed only
+		// once the mount's deadline is that of the pass. A promotion
+		// never admits without a deadline (it is set before the mode).
+		l.watch(o, func() { l.srv.Load().SetWriteDeadline(o.Deadline) })
 	}
 	d := Decide(o)
 	defer func() { l.held = l.held || !o.Deadline.IsZero() }()
@@ -308,14 +310,21 @@ func (l *loop) apply(o Observation) {
 }
 
 // watch arms the watchdog for 3D/4 after each renewal that moved the
-// deadline, and disarms it once the deadline has passed (or the claim
-// ended) with no admitted change left (design §5.14).
-func (l *loop) watch(o Observation) {
+// deadline, then gives the mount the deadline (setDeadline); or gives it
+// first, and disarms the watchdog once the deadline has passed (or the
+// claim ended) with no admitted change left (design §5.14).
+func (l *loop) watch(o Observation, setDeadline func()) {
 	h := l.holder.Load()
 	if h == nil {
+		setDeadline()
 		return
 	}
 	last := h.LastRenewal()
+	if last.IsZero() || !o.Now.Before(o.Deadline) {
+		setDeadline()
+	} else {
+		defer setDeadline()
+	}
 	switch {
 	case !last.IsZero() && o.Now.Before(o.Deadline):
 		if last.Equal(l.armedFor) {

@@ -212,6 +212,29 @@ func TestIntegration_FencedPrimary(t *testing.T) {
 	}
 }
 
+// hangWrite writes data to w and holds the write inside the daemon, after
+// it reached the backing file but before it is answered, until release
+// is closed; it returns once the write is held, with the write's result.
+func hangWrite(t *testing.T, w *os.File, data string) (wrote <-chan error, release chan struct{}) {
+	t.Helper()
+	inWrite, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fusefs.SetTestHookWritten(func() {
+		once.Do(func() {
+			close(inWrite)
+			<-release
+		})
+	})
+	t.Cleanup(func() { fusefs.SetTestHookWritten(nil) })
+	result := make(chan error, 1)
+	go func() {
+		_, err := w.Write([]byte(data))
+		result <- err
+	}()
+	<-inWrite
+	return result, release
+}
+
 // TestIntegration_SetModeWaitsForWriteInFlight holds a write inside the
 // daemon and fences meanwhile: SetMode must wait for it, and the next
 // write on the same handle must fail.
@@ -222,22 +245,7 @@ func TestIntegration_SetModeWaitsForWriteInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	inWrite, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	fusefs.SetTestHookWritten(func() {
-		once.Do(func() {
-			close(inWrite)
-			<-release
-		})
-	})
-	t.Cleanup(func() { fusefs.SetTestHookWritten(nil) })
-
-	wrote := make(chan error, 1)
-	go func() {
-		_, err := w.Write([]byte("in flight"))
-		wrote <- err
-	}()
-	<-inWrite
+	wrote, release := hangWrite(t, w, "in flight")
 	fenced := make(chan struct{})
 	go func() {
 		m.Server.SetMode(fusefs.ModeFenced)
@@ -445,21 +453,7 @@ func TestIntegration_FenceTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	inWrite, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	fusefs.SetTestHookWritten(func() {
-		once.Do(func() {
-			close(inWrite)
-			<-release
-		})
-	})
-	t.Cleanup(func() { fusefs.SetTestHookWritten(nil) })
-	wrote := make(chan error, 1)
-	go func() {
-		_, err := w.Write([]byte("hung"))
-		wrote <- err
-	}()
-	<-inWrite
+	wrote, release := hangWrite(t, w, "hung")
 	if n := m.Server.InFlight(); n != 1 {
 		t.Errorf("InFlight = %d with one write hung", n)
 	}

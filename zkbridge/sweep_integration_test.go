@@ -29,17 +29,7 @@ func TestIntegration_SweepStrayPointer(t *testing.T) {
 		t.Run(layout.String(), func(t *testing.T) {
 			e := newEnv(t, c)
 			ctx := testContext(t, 2*time.Minute)
-			jm1, proxies := e.startJM(layout, true)
-			job := flinkemu.NewJobID()
-			if err := jm1.SubmitJob(job); err != nil {
-				t.Fatal(err)
-			}
-			for range 2 {
-				if _, err := jm1.CompleteCheckpoint(job, flinkemu.CheckpointSpec{}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			zktest.ExpireConnSession(t, jm1.Conn(), proxies)
+			jm1, job := cutOffJobManager(t, e, layout, 2)
 			b2, b1 := e.bridge("dc2"), e.bridge("dc1")
 			if rep, err := b2.Takeover(ctx, TakeoverOptions{Wait: 30 * time.Second}); err != nil || !rep.Activated {
 				t.Fatalf("takeover: %v %+v", err, rep)
@@ -115,6 +105,26 @@ func TestIntegration_SweepStrayPointer(t *testing.T) {
 	}
 }
 
+// cutOffJobManager starts DC1's JobManager of layout, which submits a job
+// and completes checkpoints of it, then loses its session as in a
+// partition: its JobManager object lives on and can write again with a
+// new session, as Curator's retries do once the link is back.
+func cutOffJobManager(t *testing.T, e *env, layout flinkemu.Layout, checkpoints int) (*flinkemu.JobManager, string) {
+	t.Helper()
+	jm1, proxies := e.startJM(layout, true)
+	job := flinkemu.NewJobID()
+	if err := jm1.SubmitJob(job); err != nil {
+		t.Fatal(err)
+	}
+	for range checkpoints {
+		if _, err := jm1.CompleteCheckpoint(job, flinkemu.CheckpointSpec{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	zktest.ExpireConnSession(t, jm1.Conn(), proxies)
+	return jm1, job
+}
+
 // pointerPath is a pointer's path below the namespace.
 func pointerPath(layout flinkemu.Layout, job string, id int64) string {
 	if layout == flinkemu.Flink1_13 {
@@ -179,17 +189,7 @@ func TestIntegration_SweepPointerBeforeActivation(t *testing.T) {
 	layout := flinkemu.Flink1_20
 	e := newEnv(t, c)
 	ctx := testContext(t, 2*time.Minute)
-	jm1, proxies := e.startJM(layout, true)
-	job := flinkemu.NewJobID()
-	if err := jm1.SubmitJob(job); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if _, err := jm1.CompleteCheckpoint(job, flinkemu.CheckpointSpec{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	zktest.ExpireConnSession(t, jm1.Conn(), proxies)
+	jm1, job := cutOffJobManager(t, e, layout, 2)
 	b2 := e.bridge("dc2")
 	var stray *flinkemu.Checkpoint
 	rep, err := b2.Takeover(ctx, TakeoverOptions{Wait: 30 * time.Second, beforeActivation: func() {
@@ -242,15 +242,7 @@ func TestIntegration_SweepSkipsLockedPasses(t *testing.T) {
 	e := newEnv(t, c)
 	ctx := testContext(t, 2*time.Minute)
 	layout := flinkemu.Flink1_20
-	jm1, proxies := e.startJM(layout, true)
-	job := flinkemu.NewJobID()
-	if err := jm1.SubmitJob(job); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := jm1.CompleteCheckpoint(job, flinkemu.CheckpointSpec{}); err != nil {
-		t.Fatal(err)
-	}
-	zktest.ExpireConnSession(t, jm1.Conn(), proxies)
+	jm1, job := cutOffJobManager(t, e, layout, 1)
 	logger, logs := newLogRecorder(t)
 	b2 := e.bridge("dc2", func(cfg *Config) { cfg.Logger = logger })
 	if rep, err := b2.Takeover(ctx, TakeoverOptions{Wait: 30 * time.Second}); err != nil || !rep.Activated {

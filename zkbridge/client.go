@@ -470,6 +470,12 @@ func (c *client) getACL(ctx context.Context, path string) ([]zk.ACL, *zk.Stat, e
 	if err := c.guardPath(ctx, path); err != nil {
 		return nil, nil, err
 	}
+	return c.getACLUnguarded(ctx, path)
+}
+
+// getACLUnguarded is getACL without the check of ckptfs's znodes: the
+// check itself reads ACLs with it.
+func (c *client) getACLUnguarded(ctx context.Context, path string) ([]zk.ACL, *zk.Stat, error) {
 	type got struct {
 		acl  []zk.ACL
 		stat *zk.Stat
@@ -850,14 +856,7 @@ func (c *client) walkSpace(ctx context.Context, space string) (*guardedSpace, er
 	// read returns a znode's ACL and stat; readable is false when ckptfs
 	// may not read its ACL, stat nil when it does not exist.
 	read := func(ctx context.Context, path string) (acl []zk.ACL, stat *zk.Stat, readable bool, err error) {
-		type got struct {
-			acl  []zk.ACL
-			stat *zk.Stat
-		}
-		r, err := retry(ctx, c, "get the ACL of "+path, func() (got, error) {
-			acl, stat, err := c.conn.GetACL(path)
-			return got{acl, stat}, err
-		})
+		acl, stat, err = c.getACLUnguarded(ctx, path)
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
 			return nil, nil, false, nil
@@ -866,7 +865,7 @@ func (c *client) walkSpace(ctx context.Context, space string) (*guardedSpace, er
 		case err != nil:
 			return nil, nil, false, err
 		}
-		return r.acl, r.stat, true, nil
+		return acl, stat, true, nil
 	}
 
 	st := &guardedSpace{}

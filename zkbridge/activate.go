@@ -89,7 +89,8 @@ func (b *Bridge) ActivateSelf(ctx context.Context, why SelfActivation, wait time
 	if ep.version != st.epochVersion || active != st.ActiveSite {
 		return 0, fmt.Errorf("%w: %s", ErrEpochChanged, "the epoch or active-site changed while the lease was observed")
 	}
-	if err := b.activate(ctx, paths, lock, ep, activeStat, nil); err != nil {
+	// It judged no pointer: the sweeper judges them all (design §5.5.2).
+	if err := b.activate(ctx, paths, lock, ep, activeStat, 0, nil); err != nil {
 		return 0, err
 	}
 	b.log.Warn("site activated by its own daemon", "reason", string(why), "epoch", ep.value+1)

@@ -87,9 +87,10 @@ type LeaseRecord struct {
 	// a takeover created to observe it: nobody renews it).
 	Site  string `json:"site"`
 	Epoch int64  `json:"epoch"`
-	// Judged is the zxid of the activating takeover's lock node: the
-	// takeover judged every pointer created before it, the sweeper
-	// judges those created after (design §5.5.2).
+	// Judged is the zxid up to which the activation judged every
+	// pointer, the sweeper judging those created after (design §5.5.2):
+	// a takeover's lock node's; 0 for a self-activation, which judges
+	// none.
 	Judged int64 `json:"judged_after_zxid,omitempty"`
 	// Granted says by whom and when (the activator's clock).
 	GrantedBy string    `json:"granted_by,omitempty"`

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/go-zookeeper/zk"
 )
 
 // SweptPointer is a pointer the active site's sweep retracted.
@@ -47,9 +45,10 @@ type SweepStats struct {
 // with a new session once the link is back, and Flink's stores do not
 // check leadership in that write. Its HA file is on the old site's NAS
 // only, and the next recovery on the active site would fail on it
-// forever. On the active site, each pass applies the takeover's rule
-// (PlanJob) to the pointers created since the activation and retracts,
-// with the same fenced multi and backup, those that:
+// forever. On the active site, under a lease naming it, each pass
+// applies the takeover's rule (PlanJob) to the pointers created after
+// the zxid the lease says its activation judged, and retracts, with the
+// same fenced multi and backup, those that:
 //
 //   - PlanJob would retract (not L2-complete here, or above the newest
 //     one that is);
@@ -242,12 +241,12 @@ func (s *Sweeper) keep(cands []stray) []stray {
 // is not active.
 func (s *Sweeper) strays(ctx context.Context, paths ckptfsPaths, l *Layout) ([]stray, error) {
 	b := s.b
-	active, activeStat, err := b.readActiveSite(ctx, paths)
+	active, _, err := b.readActiveSite(ctx, paths)
 	if err != nil || active != b.cfg.Site {
 		return nil, err
 	}
-	since, err := b.judgedSince(ctx, paths, activeStat)
-	if err != nil {
+	since, ok, err := b.judgedSince(ctx, paths)
+	if err != nil || !ok {
 		return nil, err
 	}
 	live, err := b.liveness(ctx, l)
@@ -266,7 +265,7 @@ func (s *Sweeper) strays(ctx context.Context, paths ckptfsPaths, l *Layout) ([]s
 		if err != nil || js.LockStyle == LockStyleUnknown {
 			return err // an ambiguous layout is the takeover's to refuse
 		}
-		// Only pointers the activating takeover may not have judged, not
+		// Only pointers the activation may not have judged, not
 		// written by a leader, are suspects; a job without one costs no verification.
 		var suspects []int64
 		for _, p := range js.Pointers {
@@ -294,19 +293,16 @@ func (s *Sweeper) strays(ctx context.Context, paths ckptfsPaths, l *Layout) ([]s
 }
 
 // judgedSince is the zxid after which a pointer was not judged by the
-// takeover that activated this site: its lock's creation, which the
-// activation recorded in the lease (design §5.5.2), or, for a lease that
-// does not say, the activation itself.
-func (b *Bridge) judgedSince(ctx context.Context, paths ckptfsPaths, activeStat *zk.Stat) (int64, error) {
+// activation that made this site active: the bound its lease records
+// (design §5.5.2). ok is false without a lease naming this site: then
+// no bound is known, and nothing is judged until an activation writes
+// one.
+func (b *Bridge) judgedSince(ctx context.Context, paths ckptfsPaths) (since int64, ok bool, err error) {
 	lease, err := b.readLease(ctx, paths)
-	if err != nil {
-		return 0, err
+	if err != nil || lease == nil || lease.Site != b.cfg.Site {
+		return 0, false, err
 	}
-	since := activeStat.Mzxid
-	if lease != nil && lease.Site == b.cfg.Site && lease.Judged > 0 && lease.Judged < since {
-		since = lease.Judged
-	}
-	return since, nil
+	return lease.Judged, true, nil
 }
 
 // stuckLockAfter is how long the takeover lock may keep the sweeper off

@@ -228,6 +228,62 @@ func TestIntegration_SweepPointerBeforeActivation(t *testing.T) {
 	}
 }
 
+// TestIntegration_SweepAfterAdopt: a stray pointer the sweeper has seen
+// but not yet retracted when an operator deletes the lease must still be
+// retracted after the daemon adopts the lease again. The adopt judges no
+// pointer, so it must not move the bound past the stray (design §5.5.2;
+// make jepsen found it: the adopt wrote its own lock's zxid). Without a
+// lease naming its site the sweeper judges nothing.
+func TestIntegration_SweepAfterAdopt(t *testing.T) {
+	c := zktest.StartCluster(t, 1)
+	e := newEnv(t, c)
+	ctx := testContext(t, 2*time.Minute)
+	layout := flinkemu.Flink1_20
+	jm1, job := cutOffJobManager(t, e, layout, 2)
+	b2 := e.bridge("dc2")
+	if rep, err := b2.Takeover(ctx, TakeoverOptions{Wait: 30 * time.Second}); err != nil || !rep.Activated {
+		t.Fatalf("takeover: %v %+v", err, rep)
+	}
+	stray, err := jm1.CompleteCheckpoint(job, flinkemu.CheckpointSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hideFile(t, stray.HAFile)
+
+	const grace = time.Minute
+	s, err := b2.NewSweeper(grace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	pass := func(when string, want ...SweptPointer) {
+		t.Helper()
+		swept, err := s.Pass(ctx)
+		if err != nil || !slices.Equal(swept, want) {
+			t.Fatalf("%s: swept %+v, %v; want %+v", when, swept, err, want)
+		}
+	}
+	pass("the stray's first pass, within the grace")
+	if err := b2.Conn().Delete(e.ckptfs+"/default/lease", -1); err != nil {
+		t.Fatal(err)
+	}
+	advance(grace)
+	pass("without a lease")
+	if _, err := b2.ActivateSelf(ctx, Adopt, 30*time.Second); err != nil {
+		t.Fatalf("adopt: %v", err)
+	}
+	st, err := b2.ReadState(ctx)
+	if err != nil || !st.Holds("dc2") || st.Lease.Judged != 0 {
+		t.Fatalf("after the adopt: %+v, %v; want the lease held by dc2, judged_after_zxid 0", st.Lease, err)
+	}
+	pass("the first pass after the adopt")
+	advance(grace)
+	pass("a grace later", SweptPointer{JobID: job, ID: stray.ID, Reason: ReasonAboveNewestComplete})
+}
+
 // TestIntegration_SweepSkipsLockedPasses: a node under takeover/ that
 // some client other than ckptfs created with a lock's name (possible
 // while ckptfs's znodes are open: an anonymous ckptfs) holds the takeover

@@ -349,7 +349,7 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 	case opts.DryRun:
 		rep.Decision = fmt.Sprintf("dry run: would make site %s active with epoch %d", b.cfg.Site, ep.value+1)
 	default:
-		if err := b.activate(ctx, paths, lock, ep, activeStat, opts.beforeActivation); err != nil {
+		if err := b.activate(ctx, paths, lock, ep, activeStat, lock.czxid, opts.beforeActivation); err != nil {
 			rep.Decision = fmt.Sprintf("activation failed: %v", err)
 			return rep, err
 		}
@@ -847,15 +847,16 @@ func (b *Bridge) startLease(ctx context.Context, o *LeaseObserver, dryRun bool, 
 // activate sets active-site, bumps the epoch and grants the lease to
 // this site in one multi, checked against the epoch version every
 // retraction was checked against and against the lease in the state in
-// which no other site's daemon claimed it (the lock's guard).
-func (b *Bridge) activate(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, activeStat *zk.Stat, before func()) error {
+// which no other site's daemon claimed it (the lock's guard). judged is
+// the zxid up to which the caller judged every pointer (design §5.5.2).
+func (b *Bridge) activate(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, activeStat *zk.Stat, judged int64, before func()) error {
 	if lock.lease == nil {
 		return errors.New("activate: no lease guard: the lease was not observed")
 	}
 	site := []byte(b.cfg.Site)
 	next := []byte(strconv.FormatInt(ep.value+1, 10))
 	host, _ := os.Hostname()
-	rec := LeaseRecord{Site: b.cfg.Site, Epoch: ep.value + 1, Judged: lock.czxid,
+	rec := LeaseRecord{Site: b.cfg.Site, Epoch: ep.value + 1, Judged: judged,
 		GrantedBy: fmt.Sprintf("%s's %s (%s pid %d)", b.cfg.Site, lock.op, host, os.Getpid()), GrantedAt: time.Now().UTC()}
 	for attempt := 0; attempt < 5; attempt++ {
 		if before != nil {

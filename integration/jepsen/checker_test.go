@@ -216,17 +216,27 @@ func checkPointers(h *history, v *verdict) {
 			byJob[p.job] = append(byJob[p.job], p)
 		}
 	}
-	for job, ps := range byJob {
+	// zxids says where the pointer stands against the bound the
+	// sweeper judges from (design §5.5.2).
+	zxids := func(p pointerVerdict) string {
+		if p.czxid == 0 {
+			return ""
+		}
+		return fmt.Sprintf(" (created at zxid %#x; the lease says pointers up to zxid %#x were judged, by %s)", p.czxid, h.judged, h.judgedBy)
+	}
+	jobs := slices.Sorted(maps.Keys(byJob))
+	for _, job := range jobs {
+		ps := byJob[job]
 		sort.Slice(ps, func(i, j int) bool { return ps[i].id < ps[j].id })
 		newest := ps[len(ps)-1]
 		if !newest.complete {
 			v.pointersBad++
-			v.add(invPointers, "job %s: the newest pointer Flink reads, %d, is not complete on %s, the active site: %s", job, newest.id, h.pointersSite, newest.problems)
+			v.add(invPointers, "job %s: the newest pointer Flink reads, %d, is not complete on %s, the active site%s: %s", job, newest.id, h.pointersSite, zxids(newest), newest.problems)
 		}
 		for _, p := range ps[:len(ps)-1] {
 			if !p.haReadable {
 				v.pointersBad++
-				v.add(invPointers, "job %s: pointer %d, which Flink reads, has no readable HA file on %s, the active site: %s", job, p.id, h.pointersSite, p.problems)
+				v.add(invPointers, "job %s: pointer %d, which Flink reads, has no readable HA file on %s, the active site%s: %s", job, p.id, h.pointersSite, zxids(p), p.problems)
 			}
 		}
 	}

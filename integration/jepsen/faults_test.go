@@ -3,6 +3,7 @@ package jepsen
 import (
 	"bytes"
 	"context"
+	binenc "encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +36,8 @@ type runConfig struct {
 	jm        bool   // DC1 runs a JobManager
 	layout    flinkemu.Layout
 	repl      string
+	lease     time.Duration // the lease's D
+	grace     time.Duration // Flink's session timeout
 	duration  time.Duration // of the faults
 	faults    []fault
 }
@@ -86,8 +89,8 @@ func (c *runConfig) String() string {
 	for _, f := range c.faults {
 		fs = append(fs, f.String())
 	}
-	return fmt.Sprintf("seed %d: %d ZooKeeper servers, daemons %d+%d, takeover auto %v, JobManager %v (%s), %s replication, %v of faults:\n  %s",
-		c.seed, c.zkServers, c.perSite[0], c.perSite[1], c.auto, c.jm, c.layout, c.repl, c.duration, strings.Join(fs, "\n  "))
+	return fmt.Sprintf("seed %d: %d ZooKeeper servers, daemons %d+%d, takeover auto %v, JobManager %v (%s), %s replication, lease %v, Flink's session timeout %v, %v of faults:\n  %s",
+		c.seed, c.zkServers, c.perSite[0], c.perSite[1], c.auto, c.jm, c.layout, c.repl, c.lease, c.grace, c.duration, strings.Join(fs, "\n  "))
 }
 
 func (f fault) String() string {
@@ -130,6 +133,8 @@ func drawRun(seed uint64) *runConfig {
 	c.jm = rng.IntN(4) != 0
 	c.layout = []flinkemu.Layout{flinkemu.Flink1_17, flinkemu.Flink1_20, flinkemu.Flink2}[rng.IntN(3)]
 	c.repl = []string{"snapshot", "filelevel", "perobject"}[rng.IntN(3)]
+	c.lease = []time.Duration{2 * time.Second, 3 * time.Second, 4 * time.Second}[rng.IntN(3)]
+	c.grace = []time.Duration{4 * time.Second, 6 * time.Second}[rng.IntN(2)]
 	c.duration = time.Duration(25+rng.IntN(16)) * time.Second
 	type weighted struct {
 		kind   byte
@@ -168,9 +173,9 @@ func drawRun(seed uint64) *runConfig {
 		switch k {
 		case 'S':
 			if rng.IntN(2) == 0 {
-				f.dur = dur(leaseD/8, leaseD/3) // shorter than the write deadline
+				f.dur = dur(c.lease/8, c.lease/3) // shorter than the write deadline
 			} else {
-				f.dur = dur(leaseD, 3*leaseD) // past the watchdog
+				f.dur = dur(c.lease, 3*c.lease) // past the watchdog
 			}
 		case 'K':
 			f.dur = dur(300*time.Millisecond, 4*time.Second) // until the restart
@@ -197,10 +202,17 @@ func drawRun(seed uint64) *runConfig {
 			f.index = takeovers
 			takeovers++
 		case 'P':
-			trigger := []string{"lock", "lock", "backup"}[rng.IntN(3)]
+			triggers := []string{"lock", "lock", "backup"}
+			if c.jm {
+				triggers = append(triggers, "activation", "lease-gone")
+			}
+			trigger := triggers[rng.IntN(len(triggers))]
 			actions := []string{"cut", "cutlong", "kill"}
 			if c.jm {
 				actions = append(actions, "stray", "stray")
+			}
+			if trigger == "activation" || trigger == "lease-gone" {
+				actions = []string{"stray"} // no process to blame
 			}
 			f.arg = trigger + ":" + actions[rng.IntN(len(actions))]
 			switch {
@@ -210,11 +222,20 @@ func drawRun(seed uint64) *runConfig {
 				f.dur = dur(200*time.Millisecond, 2*time.Second)
 			}
 		case 'J':
-			f.dur = dur(flinkSession+time.Second, 2*flinkSession+time.Second)
+			f.dur = dur(c.grace+time.Second, 2*c.grace+time.Second)
 		case 'O':
-			f.arg = []string{"del-active", "del-epoch", "rollback-epoch", "other-active", "del-lease"}[rng.IntN(5)]
+			edits := []string{"del-active", "del-epoch", "rollback-epoch", "other-active", "del-lease"}
+			if c.jm {
+				// A returning JobManager's pointers, then an operator
+				// deletes the lease within the sweeper's grace.
+				edits = append(edits, "stray+del-lease")
+			}
+			f.arg = edits[rng.IntN(len(edits))]
 			f.back = rng.IntN(3) != 0
 			f.dur = dur(time.Second, 10*time.Second)
+			if f.arg == "stray+del-lease" {
+				f.dur = time.Duration(rng.Int64N(int64(c.grace)))
+			}
 		case 'Q':
 			args := []string{"lock"}
 			if c.jm {
@@ -465,7 +486,7 @@ func (w *world) firePhase(trigger, op string, pid int) {
 	if trigger == "lock" {
 		w.lastLock = pid
 	} else {
-		pid = w.lastLock
+		pid = w.lastLock // a backup or an activation: the lock's holder
 	}
 	fns := w.pending[trigger]
 	delete(w.pending, trigger)
@@ -546,8 +567,8 @@ func (w *world) runTakeover(ctx context.Context, site string, index int) {
 	}
 	r := &takeoverRun{site: site, proxies: w.toProxies[index]}
 	args := []string{"takeover", "--site", site, "--zk", proxyAddrs(r.proxies), "--cluster-id", w.cid, "--path-root", w.emu.PathRoot,
-		"--map", flinkStorage + "=" + s.nas, "--wait", takeoverWait.String(), "--flink-session-timeout", flinkSession.String(),
-		"--lease-duration", leaseD.String(), "--zk-session-timeout", zkSession.String(), "-o", "json", "--log-format", "json", "-v"}
+		"--map", flinkStorage + "=" + s.nas, "--wait", (3 * w.cfg.grace).String(), "--flink-session-timeout", w.cfg.grace.String(),
+		"--lease-duration", w.cfg.lease.String(), "--zk-session-timeout", zkSession.String(), "-o", "json", "--log-format", "json", "-v"}
 	r.cmd = exec.Command(binary, args...)
 	var out, errb bytes.Buffer
 	r.cmd.Stdout, r.cmd.Stderr = &out, &errb
@@ -620,6 +641,13 @@ func (w *world) runTakeover(ctx context.Context, site string, index int) {
 // daemons take it again).
 func (w *world) operatorEdit(ctx context.Context, f fault) {
 	conn := w.zk.Conn
+	if f.arg == "stray+del-lease" {
+		w.createStray(0)
+		if !sleepCtx(ctx, f.dur) {
+			return
+		}
+		f.arg = "del-lease"
+	}
 	node := map[string]string{"del-active": "active-site", "other-active": "active-site", "del-epoch": "epoch", "rollback-epoch": "epoch", "del-lease": "lease"}[f.arg]
 	path := w.base + "/" + node
 	data, _, err := conn.Get(path)
@@ -728,49 +756,78 @@ func nextPointerID(c *zk.Conn, dir string) (int64, error) {
 	return next, nil
 }
 
+// strayPointer is a pointer a returning JobManager created.
+type strayPointer struct {
+	path string
+	data []byte
+}
+
 // createStray creates a pointer as a returning JobManager of DC1 does
-// (Curator's retried create, with a new session, not leading): shaped as
-// Flink's, with its persistent locks child and, for lockFor, an
-// ephemeral lock of its session; its HA file is on no NAS.
+// (not leading, with a session of its own): shaped as Flink's, with its
+// persistent locks child and, for lockFor, an ephemeral lock of its
+// session; its HA file is on no NAS. Its id comes from the job's
+// checkpoint counter, as Flink's do; or, one time in three, it is an
+// earlier stray created again with the same bytes where it is gone
+// (Curator retrying a create whose reply a partition cut off, after a
+// takeover or a sweep retracted the node).
 func (w *world) createStray(lockFor time.Duration) {
 	c, err := w.dial()
 	if err != nil {
 		w.logf("stray: %v", err)
 		return
 	}
-	dir := w.emu.PointerDir(w.job)
-	next, err := nextPointerID(c, dir)
-	if err != nil {
-		c.Close()
-		w.logf("stray: %v", err)
-		return
+	var sp strayPointer
+	w.mu.Lock()
+	retry := len(w.strays) > 0 && w.rng.IntN(3) == 0
+	if retry {
+		sp = w.strays[w.rng.IntN(len(w.strays))]
 	}
-	ha := fmt.Sprintf("%s/ha/%s/completedCheckpoint%012x", flinkStorage, w.cid, w.rng.Uint64()&0xffffffffffff)
-	st, err := flinkha.NewStateHandle(ha, 4321)
-	var data []byte
-	if err == nil {
-		data, err = flinkha.EncodeStateHandle(st)
+	w.mu.Unlock()
+	if retry {
+		if ok, _, err := c.Exists(sp.path); err != nil || ok {
+			retry = false
+		}
 	}
-	if err != nil {
-		c.Close()
-		w.logf("stray: %v", err)
-		return
+	if !retry {
+		id, err := counterNext(c, w.emu.Namespace()+"/jobs/"+w.job+"/checkpoint_id_counter")
+		var st flinkha.StateHandle
+		if err == nil {
+			ha := fmt.Sprintf("%s/ha/%s/completedCheckpoint%012x", flinkStorage, w.cid, w.rng.Uint64()&0xffffffffffff)
+			st, err = flinkha.NewStateHandle(ha, 4321)
+		}
+		if err == nil {
+			sp.data, err = flinkha.EncodeStateHandle(st)
+		}
+		if err != nil {
+			c.Close()
+			w.logf("stray: %v", err)
+			return
+		}
+		sp.path = fmt.Sprintf("%s/%019d", w.emu.PointerDir(w.job), id)
 	}
 	open := zk.WorldACL(zk.PermAll)
-	path := fmt.Sprintf("%s/%019d", dir, next)
 	ops := []any{
-		&zk.CreateRequest{Path: path, Data: data, Acl: open},
-		&zk.CreateRequest{Path: path + "/locks", Data: []byte("127.0.0.1"), Acl: open},
+		&zk.CreateRequest{Path: sp.path, Data: sp.data, Acl: open},
+		&zk.CreateRequest{Path: sp.path + "/locks", Data: []byte("127.0.0.1"), Acl: open},
 	}
 	if lockFor > 0 {
-		ops = append(ops, &zk.CreateRequest{Path: path + "/locks/" + fmt.Sprintf("%016x", w.rng.Uint64()), Data: []byte("127.0.0.1"), Acl: open, Flags: zk.FlagEphemeral})
+		ops = append(ops, &zk.CreateRequest{Path: sp.path + "/locks/" + fmt.Sprintf("%016x", w.rng.Uint64()), Data: []byte("127.0.0.1"), Acl: open, Flags: zk.FlagEphemeral})
 	}
+	name := sp.path[strings.LastIndexByte(sp.path, '/')+1:]
 	if _, err := c.Multi(ops...); err != nil {
 		c.Close()
-		w.logf("stray %d: %v", next, err)
+		w.logf("stray %s: %v", name, err)
 		return
 	}
-	w.logf("stray pointer %d created (its HA file is nowhere; locked for %v)", next, lockFor.Round(time.Millisecond))
+	what := "created"
+	if retry {
+		what = "created again, same bytes"
+	} else {
+		w.mu.Lock()
+		w.strays = append(w.strays, sp)
+		w.mu.Unlock()
+	}
+	w.logf("stray pointer %s %s (its HA file is nowhere; locked for %v)", name, what, lockFor.Round(time.Millisecond))
 	if lockFor <= 0 {
 		c.Close()
 		return
@@ -780,6 +837,29 @@ func (w *world) createStray(lockFor time.Duration) {
 		time.Sleep(lockFor)
 		c.Close()
 	}()
+}
+
+// counterNext is Flink's CheckpointIDCounter.getAndIncrement: a
+// compare-and-set of the 4-byte counter (Curator's SharedCount).
+func counterNext(c *zk.Conn, path string) (int64, error) {
+	for range 20 {
+		data, st, err := c.Get(path)
+		if err != nil {
+			return 0, fmt.Errorf("checkpoint counter: %w", err)
+		}
+		if len(data) != 4 {
+			return 0, fmt.Errorf("checkpoint counter: %d bytes", len(data))
+		}
+		cur := binenc.BigEndian.Uint32(data)
+		next := binenc.BigEndian.AppendUint32(nil, cur+1)
+		if _, err := c.Set(path, next, st.Version); errors.Is(err, zk.ErrBadVersion) {
+			continue
+		} else if err != nil {
+			return 0, fmt.Errorf("checkpoint counter: %w", err)
+		}
+		return int64(cur), nil
+	}
+	return 0, errors.New("checkpoint counter: it keeps changing")
 }
 
 // TestDrawRun: a seed draws the same run every time, and the schedule

@@ -128,6 +128,7 @@ type nasSnapshot struct {
 type pointerVerdict struct {
 	job        string
 	id         int64
+	czxid      int64
 	visible    bool
 	complete   bool
 	haReadable bool
@@ -159,9 +160,13 @@ type history struct {
 	replicationEnd mono
 	// pointers: the final check's verdicts on the active site, and why
 	// it was not made ("" when made).
-	pointers      []pointerVerdict
-	pointersSite  string
-	pointersSkip  string
+	pointers     []pointerVerdict
+	pointersSite string
+	pointersSkip string
+	// judged is what the lease said at the end: the zxid up to which
+	// the activation judged pointers, and which activation it was.
+	judged        int64
+	judgedBy      string
 	replacedFence map[string]bool // slots fenced because the backing was replaced
 	// events is the narrative, for a failed run's log.
 	events []string
@@ -211,8 +216,9 @@ func (h *history) addStamp(list *[]stamp, s stamp) {
 	*list = append(*list, s)
 }
 
-// observe appends an observation and derives an activation from it.
-func (h *history) observe(o observation) {
+// observe appends an observation and derives an activation from it
+// (reported).
+func (h *history) observe(o observation) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var prev *observation
@@ -223,7 +229,7 @@ func (h *history) observe(o observation) {
 	// Only an activation writes the owner, the epoch and the zxid it
 	// judged pointers up to; renewals copy them.
 	if o.leaseSite == "" || prev != nil && prev.leaseSite == o.leaseSite && prev.leaseEpoch == o.leaseEpoch && prev.leaseJudged == o.leaseJudged {
-		return
+		return false
 	}
 	lo := h.start
 	if prev != nil {
@@ -232,6 +238,7 @@ func (h *history) observe(o observation) {
 	h.activations = append(h.activations, activation{site: o.leaseSite, epoch: o.leaseEpoch, lo: lo, hi: o.recv, by: o.leaseBy})
 	h.events = append(h.events, fmt.Sprintf("%8.3fs activation of %s at epoch %d (%s), applied in [%s, %s]",
 		o.recv.sub(h.start).Seconds(), o.leaseSite, o.leaseEpoch, o.leaseBy, h.relLocked(lo), h.relLocked(o.recv)))
+	return true
 }
 
 func (h *history) relLocked(m mono) string { return h.rel(m) }

@@ -45,7 +45,7 @@ func TestJepsen(t *testing.T) {
 		cfg := drawRun(base + uint64(i))
 		c := clusters[cfg.zkServers]
 		if c == nil {
-			c = zktest.StartCluster(t, cfg.zkServers)
+			c = zktest.StartCluster(t, cfg.zkServers, func(zc *zktest.Config) { zc.MaxSessionTimeout = maxSession })
 			clusters[cfg.zkServers] = c
 		}
 		out := &runOutcome{cfg: cfg, result: "ok"}
@@ -70,8 +70,8 @@ type runOutcome struct {
 	result    string
 }
 
-var header = fmt.Sprintf("%-4s %-7s %-3s %-5s %-5s %-3s %-9s %-16s %-13s %-4s %-4s %-5s %-5s %-5s %-4s %-10s",
-	"run", "seed", "zk", "d/dc", "auto", "jm", "repl", "faults", "tk ok/4/5/3/k", "act", "wdk", "w/act", "ptr", "hfnc", "time", "result")
+var header = fmt.Sprintf("%-4s %-7s %-3s %-5s %-4s %-5s %-3s %-9s %-16s %-13s %-4s %-4s %-5s %-5s %-5s %-4s %-10s",
+	"run", "seed", "zk", "d/dc", "D/g", "auto", "jm", "repl", "faults", "tk ok/4/5/3/k", "act", "wdk", "w/act", "ptr", "hfnc", "time", "result")
 
 func (o *runOutcome) row(i int) string {
 	c := o.cfg
@@ -85,8 +85,8 @@ func (o *runOutcome) row(i int) string {
 	if len(faults) > 16 {
 		faults = faults[:15] + "+"
 	}
-	return fmt.Sprintf("%-4d %-7d %-3d %-5s %-5v %-3s %-9s %-16s %-13s %-4d %-4d %-5d %-5s %-5d %-4.0f %-10s",
-		i, c.seed, c.zkServers, fmt.Sprintf("%d/%d", c.perSite[0], c.perSite[1]), c.auto, map[bool]string{true: "yes", false: "no"}[c.jm],
+	return fmt.Sprintf("%-4d %-7d %-3d %-5s %-4s %-5v %-3s %-9s %-16s %-13s %-4d %-4d %-5d %-5s %-5d %-4.0f %-10s",
+		i, c.seed, c.zkServers, fmt.Sprintf("%d/%d", c.perSite[0], c.perSite[1]), fmt.Sprintf("%.0f/%.0f", c.lease.Seconds(), c.grace.Seconds()), c.auto, map[bool]string{true: "yes", false: "no"}[c.jm],
 		c.repl, faults, tks, o.v.activations, o.v.watchdogKills, o.v.writesAfter, ptr, o.v.healthyFences, o.took.Seconds(), o.result)
 }
 
@@ -259,7 +259,7 @@ func (w *world) pointersAtEnd() {
 		w.h.pointersSkip = "no JobManager in this run"
 		return
 	}
-	settle := flinkSession + 3*time.Second
+	settle := w.cfg.grace + 3*time.Second
 	deadline := time.Now().Add(60 * time.Second)
 	var site string
 	for {
@@ -281,7 +281,7 @@ func (w *world) pointersAtEnd() {
 		nas = w.sites[1].nas
 	}
 	cmd := exec.Command(binary, "status", "-o", "json", "--site", site, "--zk", w.cluster.ConnectString(), "--cluster-id", w.cid, "--path-root", w.emu.PathRoot,
-		"--map", flinkStorage+"="+nas, "--flink-session-timeout", flinkSession.String(), "--lease-duration", leaseD.String())
+		"--map", flinkStorage+"="+nas, "--flink-session-timeout", w.cfg.grace.String(), "--lease-duration", w.cfg.lease.String())
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -306,15 +306,26 @@ func (w *world) pointersAtEnd() {
 		w.h.pointersSkip = "ckptfs status unreadable"
 		return
 	}
+	var lease struct {
+		Judged    int64  `json:"judged_after_zxid"`
+		GrantedBy string `json:"granted_by"`
+	}
+	if data, _, err := w.zk.Get(w.base + "/lease"); err == nil {
+		json.Unmarshal(data, &lease)
+	}
 	w.h.mu.Lock()
-	w.h.pointersSite = site
+	w.h.pointersSite, w.h.judged, w.h.judgedBy = site, lease.Judged, lease.GrantedBy
 	for _, j := range st.Jobs {
 		for _, p := range j.Pointers {
 			var probs []string
 			for _, pr := range p.Problems {
 				probs = append(probs, string(pr))
 			}
-			w.h.pointers = append(w.h.pointers, pointerVerdict{job: j.JobID, id: p.ID, visible: p.Visible, complete: p.Complete,
+			var czxid int64
+			if ok, stat, err := w.zk.Exists(fmt.Sprintf("%s/%019d", w.emu.PointerDir(j.JobID), p.ID)); err == nil && ok {
+				czxid = stat.Czxid
+			}
+			w.h.pointers = append(w.h.pointers, pointerVerdict{job: j.JobID, id: p.ID, czxid: czxid, visible: p.Visible, complete: p.Complete,
 				haReadable: p.HAFileReadable, problems: strings.Join(probs, "; ")})
 		}
 	}
@@ -338,7 +349,7 @@ func (w *world) settled(d time.Duration) string {
 	if kids, _, err := w.zk.Children(w.base + "/takeover"); err != nil || len(kids) > 0 {
 		return ""
 	}
-	if w.jmEnded != 0 && now().sub(w.jmEnded) < flinkSession+time.Second {
+	if w.jmEnded != 0 && now().sub(w.jmEnded) < w.cfg.grace+time.Second {
 		return ""
 	}
 	w.h.mu.Lock()

@@ -145,6 +145,7 @@ type jmConfig struct {
 	Layout    flinkemu.Layout
 	Job       string
 	Interval  time.Duration
+	Session   time.Duration // Flink's session timeout
 }
 
 // runJobManager is an emulated Flink JobManager process of DC1
@@ -163,7 +164,7 @@ func runJobManager(data string) {
 	}
 	cfg := flinkemu.DefaultConfig()
 	cfg.Servers, cfg.PathRoot, cfg.ClusterID, cfg.Storage, cfg.Layout = c.Servers, c.PathRoot, c.ClusterID, c.Storage, c.Layout
-	cfg.Host = jmHost
+	cfg.Host, cfg.SessionTimeout = jmHost, c.Session
 	cfg.MetadataInProgress = true
 	cfg.BeforeStep = func(flinkemu.Step) error {
 		var st unix.Statfs_t

@@ -31,14 +31,14 @@ import (
 	"github.com/ckptfs/ckptfs/integration/zktest"
 )
 
-// Timing of every run (design §5.10): a short lease so that a takeover
-// concludes within a run, long enough that a loaded two-core machine
-// renews in time.
+// Timing of every run. The lease's D and Flink's session timeout (the
+// JobManager's, the takeover's quiet period and the sweeper's grace)
+// are drawn per run (runConfig): short, so that a takeover concludes
+// within a run, and in part of the runs with the grace longer than D,
+// as in production (60 s and 20 s by default).
 const (
-	leaseD        = 4 * time.Second
-	flinkSession  = 4 * time.Second // Flink's session timeout: the sweeper's grace, the takeover's quiet period
-	zkSession     = 4 * time.Second // ckptfs's own
-	takeoverWait  = 12 * time.Second
+	zkSession     = 4 * time.Second  // ckptfs's own
+	maxSession    = 8 * time.Second  // the servers' maximum session timeout
 	takeoverLimit = 45 * time.Second // a takeover command still running then is killed
 	pollEvery     = 500 * time.Millisecond
 	observeEvery  = 100 * time.Millisecond
@@ -83,6 +83,7 @@ type world struct {
 	seenLocks map[string]bool        // GUARDED_BY(mu)
 	seenBk    map[string]bool        // GUARDED_BY(mu)
 	lastLock  int                    // GUARDED_BY(mu): the pid of the last lock holder seen
+	strays    []strayPointer         // GUARDED_BY(mu)
 	runLog    *os.File
 	logMu     sync.Mutex
 	logTails  map[string]*[]string // GUARDED_BY(logMu)
@@ -142,7 +143,7 @@ func newWorld(t *testing.T, cluster *zktest.Cluster, cfg *runConfig, index int) 
 		logTails: map[string]*[]string{},
 	}
 	w.base = "/ckptfs/" + w.cid
-	w.h = newHistory(leaseD, flinkSession, []string{"dc1", "dc2"})
+	w.h = newHistory(cfg.lease, cfg.grace, []string{"dc1", "dc2"})
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	var err error
 	if w.runLog, err = os.Create(filepath.Join(w.dir, "run.log")); err != nil {
@@ -267,9 +268,9 @@ func (w *world) daemonArgs(sl *slot) []string {
 		takeover = "auto"
 	}
 	return []string{"mount", "--mode", mode, "--site", sl.site.name, "--zk", proxyAddrs(sl.proxies), "--cluster-id", w.cid, "--path-root", w.emu.PathRoot,
-		"--lease-duration", leaseD.String(), "--log-format", "json", "--log-level", "info",
+		"--lease-duration", w.cfg.lease.String(), "--log-format", "json", "--log-level", "info",
 		"--map", flinkStorage + "=" + sl.site.nas, "--metrics-addr", "127.0.0.1:0",
-		"--flink-session-timeout", flinkSession.String(), "--zk-session-timeout", zkSession.String(),
+		"--flink-session-timeout", w.cfg.grace.String(), "--zk-session-timeout", zkSession.String(),
 		"--poll", pollEvery.String(), "--takeover", takeover, "--site-jobmanagers", jms, "--hold-timeout", "10s",
 		sl.site.nas, sl.mnt}
 }
@@ -595,7 +596,7 @@ func (w *world) startJobManager() error {
 		servers = append(servers, p.Addr())
 	}
 	data, _ := json.Marshal(jmConfig{Servers: servers, PathRoot: w.emu.PathRoot, ClusterID: w.cid, Storage: w.sites[0].slots[0].mnt,
-		Layout: w.cfg.layout, Job: w.job, Interval: 400 * time.Millisecond})
+		Layout: w.cfg.layout, Job: w.job, Interval: 400 * time.Millisecond, Session: w.cfg.grace})
 	submitted := make(chan struct{}, 1)
 	c, err := w.startChild(w.sites[0], "jobmanager", jmEnv+"="+string(data), func(_ mono, line string) {
 		if strings.HasPrefix(line, "submitted") {
@@ -674,7 +675,7 @@ func (w *world) observe() {
 	paths := []string{w.base + "/epoch", w.base + "/active-site", w.base + "/lease"}
 	watches := make([]<-chan zk.Event, len(paths))
 	var lockW, bkW <-chan zk.Event
-	dc2Active := false
+	dc2Active, leaseSeen := false, false
 	for w.ctx.Err() == nil {
 		o := observation{sent: now()}
 		var datas [3][]byte
@@ -733,7 +734,14 @@ func (w *world) observe() {
 				}
 				o.leaseMzxid = stats[2].Mzxid
 			}
-			w.h.observe(o)
+			if w.h.observe(o) {
+				w.firePhase("activation", o.leaseSite, 0)
+			}
+			if leaseSeen && !o.leaseExists {
+				w.logf("the lease is gone")
+				w.firePhase("lease-gone", "", 0)
+			}
+			leaseSeen = o.leaseExists
 			if o.leaseSite == "dc2" && !dc2Active {
 				dc2Active = true
 				w.stopReplication()

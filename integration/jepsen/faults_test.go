@@ -711,12 +711,16 @@ func (w *world) squat(ctx context.Context, f fault) {
 	case "lock":
 		path = w.base + "/takeover/_c_squatter-lock-0000000000"
 	case "backup":
+		// Garbage among the backups, far above the ids in use: where a
+		// pointer the sweeper must retract will be, it would block the
+		// retraction for good (nothing is deleted without its backup),
+		// which only open ACLs allow (design §6.9).
 		next, err := nextPointerID(c, w.emu.PointerDir(w.job))
 		if err != nil {
 			w.logf("Q backup: %v", err)
 			return
 		}
-		path, flags = fmt.Sprintf("%s/pruned/%s/%019d", w.base, w.job, next), 0
+		path, flags = fmt.Sprintf("%s/pruned/%s/%019d", w.base, w.job, next+1000), 0
 	}
 	ensureParents(c, path)
 	if _, err := c.Create(path, []byte(`{"squatter":true}`), flags, open); err != nil {

@@ -397,7 +397,13 @@ func (w *world) finish() {
 	w.readRecords()
 	w.h.mu.Lock()
 	w.h.end = now()
+	recs := map[string]int{}
+	for _, r := range w.h.records {
+		recs[r.site+" on "+r.nas]++
+	}
+	walks, obs := len(w.h.nas["dc1"])+len(w.h.nas["dc2"]), len(w.h.obs)
 	w.h.mu.Unlock()
+	w.logf("the checker reads %d observations, %d NAS walks, writer records %v", obs, walks, recs)
 }
 
 // stopDaemons ends every daemon: SIGTERM, SIGKILL after 20 s.

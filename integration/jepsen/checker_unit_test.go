@@ -175,7 +175,7 @@ func TestCheckHealthy(t *testing.T) {
 func TestCheckWatchdog(t *testing.T) {
 	killed := func(h *history) *procLife {
 		p := h.procs[0]
-		p.exit, p.sigkilled, p.wdRecord, p.wdArmed, p.wdDeadline = at(13), true, true, true, at(12.9)
+		p.exit, p.sigkilled, p.wdRecord, p.wdArmed, p.wdDeadline = at(13), true, true, true, at(13.2)
 		return p
 	}
 	h := synthetic()
@@ -187,6 +187,17 @@ func TestCheckWatchdog(t *testing.T) {
 	h.stops = nil
 	if got := violations(check(h), invWatchdog); len(got) != 1 || !strings.Contains(got[0], "neither stopped nor frozen") {
 		t.Errorf("killed while running: %q", got)
+	}
+	// The v1 freezer: killed as the group thaws.
+	h.freezes = []span{{who: "dc1", from: at(10), to: at(12.8)}}
+	if got := violations(check(h), invWatchdog); len(got) > 0 {
+		t.Errorf("killed as its site thawed: %q", got)
+	}
+	h.freezes = nil
+	killed(h).exit = at(11)
+	h.stops = []span{{who: "dc1/0", from: at(10), to: at(15)}}
+	if got := violations(check(h), invWatchdog); len(got) != 1 || !strings.Contains(got[0], "before its watchdog's deadline") {
+		t.Errorf("killed long before its deadline: %q", got)
 	}
 	h = synthetic()
 	killed(h).successorFired = 0

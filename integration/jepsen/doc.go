@@ -144,10 +144,13 @@
 //     and no renewal reads what a squatter holds.
 //  4. The watchdog kills only a daemon that does not run (§5.14). A
 //     daemon that died of a SIGKILL the harness did not send must have
-//     had its watchdog armed, must have been stopped or frozen at the
-//     record's deadline (3D/4 after its last renewal), and the next
-//     daemon of its mount must report ckptfs_watchdog_fired_previous 1;
-//     after a daemon whose watchdog was disarmed, 0.
+//     had its watchdog armed, must have been stopped or frozen when it
+//     died (or its site thawing: the v1 freezer kills as it thaws), not
+//     sooner than D/4 before its record's deadline (3D/4 after its last
+//     renewal; Arm writes the record before it sets the timer, so the
+//     timer may still hold the renewal before's), and the next daemon of
+//     its mount must report ckptfs_watchdog_fired_previous 1; after a
+//     daemon whose watchdog was disarmed, 0.
 //
 // # Broken on purpose
 //

@@ -434,18 +434,17 @@ func (w *world) freeze(s *site, hold func()) {
 		return
 	}
 	from := now()
+	// A group that does not settle is frozen all the same, but for a
+	// process in a request to a daemon frozen already.
 	err := s.group.Freeze()
-	if err == nil {
-		s.frozen = true
-	}
+	s.frozen = true
 	s.mu.Unlock()
-	if err != nil {
-		w.logf("freezing %s: %v", s.name, err)
-		s.group.Thaw()
-		return
-	}
 	w.h.addSpan(&w.h.freezes, span{who: s.name, what: "freeze", from: from, to: never})
-	w.logf("%s frozen (%s)", s.name, s.group.Kind)
+	if err != nil {
+		w.logf("%s frozen (%s), not all of it: %v", s.name, s.group.Kind, err)
+	} else {
+		w.logf("%s frozen (%s)", s.name, s.group.Kind)
+	}
 	hold()
 	w.thaw(s)
 }

@@ -70,8 +70,8 @@ type runOutcome struct {
 	result    string
 }
 
-var header = fmt.Sprintf("%-4s %-7s %-3s %-5s %-4s %-5s %-3s %-9s %-16s %-13s %-4s %-4s %-5s %-5s %-5s %-4s %-10s",
-	"run", "seed", "zk", "d/dc", "D/g", "auto", "jm", "repl", "faults", "tk ok/4/5/3/k", "act", "wdk", "w/act", "ptr", "hfnc", "time", "result")
+var header = fmt.Sprintf("%-4s %-7s %-3s %-5s %-4s %-5s %-3s %-9s %-16s %-13s %-4s %-4s %-5s %-5s %-5s %-4s %-4s %-10s",
+	"run", "seed", "zk", "d/dc", "D/g", "auto", "jm", "repl", "faults", "tk ok/4/5/3/k", "act", "wdk", "w/act", "ptr", "hfnc", "wd!", "time", "result")
 
 func (o *runOutcome) row(i int) string {
 	c := o.cfg
@@ -85,15 +85,15 @@ func (o *runOutcome) row(i int) string {
 	if len(faults) > 16 {
 		faults = faults[:15] + "+"
 	}
-	return fmt.Sprintf("%-4d %-7d %-3d %-5s %-4s %-5v %-3s %-9s %-16s %-13s %-4d %-4d %-5d %-5s %-5d %-4.0f %-10s",
+	return fmt.Sprintf("%-4d %-7d %-3d %-5s %-4s %-5v %-3s %-9s %-16s %-13s %-4d %-4d %-5d %-5s %-5d %-4d %-4.0f %-10s",
 		i, c.seed, c.zkServers, fmt.Sprintf("%d/%d", c.perSite[0], c.perSite[1]), fmt.Sprintf("%.0f/%.0f", c.lease.Seconds(), c.grace.Seconds()), c.auto, map[bool]string{true: "yes", false: "no"}[c.jm],
-		c.repl, faults, tks, o.v.activations, o.v.watchdogKills, o.v.writesAfter, ptr, o.v.healthyFences, o.took.Seconds(), o.result)
+		c.repl, faults, tks, o.v.activations, o.v.watchdogKills, o.v.writesAfter, ptr, o.v.healthyFences, o.v.watchdogBad, o.took.Seconds(), o.result)
 }
 
 func table(base uint64, rows []*runOutcome) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\njepsen: %d runs from seed %d\n%s\n", len(rows), base, header)
-	var acts, kills, writes, ptrs, fences, violations, failed int
+	var acts, kills, writes, ptrs, fences, wdBad, violations, failed int
 	tks := map[string]int{}
 	var seeds []string
 	for i, o := range rows {
@@ -103,6 +103,7 @@ func table(base uint64, rows []*runOutcome) string {
 		writes += o.v.writesAfter
 		ptrs += o.v.pointersBad
 		fences += o.v.healthyFences
+		wdBad += o.v.watchdogBad
 		for k, v := range o.takeovers {
 			tks[k] += v
 		}
@@ -115,8 +116,8 @@ func table(base uint64, rows []*runOutcome) string {
 			seeds = append(seeds, strconv.FormatUint(o.cfg.seed, 10))
 		}
 	}
-	fmt.Fprintf(&b, "total: %d runs, takeovers %d ok / %d refused (4) / %d alive or lease held (5) / %d errors (3) / %d killed, %d activations, %d watchdog kills; writes after activation %d, pointers incomplete %d, healthy fences %d (each must be 0); %d runs with violations, %d failed otherwise\n",
-		len(rows), tks["ok"], tks["refused"], tks["alive"], tks["error"], tks["killed"], acts, kills, writes, ptrs, fences, violations, failed)
+	fmt.Fprintf(&b, "total: %d runs, takeovers %d ok / %d refused (4) / %d alive or lease held (5) / %d errors (3) / %d killed, %d activations, %d watchdog kills; writes after activation %d, pointers incomplete %d, healthy fences %d, watchdog violations %d (each must be 0); %d runs with violations, %d failed otherwise\n",
+		len(rows), tks["ok"], tks["refused"], tks["alive"], tks["error"], tks["killed"], acts, kills, writes, ptrs, fences, wdBad, violations, failed)
 	if len(seeds) > 0 {
 		fmt.Fprintf(&b, "replay one alone: make jepsen RUNS=1 SEED=<seed> (seeds: %s)\n", strings.Join(seeds, " "))
 	}

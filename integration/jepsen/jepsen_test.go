@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -407,8 +408,9 @@ func (w *world) finish() {
 	w.logf("the checker reads %d observations, %d NAS walks, writer records %v", obs, walks, recs)
 }
 
-// stopDaemons ends every daemon: SIGTERM, SIGKILL after 20 s.
+// stopDaemons ends every daemon at once: SIGTERM, SIGKILL after 20 s.
 func (w *world) stopDaemons() {
+	var wg sync.WaitGroup
 	for _, s := range w.sites {
 		for _, sl := range s.slots {
 			d := sl.current()
@@ -417,15 +419,20 @@ func (w *world) stopDaemons() {
 			}
 			d.cmd.Process.Signal(syscall.SIGCONT)
 			d.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-d.exited:
-			case <-time.After(20 * time.Second):
-				w.t.Errorf("%s did not stop within 20s of SIGTERM", sl.id)
-				d.cmd.Process.Kill()
-				<-d.exited
-			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				select {
+				case <-d.exited:
+				case <-time.After(20 * time.Second):
+					w.t.Errorf("%s did not stop within 20s of SIGTERM", sl.id)
+					d.cmd.Process.Kill()
+					<-d.exited
+				}
+			}()
 		}
 	}
+	wg.Wait()
 }
 
 // teardown runs whatever a failed run left: the clock first.

@@ -38,8 +38,11 @@ type loop struct {
 	hold       time.Duration
 	rule       zkbridge.LeaseRule // zero without ZooKeeper
 	interval   time.Duration
-	zkCfg      *zkbridge.Config
-	mountPoint string
+	// followEvery is the configured FollowInterval: the sweeper's, whose
+	// grace is Flink's session timeout, not the lease's pace.
+	followEvery time.Duration
+	zkCfg       *zkbridge.Config
+	mountPoint  string
 	// backingTimeout bounds the sweeper's and the lag's waits for the NAS.
 	backingTimeout time.Duration
 
@@ -71,8 +74,12 @@ type loop struct {
 
 	mu sync.Mutex
 	// All GUARDED_BY(mu): what the gate, metrics and health read.
-	lastObs     Observation
-	busy        bool
+	lastObs Observation
+	busy    bool
+	// retryAt: no activation or takeover starts before it; failures in
+	// a row since the last one that ended well set it (retryAfter).
+	retryAt     time.Time
+	failures    int
 	renewals    uint64
 	renewFails  uint64
 	runs        map[string]uint64
@@ -104,7 +111,7 @@ const (
 func newLoop(cfg *Config, p *parts, pin *backingPin) *loop {
 	l := &loop{
 		site: cfg.Site, configured: cfg.Mount.Mode, takeover: cfg.Takeover, anyway: cfg.TakeoverActivateAnyway,
-		jms: cfg.SiteJobManagers, hold: cfg.HoldTimeout, interval: cfg.FollowInterval, zkCfg: cfg.ZooKeeper, mountPoint: cfg.MountPoint,
+		jms: cfg.SiteJobManagers, hold: cfg.HoldTimeout, interval: cfg.FollowInterval, followEvery: cfg.FollowInterval, zkCfg: cfg.ZooKeeper, mountPoint: cfg.MountPoint,
 		backingTimeout: cfg.Catalog.BackingTimeout,
 		verifier:       p.verifier, catalog: p.catalog, pin: pin, wd: cfg.Watchdog,
 		log:   cfg.Logger.With("site", cfg.Site, "component", "loop"),
@@ -355,7 +362,7 @@ func (l *loop) act(ctx context.Context, o Observation) {
 		return
 	}
 	if why, ok := DecideActivate(o); ok {
-		l.spawn(ctx, func(ctx context.Context) { l.activate(ctx, b, why) })
+		l.spawn(ctx, func(ctx context.Context) bool { return l.activate(ctx, b, why) })
 		return
 	}
 	active := o.State.ActiveSite
@@ -378,33 +385,58 @@ func (l *loop) act(ctx context.Context, o Observation) {
 		// Leading is read in the takeover's own goroutine: a walk of
 		// Flink's znodes does not fit a pass.
 		view := o.Lease
-		l.spawn(ctx, func(ctx context.Context) { l.autoTakeover(ctx, b, active, o.State.Epoch, view) })
+		l.spawn(ctx, func(ctx context.Context) bool { return l.autoTakeover(ctx, b, active, o.State.Epoch, view) })
 	}
 }
 
-// spawn runs fn beside the passes unless one runs already.
-func (l *loop) spawn(ctx context.Context, fn func(context.Context)) {
+// spawn runs fn beside the passes unless one runs already or a failed
+// one's retry time has not come. fn reports whether it ended well; one
+// that failed is tried again after retryAfter, not at the next pass: an
+// error that stays (another Flink cluster under the path root, a
+// JobManager alive) would otherwise start one every pass.
+func (l *loop) spawn(ctx context.Context, fn func(context.Context) bool) {
 	l.mu.Lock()
-	if l.busy {
+	if l.busy || time.Now().Before(l.retryAt) {
 		l.mu.Unlock()
 		return
 	}
 	l.busy = true
 	l.mu.Unlock()
 	l.group.Go(func() error {
+		ok := false
 		defer func() {
 			l.mu.Lock()
 			l.busy = false
+			if ok {
+				l.failures, l.retryAt = 0, time.Time{}
+			} else {
+				l.failures++
+				l.retryAt = time.Now().Add(l.retryAfter(l.failures))
+			}
 			l.mu.Unlock()
 			l.kick()
 		}()
-		fn(ctx)
+		ok = fn(ctx)
 		return nil
 	})
 }
 
-// activate runs a self-activation (design §5.14).
-func (l *loop) activate(ctx context.Context, b *zkbridge.Bridge, why zkbridge.SelfActivation) {
+// retryAfter is the pause after n failed activations or takeovers in a
+// row: 250 ms, doubled each time, at most half a lease (and at least a
+// second): a takeover that failed once is tried again at once, one that
+// keeps failing twice a lease.
+func (l *loop) retryAfter(n int) time.Duration {
+	limit := max(l.rule.Duration/2, time.Second)
+	d := 250 * time.Millisecond
+	for i := 1; i < n && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// activate runs a self-activation (design §5.14) and reports whether it
+// ended well.
+func (l *loop) activate(ctx context.Context, b *zkbridge.Bridge, why zkbridge.SelfActivation) bool {
 	wait := 3 * l.rule.ObserverDead()
 	l.step(slog.LevelWarn, "activating this site by its own daemon ("+string(why)+"): waiting until the lease stayed unchanged for "+l.rule.ObserverDead().String())
 	epoch, err := b.ActivateSelf(ctx, why, wait)
@@ -416,14 +448,17 @@ func (l *loop) activate(ctx context.Context, b *zkbridge.Bridge, why zkbridge.Se
 		l.step(slog.LevelInfo, "activation ("+string(why)+") not needed any more: "+err.Error())
 	default:
 		l.step(slog.LevelError, "activation ("+string(why)+") failed; trying again", "err", err.Error())
+		return false
 	}
+	return true
 }
 
 // autoTakeover runs the automatic takeover that a pass decided on: it
 // waits, with watches, for JobManagers of other sites that still lead,
 // decides again, and takes over with the guard of the lease the pass saw
-// expired (design §5.11).
-func (l *loop) autoTakeover(ctx context.Context, b *zkbridge.Bridge, active string, epoch int64, view zkbridge.LeaseView) {
+// expired (design §5.11). It reports whether it ended well: activated,
+// refused, not needed or beaten by another.
+func (l *loop) autoTakeover(ctx context.Context, b *zkbridge.Bridge, active string, epoch int64, view zkbridge.LeaseView) bool {
 	counts := zkbridge.OtherSitesLeading(l.jms)
 	live, err := b.Liveness(ctx)
 	switch {
@@ -433,7 +468,7 @@ func (l *loop) autoTakeover(ctx context.Context, b *zkbridge.Bridge, active stri
 		if !errors.Is(err, context.Canceled) {
 			l.log.Warn("reading Flink's liveness", "err", err)
 		}
-		return
+		return false
 	}
 	leading := counts(live).Alive
 	if leading {
@@ -448,7 +483,7 @@ func (l *loop) autoTakeover(ctx context.Context, b *zkbridge.Bridge, active stri
 		Site: l.site, Mode: l.takeover, Session: SessionUp, ActiveSite: active, Epoch: epoch, Lease: view.State, Leading: leading,
 	})
 	if !d.Run {
-		return
+		return true
 	}
 	var guard *zkbridge.LeaseGuard
 	if g, ok := view.Guard(); ok {
@@ -487,9 +522,11 @@ func (l *loop) autoTakeover(ctx context.Context, b *zkbridge.Bridge, active stri
 	case errors.Is(err, zkbridge.ErrJobManagerAlive):
 		l.count("jobmanager-alive")
 		l.step(slog.LevelWarn, "automatic takeover: a JobManager is alive; trying again", "err", err.Error())
+		return false
 	case errors.Is(err, zkbridge.ErrLeaseHeld):
 		l.count("lease-held")
 		l.step(slog.LevelWarn, "automatic takeover: another site's daemons still renew the lease; trying again", "err", err.Error())
+		return false
 	case errors.Is(err, zkbridge.ErrLeaseRenewed), errors.Is(err, zkbridge.ErrEpochChanged), errors.Is(err, zkbridge.ErrTakeoverInProgress):
 		l.count("lost-race")
 		l.step(slog.LevelInfo, "automatic takeover: another daemon or site came first", "err", err.Error())
@@ -497,7 +534,9 @@ func (l *loop) autoTakeover(ctx context.Context, b *zkbridge.Bridge, active stri
 	default:
 		l.count("failed")
 		l.step(slog.LevelError, "automatic takeover failed; trying again", "err", err.Error())
+		return false
 	}
+	return true
 }
 
 func (l *loop) count(result string) {
@@ -597,7 +636,7 @@ func (l *loop) connect(ctx context.Context) {
 		l.log.Error("stray pointer sweeper", "err", err)
 	} else {
 		l.zkm.SetSweeper(sw)
-		g.Go(func() error { sw.Run(gctx, l.interval); return nil })
+		g.Go(func() error { sw.Run(gctx, l.followEvery); return nil })
 	}
 	if l.zkm.Lag != nil {
 		l.catalog.OnChange(func(manifest.Change) { l.zkm.Lag.Trigger() })

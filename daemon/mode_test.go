@@ -1,10 +1,14 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ckptfs/ckptfs/fusefs"
 	"github.com/ckptfs/ckptfs/zkbridge"
@@ -145,5 +149,42 @@ func TestDecideRenewAndActivate(t *testing.T) {
 		if ok != (tc.activate != "") || why != tc.activate {
 			t.Errorf("%s: activate %q %v, want %q", tc.name, why, ok, tc.activate)
 		}
+	}
+}
+
+// TestSpawnBacksOff: an activation or takeover that keeps failing (an
+// error that stays, such as another Flink cluster under the path root)
+// is started again after a pause that doubles, not at every pass: make
+// jepsen saw 27,410 failed automatic takeovers in 30 s, each kicking the
+// next pass. One that ends well starts the next at once.
+func TestSpawnBacksOff(t *testing.T) {
+	l := &loop{rule: zkbridge.LeaseRule{Duration: 4 * time.Second}, group: &errgroup.Group{}, kicks: make(chan struct{}, 1), runs: map[string]uint64{}}
+	for n, want := range map[int]time.Duration{1: 250 * time.Millisecond, 2: 500 * time.Millisecond, 4: 2 * time.Second, 5: 2 * time.Second, 60: 2 * time.Second} {
+		if got := l.retryAfter(n); got != want {
+			t.Errorf("retryAfter(%d) = %v, want %v", n, got, want)
+		}
+	}
+	var runs atomic.Int32
+	ctx := context.Background()
+	end := time.Now().Add(time.Second)
+	for time.Now().Before(end) {
+		l.spawn(ctx, func(context.Context) bool { runs.Add(1); return false })
+		time.Sleep(time.Millisecond) // a pass, kicked by the last end
+	}
+	l.group.Wait()
+	// At 0, 0.25 s and 0.75 s: three in the second.
+	if n := runs.Load(); n < 2 || n > 4 {
+		t.Errorf("a failing takeover started %d times in a second of passes, want 3", n)
+	}
+	l.mu.Lock()
+	l.retryAt = time.Time{}
+	l.mu.Unlock()
+	l.spawn(ctx, func(context.Context) bool { return true })
+	l.group.Wait()
+	started := false
+	l.spawn(ctx, func(context.Context) bool { started = true; return true })
+	l.group.Wait()
+	if !started {
+		t.Error("after one that ended well, the next did not start at once")
 	}
 }

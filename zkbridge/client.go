@@ -724,7 +724,7 @@ func (b *Bridge) Session() Session {
 // every persistent znode below it, and refuses (*ForeignACLError) while
 // any lets another client than ckptfs's identities write, create,
 // delete or set the ACL (foreignGrants). Ephemeral nodes (the takeover
-// lock, writer nodes) are not judged: what their ACL governs is only
+// lock) are not judged: what their ACL governs is only
 // themselves, and the writes that rely on the lock check it by version.
 //
 // Once per connection and cluster: a namespace found clean stays so,

@@ -113,18 +113,23 @@ func (s *Sweeper) Stats() SweepStats {
 	return s.stats
 }
 
-// Run makes a pass every interval until ctx ends.
+// Run makes a pass every interval until ctx ends. After a pass that
+// failed, the next waits twice as long as before it, up to 32 intervals:
+// a failure that stays (a conflicting backup) takes the takeover lock
+// and warns that often, not every interval.
 func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	wait := interval
 	for {
 		if _, err := s.Pass(ctx); err != nil && ctx.Err() == nil {
-			s.b.log.Warn("sweeping stray pointers", "err", err)
+			wait = min(2*wait, 32*interval)
+			s.b.log.Warn("sweeping stray pointers", "err", err, "next", wait.String())
+		} else {
+			wait = interval
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(wait):
 		}
 	}
 }

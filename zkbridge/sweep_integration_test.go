@@ -1,6 +1,7 @@
 package zkbridge
 
 import (
+	"context"
 	"log/slog"
 	"slices"
 	"strings"
@@ -282,6 +283,49 @@ func TestIntegration_SweepAfterAdopt(t *testing.T) {
 	pass("the first pass after the adopt")
 	advance(grace)
 	pass("a grace later", SweptPointer{JobID: job, ID: stray.ID, Reason: ReasonAboveNewestComplete})
+}
+
+// TestIntegration_SweepBacksOff: a retraction that keeps failing (a
+// backup of another pointer in the way) makes the sweeper wait twice as
+// long after each failed pass, not take the takeover lock every
+// interval (make jepsen saw 8 a second per daemon).
+func TestIntegration_SweepBacksOff(t *testing.T) {
+	c := zktest.StartCluster(t, 1)
+	e := newEnv(t, c)
+	ctx := testContext(t, 2*time.Minute)
+	layout := flinkemu.Flink1_20
+	jm1, job := cutOffJobManager(t, e, layout, 1)
+	b2 := e.bridge("dc2")
+	if rep, err := b2.Takeover(ctx, TakeoverOptions{Wait: 30 * time.Second}); err != nil || !rep.Activated {
+		t.Fatalf("takeover: %v %+v", err, rep)
+	}
+	stray, err := jm1.CompleteCheckpoint(job, flinkemu.CheckpointSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hideFile(t, stray.HAFile)
+	paths := newCkptfsPaths(e.ckptfs, "default")
+	for _, p := range []string{paths.prunedRoot(), paths.prunedJob(job)} {
+		if err := b2.zk.ensure(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b2.Conn().Create(paths.pruned(job, stray.ID), mustBackup(t, &Backup{Format: backupFormat, Znode: "/elsewhere", Data: []byte("other")}), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := b2.NewSweeper(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancel()
+	s.Run(runCtx, 10*time.Millisecond)
+	// Passes at 0, 20, 60, 140, 300, 620 and 940 ms (then every 320 ms):
+	// about 8, against 150 at the interval.
+	st := s.Stats()
+	if st.Failures < 3 || st.Passes > 15 || !strings.Contains(st.LastError, "conflicting backup") {
+		t.Errorf("in 1.5 s at a 10 ms interval: %d passes, %d failed (%s); want at most 15, of which 3 or more failed on the backup", st.Passes, st.Failures, st.LastError)
+	}
 }
 
 // TestIntegration_SweepSkipsLockedPasses: a node under takeover/ that

@@ -71,7 +71,8 @@ Exit status:
   3  usage, ZooKeeper or I/O error (nothing is left half-done: run it again)
   4  some job was refused (see the reasons): nothing changed for it
   5  a Flink JobManager stayed alive past --wait, or another site's
-     mount stayed writable (its writer node): nothing changed`,
+     daemons still renew the lease (its mounts may write): nothing
+     changed`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := commandContext(cmd)

@@ -86,10 +86,13 @@ func Run(ctx context.Context, cfg Config) error {
 	log.Info("mounted", "backing", cfg.Backing, "mountpoint", cfg.MountPoint, "mode", srv.Mode().String(), "passthrough", srv.Passthrough())
 	p.catalog.OnChange(func(ch manifest.Change) {
 		attrs := checkpointAttrs(filepath.Join(ch.Dir, ch.Name))
+		// Both are routine: Flink deletes every subsumed checkpoint, and
+		// the replication deletes it on the replica. What is not (ZooKeeper
+		// pointing at what is not complete) is health's to tell.
 		if ch.Visible {
 			log.Info("checkpoint complete", attrs...)
 		} else {
-			log.Warn("checkpoint no longer complete", attrs...)
+			log.Info("checkpoint no longer complete", attrs...)
 		}
 		// Off the catalog's pass: the kernel takes the directory's lock
 		// to invalidate, and a lookup hung on the NAS in that directory

@@ -122,7 +122,7 @@ func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
 	for {
 		if _, err := s.Pass(ctx); err != nil && ctx.Err() == nil {
 			wait = min(2*wait, 32*interval)
-			s.b.log.Warn("sweeping stray pointers", "err", err, "next", wait.String())
+			s.b.log.Warn("sweeping stray pointers", "err", err, "retry", wait.String())
 		} else {
 			wait = interval
 		}

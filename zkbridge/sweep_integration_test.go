@@ -126,6 +126,25 @@ func cutOffJobManager(t *testing.T, e *env, layout flinkemu.Layout, checkpoints 
 	return jm1, job
 }
 
+// strayAfterTakeover: DC1's JobManager cut off after it completed
+// before checkpoints, DC2's takeover, then DC1's JobManager, back, adds
+// a pointer DC2 does not hold (its HA file on DC1's NAS only). It
+// returns DC2's bridge, the job and the stray checkpoint.
+func strayAfterTakeover(t *testing.T, e *env, layout flinkemu.Layout, before int, modify ...func(*Config)) (*Bridge, string, *flinkemu.Checkpoint) {
+	t.Helper()
+	jm1, job := cutOffJobManager(t, e, layout, before)
+	b2 := e.bridge("dc2", modify...)
+	if rep, err := b2.Takeover(testContext(t, time.Minute), TakeoverOptions{Wait: 30 * time.Second}); err != nil || !rep.Activated {
+		t.Fatalf("takeover: %v %+v", err, rep)
+	}
+	stray, err := jm1.CompleteCheckpoint(job, flinkemu.CheckpointSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hideFile(t, stray.HAFile)
+	return b2, job, stray
+}
+
 // pointerPath is a pointer's path below the namespace.
 func pointerPath(layout flinkemu.Layout, job string, id int64) string {
 	if layout == flinkemu.Flink1_13 {
@@ -239,18 +258,7 @@ func TestIntegration_SweepAfterAdopt(t *testing.T) {
 	c := zktest.StartCluster(t, 1)
 	e := newEnv(t, c)
 	ctx := testContext(t, 2*time.Minute)
-	layout := flinkemu.Flink1_20
-	jm1, job := cutOffJobManager(t, e, layout, 2)
-	b2 := e.bridge("dc2")
-	if rep, err := b2.Takeover(ctx, TakeoverOptions{Wait: 30 * time.Second}); err != nil || !rep.Activated {
-		t.Fatalf("takeover: %v %+v", err, rep)
-	}
-	stray, err := jm1.CompleteCheckpoint(job, flinkemu.CheckpointSpec{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hideFile(t, stray.HAFile)
-
+	b2, job, stray := strayAfterTakeover(t, e, flinkemu.Flink1_20, 2)
 	const grace = time.Minute
 	s, err := b2.NewSweeper(grace)
 	if err != nil {
@@ -293,17 +301,7 @@ func TestIntegration_SweepBacksOff(t *testing.T) {
 	c := zktest.StartCluster(t, 1)
 	e := newEnv(t, c)
 	ctx := testContext(t, 2*time.Minute)
-	layout := flinkemu.Flink1_20
-	jm1, job := cutOffJobManager(t, e, layout, 1)
-	b2 := e.bridge("dc2")
-	if rep, err := b2.Takeover(ctx, TakeoverOptions{Wait: 30 * time.Second}); err != nil || !rep.Activated {
-		t.Fatalf("takeover: %v %+v", err, rep)
-	}
-	stray, err := jm1.CompleteCheckpoint(job, flinkemu.CheckpointSpec{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hideFile(t, stray.HAFile)
+	b2, job, stray := strayAfterTakeover(t, e, flinkemu.Flink1_20, 1)
 	paths := newCkptfsPaths(e.ckptfs, "default")
 	for _, p := range []string{paths.prunedRoot(), paths.prunedJob(job)} {
 		if err := b2.zk.ensure(ctx, p); err != nil {
@@ -341,19 +339,8 @@ func TestIntegration_SweepSkipsLockedPasses(t *testing.T) {
 	c := zktest.StartCluster(t, 1)
 	e := newEnv(t, c)
 	ctx := testContext(t, 2*time.Minute)
-	layout := flinkemu.Flink1_20
-	jm1, job := cutOffJobManager(t, e, layout, 1)
 	logger, logs := newLogRecorder(t)
-	b2 := e.bridge("dc2", func(cfg *Config) { cfg.Logger = logger })
-	if rep, err := b2.Takeover(ctx, TakeoverOptions{Wait: 30 * time.Second}); err != nil || !rep.Activated {
-		t.Fatalf("takeover: %v %+v", err, rep)
-	}
-	// DC1's JobManager, back, adds a pointer DC2 does not hold.
-	cp2, err := jm1.CompleteCheckpoint(job, flinkemu.CheckpointSpec{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hideFile(t, cp2.HAFile)
+	b2, _, cp2 := strayAfterTakeover(t, e, flinkemu.Flink1_20, 1, func(cfg *Config) { cfg.Logger = logger })
 
 	squatter := zktest.Connect(t, c.Servers())
 	lockNode := e.ckptfs + "/default/takeover/_c_00000000-0000-0000-0000-000000000000-lock-0000000000"

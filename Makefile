@@ -175,8 +175,8 @@ chaos-net: deps build
 # (RUNS=1 SEED=<seed>); KEEP=<dir> keeps each run's history and output.
 # About 45-60 s a run: RUNS=100 takes about 1.5 hours.
 KEEP ?=
-jepsen: deps build
-	@bash -o pipefail -c "CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_JEPSEN_RUNS=$(RUNS) CKPTFS_JEPSEN_SEED=$(SEED) CKPTFS_JEPSEN_KEEP=$(KEEP) \
+jepsen: deps flink build
+	@bash -o pipefail -c "CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_REQUIRE_FLINK=1 CKPTFS_JEPSEN_RUNS=$(RUNS) CKPTFS_JEPSEN_SEED=$(SEED) CKPTFS_JEPSEN_KEEP=$(KEEP) \
 		nice -n 19 $(GO) test -count=1 -run '^TestJepsen$$' -v -timeout $$(( $(RUNS) * 3 + 10 ))m ./integration/jepsen/ \
 		| grep -v -e '^ *logging.go' -e '^=== ' -e '^ *--- PASS' -e '^PASS$$'"
 

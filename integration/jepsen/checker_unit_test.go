@@ -271,6 +271,9 @@ func TestCheckMidPointers(t *testing.T) {
 		{"the lock held by a takeover", func(h *history) {
 			h.locks = []lockTenure{{node: "l", op: "takeover", from: at(22), to: at(26)}}
 		}},
+		{"a sweep held up inside its multi", func(h *history) {
+			h.locks = []lockTenure{{node: "l", op: "sweep", from: at(22), to: at(28)}}
+		}},
 		{"dc2's daemon stopped", func(h *history) { h.stops = []span{{who: "dc2/0", from: at(24), to: at(25)}} }},
 		{"dc2's daemon restarted", func(h *history) { h.procs[1].ready = at(22) }},
 		{"a failed sweep pass before", func(h *history) { h.sweepFails = []stamp{{who: "dc2/0", at: at(5)}} }},

@@ -360,6 +360,10 @@ func (fw *flinkWorld) atEnd(site string, newest int64) {
 		w.h.flinkEnd = fe
 		w.h.mu.Unlock()
 	}()
+	if newest < 0 {
+		fe.note = "no pointer to restore"
+		return
+	}
 	s := w.sites[0]
 	if site == "dc2" {
 		s = w.sites[1]

@@ -105,8 +105,8 @@ func (w *world) writtenByLeader(pointer string, czxid int64, leaders []string) b
 	return false
 }
 
-// activated starts the check of an activation seen while the faults run
-// (JobManager runs only): the pointers that exist soon after it, once
+// activated starts the checks of an activation seen while the faults run
+// (JobManager runs only): the pointers that exist at some moment, once
 // the sweeper's grace has passed, must be what a takeover keeps.
 func (w *world) activated(o observation) {
 	if !w.faulting.Load() || !w.cfg.jm {
@@ -115,29 +115,38 @@ func (w *world) activated(o observation) {
 	w.checks.Add(1)
 	go func() {
 		defer w.checks.Done()
-		w.midCheck(o)
+		w.midChecks(o)
 	}()
 }
 
-// midCheck lists the pointers (with their czxids) at t1, waits Flink's
-// session timeout and midMargin, and asks `ckptfs status` on the site;
-// it gives up, recorded, when the site stops holding the lease at that
-// epoch first (it goes on after the faults ended: the run waits for it
-// before the end's restore-pruned). The checker decides what the window
-// allows it to judge (checkMidPointers).
-func (w *world) midCheck(o observation) {
+// midChecks checks the activation o in rounds while it stays current: a
+// round lists the pointers (with their czxids) at t1, waits Flink's
+// session timeout and midMargin, and asks `ckptfs status` on the site; the
+// next round lists at the end of this one (a returning JobManager's
+// pointers come later). Rounds start while the faults run; the last one
+// ends after them (the run waits for it before the end's restore-pruned).
+// The checker decides what each window allows it to judge
+// (checkMidPointers).
+func (w *world) midChecks(o observation) {
+	for w.midCheck(o) && w.faulting.Load() {
+	}
+}
+
+// midCheck is one round of midChecks; it reports whether the activation
+// was still current at its end. A round that cannot be made is recorded
+// with the reason.
+func (w *world) midCheck(o observation) bool {
 	mc := midCheck{site: o.leaseSite, epoch: o.leaseEpoch, by: o.leaseBy, actHi: o.recv, judged: o.leaseJudged, before: map[string]int64{}}
-	record := func() {
+	defer func() {
 		w.h.mu.Lock()
 		w.h.midChecks = append(w.h.midChecks, mc)
 		w.h.mu.Unlock()
-	}
-	defer record()
+	}()
 	mc.t1 = now()
 	kids, _, err := w.zk.Children(w.emu.PointerDir(w.job))
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		mc.skip = "listing the pointers: " + err.Error()
-		return
+		return false
 	}
 	for _, k := range kids {
 		id, err := strconv.ParseInt(k, 10, 64)
@@ -150,18 +159,18 @@ func (w *world) midCheck(o observation) {
 	}
 	if !sleepCtx(w.ctx, w.cfg.grace+midMargin) {
 		mc.skip = "the run ended first"
-		return
+		return false
 	}
 	if last, ok := w.lastObservation(); !ok || !last.holds(mc.site) || last.leaseEpoch != mc.epoch {
 		mc.skip = fmt.Sprintf("%s no longer held the lease at epoch %d", mc.site, mc.epoch)
-		return
+		return false
 	}
 	mc.sent = now()
 	ps, err := w.status(mc.site)
 	mc.recv = now()
 	if err != nil {
 		mc.skip = err.Error()
-		return
+		return false
 	}
 	// A pointer gone or made again since is not the one judged.
 	for i := range ps {
@@ -171,7 +180,8 @@ func (w *world) midCheck(o observation) {
 		}
 	}
 	mc.pointers = ps
-	w.logf("pointers checked on %s after its activation at epoch %d: %d", mc.site, mc.epoch, len(ps))
+	w.logf("pointers checked on %s after its activation at epoch %d (there at %s): %d", mc.site, mc.epoch, w.h.rel(mc.t1), len(ps))
+	return true
 }
 
 // pointerKey names a pointer in midCheck.before.

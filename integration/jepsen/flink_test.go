@@ -465,7 +465,9 @@ func flinkCause(log string) string {
 	}
 	lines := strings.Split(string(data), "\n")
 	for i, l := range lines {
-		if !strings.Contains(l, " ERROR ") {
+		// Curator logs a refused SASL login as an error; ZooKeeper
+		// here has no authentication and Flink goes on.
+		if !strings.Contains(l, " ERROR ") || strings.Contains(l, "Authentication failed") {
 			continue
 		}
 		cause := strings.TrimSpace(l)

@@ -136,7 +136,7 @@ func table(base uint64, rows []*runOutcome) string {
 			seeds = append(seeds, strconv.FormatUint(o.cfg.seed, 10))
 		}
 	}
-	fmt.Fprintf(&b, "total: %d runs, takeovers %d ok / %d refused (4) / %d alive or lease held (5) / %d errors (3) / %d killed, %d activations, %d watchdog kills; pointers checked after %d of %d activations; %d restore-pruned runs put back %d pointers; real Flink restored on the active site in %d of %d runs; writes after activation %d, pointers incomplete %d, bad put-backs %d, healthy fences %d, watchdog violations %d (each must be 0); %d runs with violations, %d failed otherwise\n",
+	fmt.Fprintf(&b, "total: %d runs, takeovers %d ok / %d refused (4) / %d alive or lease held (5) / %d errors (3) / %d killed, %d activations, %d watchdog kills; pointers judged in %d of %d rounds after activations; %d restore-pruned runs put back %d pointers; real Flink restored on the active site in %d of %d runs; writes after activation %d, pointers incomplete %d, bad put-backs %d, healthy fences %d, watchdog violations %d (each must be 0); %d runs with violations, %d failed otherwise\n",
 		len(rows), tks["ok"], tks["refused"], tks["alive"], tks["error"], tks["killed"], acts, kills, mids, midsAll, rps, pbs, flinkOK, flinkAll, writes, ptrs, rpBad, fences, wdBad, violations, failed)
 	if len(seeds) > 0 {
 		fmt.Fprintf(&b, "replay one alone: make jepsen RUNS=1 SEED=<seed> (seeds: %s)\n", strings.Join(seeds, " "))

@@ -141,14 +141,7 @@ func TestIntegration_FencedPrimary(t *testing.T) {
 		t.Fatalf("Mode() = %v", got)
 	}
 	fd := int(w.Fd())
-	_, err = w.Write([]byte("after fence\n"))
-	wantErrno(t, "write", err, syscall.EROFS)
-	_, err = unix.Pwrite(fd, []byte("x"), 0)
-	wantErrno(t, "pwrite", err, syscall.EROFS)
-	_, err = unix.Pwritev(fd, [][]byte{[]byte("a"), []byte("b")}, 13)
-	wantErrno(t, "pwritev", err, syscall.EROFS)
-	wantErrno(t, "ftruncate", w.Truncate(0), syscall.EROFS)
-	wantErrno(t, "fallocate", unix.Fallocate(fd, 0, 0, 1<<20), syscall.EROFS)
+	wantWritesRefused(t, w)
 	wantErrno(t, "fchmod", w.Chmod(0o600), syscall.EROFS)
 	offIn, offOut := int64(0), int64(0)
 	_, err = unix.CopyFileRange(int(src.Fd()), &offIn, fd, &offOut, 6, 0)
@@ -329,14 +322,7 @@ func TestIntegration_FenceCutsWritersOff(t *testing.T) {
 			}
 			defer m.Server.SetMode(fusefs.ModePrimary)
 			fd := int(w.Fd())
-			_, err = w.Write([]byte("after fence\n"))
-			wantErrno(t, "write", err, syscall.EROFS)
-			_, err = unix.Pwrite(fd, []byte("x"), 0)
-			wantErrno(t, "pwrite", err, syscall.EROFS)
-			_, err = unix.Pwritev(fd, [][]byte{[]byte("a"), []byte("b")}, 13)
-			wantErrno(t, "pwritev", err, syscall.EROFS)
-			wantErrno(t, "ftruncate", w.Truncate(0), syscall.EROFS)
-			wantErrno(t, "fallocate", unix.Fallocate(fd, 0, 0, 1<<20), syscall.EROFS)
+			wantWritesRefused(t, w)
 			var pipe [2]int
 			if err := unix.Pipe(pipe[:]); err != nil {
 				t.Fatal(err)
@@ -445,4 +431,20 @@ func TestIntegration_FenceTimeout(t *testing.T) {
 	if err := m.Server.SetMode(fusefs.ModeFenced); err != nil {
 		t.Errorf("SetMode with nothing in flight: %v", err)
 	}
+}
+
+// wantWritesRefused checks that write, pwrite, pwritev, ftruncate and
+// fallocate through w, open for writing on a mount that is fenced, fail
+// with EROFS.
+func wantWritesRefused(t *testing.T, w *os.File) {
+	t.Helper()
+	fd := int(w.Fd())
+	_, err := w.Write([]byte("after fence\n"))
+	wantErrno(t, "write", err, syscall.EROFS)
+	_, err = unix.Pwrite(fd, []byte("x"), 0)
+	wantErrno(t, "pwrite", err, syscall.EROFS)
+	_, err = unix.Pwritev(fd, [][]byte{[]byte("a"), []byte("b")}, 13)
+	wantErrno(t, "pwritev", err, syscall.EROFS)
+	wantErrno(t, "ftruncate", w.Truncate(0), syscall.EROFS)
+	wantErrno(t, "fallocate", unix.Fallocate(fd, 0, 0, 1<<20), syscall.EROFS)
 }

@@ -2,11 +2,7 @@ package fusefs_test
 
 import (
 	"errors"
-	"fmt"
-	iofs "io/fs"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -71,38 +67,6 @@ var mutations = []mutation{
 	{"open O_RDONLY|O_TRUNC", func(m *mounttest.Mount) error { return openClose(m.Path("d/f"), os.O_RDONLY|os.O_TRUNC) }},
 }
 
-// snapshot describes a tree: names, types, sizes, modes, owners, times,
-// contents and xattrs.
-func snapshot(t *testing.T, root string) string {
-	t.Helper()
-	var b strings.Builder
-	err := filepath.WalkDir(root, func(p string, d iofs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		var st unix.Stat_t
-		if err := unix.Lstat(p, &st); err != nil {
-			return err
-		}
-		fmt.Fprintf(&b, "%s mode=%o uid=%d size=%d mtime=%d.%d", p, st.Mode, st.Uid, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
-		if d.Type().IsRegular() {
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			x := make([]byte, 256)
-			n, _ := unix.Lgetxattr(p, "user.k", x)
-			fmt.Fprintf(&b, " data=%q xattr=%q", data, x[:max(n, 0)])
-		}
-		b.WriteByte('\n')
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
-}
-
 func TestIntegration_ReadOnlyModesRefuseMutations(t *testing.T) {
 	for _, mode := range []fusefs.Mode{fusefs.ModeReplica, fusefs.ModeFenced} {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -112,12 +76,12 @@ func TestIntegration_ReadOnlyModesRefuseMutations(t *testing.T) {
 			if err := unix.Setxattr(m.OrigPath("d/f"), "user.k", []byte("v"), 0); err != nil {
 				t.Fatal(err)
 			}
-			before := snapshot(t, m.Orig)
+			before := tree(t, m.Orig)
 			refusals := m.Server.Stats().ReadOnlyRefusals
 			for _, mu := range mutations {
 				wantErrno(t, mu.name, mu.do(m), syscall.EROFS)
 			}
-			if after := snapshot(t, m.Orig); after != before {
+			if after := tree(t, m.Orig); after != before {
 				t.Errorf("backing tree changed:\nbefore:\n%s\nafter:\n%s", before, after)
 			}
 			if got := m.Server.Stats().ReadOnlyRefusals - refusals; got < uint64(len(mutations)) {
@@ -177,14 +141,7 @@ func TestIntegration_FencedPrimary(t *testing.T) {
 		t.Fatalf("Mode() = %v", got)
 	}
 	fd := int(w.Fd())
-	_, err = w.Write([]byte("after fence\n"))
-	wantErrno(t, "write", err, syscall.EROFS)
-	_, err = unix.Pwrite(fd, []byte("x"), 0)
-	wantErrno(t, "pwrite", err, syscall.EROFS)
-	_, err = unix.Pwritev(fd, [][]byte{[]byte("a"), []byte("b")}, 13)
-	wantErrno(t, "pwritev", err, syscall.EROFS)
-	wantErrno(t, "ftruncate", w.Truncate(0), syscall.EROFS)
-	wantErrno(t, "fallocate", unix.Fallocate(fd, 0, 0, 1<<20), syscall.EROFS)
+	wantWritesRefused(t, w)
 	wantErrno(t, "fchmod", w.Chmod(0o600), syscall.EROFS)
 	offIn, offOut := int64(0), int64(0)
 	_, err = unix.CopyFileRange(int(src.Fd()), &offIn, fd, &offOut, 6, 0)
@@ -365,14 +322,7 @@ func TestIntegration_FenceCutsWritersOff(t *testing.T) {
 			}
 			defer m.Server.SetMode(fusefs.ModePrimary)
 			fd := int(w.Fd())
-			_, err = w.Write([]byte("after fence\n"))
-			wantErrno(t, "write", err, syscall.EROFS)
-			_, err = unix.Pwrite(fd, []byte("x"), 0)
-			wantErrno(t, "pwrite", err, syscall.EROFS)
-			_, err = unix.Pwritev(fd, [][]byte{[]byte("a"), []byte("b")}, 13)
-			wantErrno(t, "pwritev", err, syscall.EROFS)
-			wantErrno(t, "ftruncate", w.Truncate(0), syscall.EROFS)
-			wantErrno(t, "fallocate", unix.Fallocate(fd, 0, 0, 1<<20), syscall.EROFS)
+			wantWritesRefused(t, w)
 			var pipe [2]int
 			if err := unix.Pipe(pipe[:]); err != nil {
 				t.Fatal(err)
@@ -481,4 +431,20 @@ func TestIntegration_FenceTimeout(t *testing.T) {
 	if err := m.Server.SetMode(fusefs.ModeFenced); err != nil {
 		t.Errorf("SetMode with nothing in flight: %v", err)
 	}
+}
+
+// wantWritesRefused checks that write, pwrite, pwritev, ftruncate and
+// fallocate through w, open for writing on a mount that is fenced, fail
+// with EROFS.
+func wantWritesRefused(t *testing.T, w *os.File) {
+	t.Helper()
+	fd := int(w.Fd())
+	_, err := w.Write([]byte("after fence\n"))
+	wantErrno(t, "write", err, syscall.EROFS)
+	_, err = unix.Pwrite(fd, []byte("x"), 0)
+	wantErrno(t, "pwrite", err, syscall.EROFS)
+	_, err = unix.Pwritev(fd, [][]byte{[]byte("a"), []byte("b")}, 13)
+	wantErrno(t, "pwritev", err, syscall.EROFS)
+	wantErrno(t, "ftruncate", w.Truncate(0), syscall.EROFS)
+	wantErrno(t, "fallocate", unix.Fallocate(fd, 0, 0, 1<<20), syscall.EROFS)
 }

@@ -84,12 +84,7 @@ func (e *env) startJM(layout flinkemu.Layout, viaProxies bool, modify ...func(*f
 	cfg := e.jmConfig(layout)
 	var proxies []*zktest.Proxy
 	if viaProxies {
-		cfg.Servers = nil
-		for _, s := range e.servers {
-			p := zktest.NewProxy(e.t, s)
-			proxies = append(proxies, p)
-			cfg.Servers = append(cfg.Servers, p.Addr())
-		}
+		proxies, cfg.Servers = e.proxies()
 	}
 	for _, m := range modify {
 		m(&cfg)
@@ -102,6 +97,19 @@ func (e *env) startJM(layout flinkemu.Layout, viaProxies bool, modify ...func(*f
 	}
 	e.t.Cleanup(jm.Close)
 	return jm, proxies
+}
+
+// proxies puts a zktest proxy before every server of e's ensemble and
+// returns them with their addresses (a client's Servers).
+func (e *env) proxies() ([]*zktest.Proxy, []string) {
+	var proxies []*zktest.Proxy
+	var addrs []string
+	for _, s := range e.servers {
+		p := zktest.NewProxy(e.t, s)
+		proxies = append(proxies, p)
+		addrs = append(addrs, p.Addr())
+	}
+	return proxies, addrs
 }
 
 // config returns a bridge config for site.

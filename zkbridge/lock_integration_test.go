@@ -55,13 +55,7 @@ func TestIntegration_LockOrphanOfOwnSession(t *testing.T) {
 func TestIntegration_LockWaiterNotBehindHungCreate(t *testing.T) {
 	c := zktest.StartCluster(t, 1)
 	e := newEnv(t, c)
-	var proxies []*zktest.Proxy
-	var addrs []string
-	for _, s := range e.servers {
-		p := zktest.NewProxy(t, s)
-		proxies = append(proxies, p)
-		addrs = append(addrs, p.Addr())
-	}
+	proxies, addrs := e.proxies()
 	b := e.bridge("dc2", func(cfg *Config) { cfg.Servers, cfg.RetryTimeout = addrs, 15*time.Second })
 	ctx := testContext(t, time.Minute)
 	paths := newCkptfsPaths(e.ckptfs, "default")

@@ -108,13 +108,7 @@ func runPublisher(t testing.TB, p *Publisher) {
 func TestIntegration_PublisherResyncAfterExpiry(t *testing.T) {
 	c := zktest.StartCluster(t, 1)
 	e := newEnv(t, c)
-	var proxies []*zktest.Proxy
-	var addrs []string
-	for _, s := range e.servers {
-		p := zktest.NewProxy(t, s)
-		proxies = append(proxies, p)
-		addrs = append(addrs, p.Addr())
-	}
+	proxies, addrs := e.proxies()
 	b := e.bridge("dc2", func(cfg *Config) {
 		cfg.Servers = addrs
 		cfg.ClusterID = "default" // no Flink namespace needed

@@ -278,12 +278,7 @@ func TestIntegration_SecuredSASL(t *testing.T) {
 	var proxies []*zktest.Proxy
 	b := e.bridge("dc2", func(cfg *Config) {
 		cfg.Auth = &Credentials{Scheme: SchemeSASL, User: flinkUser, Password: flinkPassword}
-		cfg.Servers = nil
-		for _, srv := range e.servers {
-			p := zktest.NewProxy(t, srv)
-			proxies = append(proxies, p)
-			cfg.Servers = append(cfg.Servers, p.Addr())
-		}
+		proxies, cfg.Servers = e.proxies()
 	})
 	rep, err := b.Takeover(ctx, TakeoverOptions{})
 	if err != nil || !slices.Equal(jobReport(t, rep, s.job).Retracted, []int64{5, 3}) {
@@ -372,12 +367,7 @@ func TestIntegration_BridgeOutlivesContextsAndOutages(t *testing.T) {
 	var proxies []*zktest.Proxy
 	b := e.bridge("dc2", func(cfg *Config) {
 		cfg.Auth = digest(flinkUser, flinkPassword)
-		cfg.Servers = nil
-		for _, srv := range e.servers {
-			p := zktest.NewProxy(t, srv)
-			proxies = append(proxies, p)
-			cfg.Servers = append(cfg.Servers, p.Addr())
-		}
+		proxies, cfg.Servers = e.proxies()
 	})
 	ctx := testContext(t, 2*time.Minute)
 	if _, err := b.Status(ctx); err != nil {

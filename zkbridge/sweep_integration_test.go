@@ -159,13 +159,7 @@ func pointerPath(layout flinkemu.Layout, job string, id int64) string {
 func TestIntegration_SweepWithoutSession(t *testing.T) {
 	c := zktest.StartCluster(t, 1)
 	e := newEnv(t, c)
-	var proxies []*zktest.Proxy
-	var addrs []string
-	for _, s := range e.servers {
-		p := zktest.NewProxy(t, s)
-		proxies = append(proxies, p)
-		addrs = append(addrs, p.Addr())
-	}
+	proxies, addrs := e.proxies()
 	b := e.bridge("dc2", func(cfg *Config) { cfg.Servers = addrs })
 	s, err := b.NewSweeper(0)
 	if err != nil {

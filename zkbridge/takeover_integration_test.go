@@ -622,13 +622,7 @@ func TestIntegration_TakeoverLockLost(t *testing.T) {
 	e := newEnv(t, c)
 	s, _ := newLagScenario(t, e, flinkemu.Flink1_17, false)
 	s.jm.Close()
-	var proxies []*zktest.Proxy
-	var addrs []string
-	for _, srv := range e.servers {
-		p := zktest.NewProxy(t, srv)
-		proxies = append(proxies, p)
-		addrs = append(addrs, p.Addr())
-	}
+	proxies, addrs := e.proxies()
 	b := e.bridge("dc2", func(cfg *Config) { cfg.Servers = addrs })
 	ctx := testContext(t, time.Minute)
 	before := e.flinkTree(b.Conn())

@@ -26,18 +26,12 @@ func TestMain(m *testing.M) {
 	}
 	// Every ckptfs command of these tests, mounts and takeovers alike.
 	mounttest.UseLease(mounttest.TestLease)
-	dir, err := os.MkdirTemp("", "ckptfs-cmd-test")
-	if err != nil {
+	var err error
+	if binary, err = mounttest.BuildCkptfs("ckptfs-cmd-test"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "ckptfs")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building ckptfs:", err)
-		os.Exit(1)
-	}
+	dir := filepath.Dir(binary)
 	// Fails the run when a goroutine outlives the tests.
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		os.RemoveAll(dir)

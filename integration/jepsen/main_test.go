@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -18,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ckptfs/ckptfs/integration/flinkemu"
+	"github.com/ckptfs/ckptfs/integration/mounttest"
 )
 
 // binary is the ckptfs command, built once by TestMain when runs are
@@ -44,18 +44,12 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	restoreCrashedStep()
-	dir, err := os.MkdirTemp("", "ckptfs-jepsen-")
-	if err != nil {
+	var err error
+	if binary, err = mounttest.BuildCkptfs("ckptfs-jepsen-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	binary = filepath.Join(dir, "ckptfs")
-	build := exec.Command("go", "build", "-o", binary, "github.com/ckptfs/ckptfs/cmd/ckptfs")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building ckptfs:", err)
-		os.Exit(2)
-	}
+	dir := filepath.Dir(binary)
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

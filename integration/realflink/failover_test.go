@@ -48,18 +48,12 @@ func TestMain(m *testing.M) {
 		goleak.VerifyTestMain(m)
 		return
 	}
-	dir, err := os.MkdirTemp("", "ckptfs-realflink-")
-	if err != nil {
+	var err error
+	if binary, err = mounttest.BuildCkptfs("ckptfs-realflink-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	binary = filepath.Join(dir, "ckptfs")
-	build := exec.Command("go", "build", "-o", binary, "github.com/ckptfs/ckptfs/cmd/ckptfs")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building ckptfs:", err)
-		os.Exit(2)
-	}
+	dir := filepath.Dir(binary)
 	// Fails the run when a goroutine outlives the tests.
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		os.RemoveAll(dir)

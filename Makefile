@@ -164,19 +164,23 @@ chaos-net: deps build
 # Randomized histories of ckptfs's own faults (design §6.13, issue 29):
 # real ZooKeeper servers (3 or 5), the real binary as the mount daemons
 # of two sites (several per site in part of the runs), writers and an
-# emulated JobManager writing through the mounts, replication DC1→DC2;
-# daemons stopped, killed and frozen, CLOCK_REALTIME stepped (and put
-# back), ZooKeeper sessions cut inside takeovers, renewals and sweeps,
-# operators' edits, squatters, stray pointers, manual and automatic
-# takeovers, all drawn from SEED (run i uses SEED+i); a checker holds
-# each history to the model (integration/jepsen/doc.go). Prints a line
-# per run and the totals; writes after activation, incomplete pointers
-# and healthy fences must be 0. A failing run's seed replays it alone
-# (RUNS=1 SEED=<seed>); KEEP=<dir> keeps each run's history and output.
-# About 45-60 s a run: RUNS=100 takes about 1.5 hours.
+# emulated JobManager, or in about a third of the runs real Flink
+# (the releases make flink fetches), writing through the mounts,
+# replication DC1→DC2; daemons stopped, killed and frozen,
+# CLOCK_REALTIME stepped (and put back), ZooKeeper sessions cut off,
+# expired or killed inside any multi of takeovers, renewals, sweeps and
+# restore-pruned, operators' edits, squatters, stray pointers, manual
+# and automatic takeovers, restore-pruned, all drawn from SEED (run i
+# uses SEED+i); a checker holds each history to the model
+# (integration/jepsen/doc.go), with the pointers checked after every
+# activation and, with real Flink, Flink restoring on the active site at
+# the end. Prints a line per run and the totals; every violation count
+# must be 0. A failing run's seed replays it alone (RUNS=1 SEED=<seed>);
+# KEEP=<dir> keeps each run's history and output. About 40-60 s a run,
+# with real Flink too: RUNS=100 takes about 1.5 hours.
 KEEP ?=
-jepsen: deps build
-	@bash -o pipefail -c "CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_JEPSEN_RUNS=$(RUNS) CKPTFS_JEPSEN_SEED=$(SEED) CKPTFS_JEPSEN_KEEP=$(KEEP) \
+jepsen: deps flink build
+	@bash -o pipefail -c "CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_REQUIRE_FLINK=1 CKPTFS_JEPSEN_RUNS=$(RUNS) CKPTFS_JEPSEN_SEED=$(SEED) CKPTFS_JEPSEN_KEEP=$(KEEP) \
 		nice -n 19 $(GO) test -count=1 -run '^TestJepsen$$' -v -timeout $$(( $(RUNS) * 3 + 10 ))m ./integration/jepsen/ \
 		| grep -v -e '^ *logging.go' -e '^=== ' -e '^ *--- PASS' -e '^PASS$$'"
 

@@ -19,6 +19,7 @@ const (
 	invPointers = "pointers complete"
 	invHealthy  = "no healthy primary fences itself"
 	invWatchdog = "the watchdog kills only a daemon that does not run"
+	invRestore  = "restore-pruned puts back only what the active site holds"
 )
 
 type violation struct {
@@ -39,12 +40,24 @@ type verdict struct {
 	watchdogKills int
 	watchdogBad   int // kills of daemons that ran, and wrong reports of them
 	activations   int
+	// Checks of the pointers after activations: judged, and of how many.
+	midJudged, midChecks int
+	midNotes             []string // why the others were not judged
+	// restore-pruned: runs, pointers put back, violations.
+	restores, putBacks, restoreBad int
+	// flink is the end's real Flink: "ok", "BAD", or "-" (not made).
+	flink string
 }
 
 func (v *verdict) add(inv, format string, args ...any) {
 	v.violations = append(v.violations, violation{inv, fmt.Sprintf(format, args...)})
-	if inv == invWatchdog {
+	switch inv {
+	case invWatchdog:
 		v.watchdogBad++
+	case invPointers:
+		v.pointersBad++
+	case invRestore:
+		v.restoreBad++
 	}
 }
 
@@ -57,6 +70,9 @@ func check(h *history) verdict {
 	checkWrites(h, &v)
 	checkNAS(h, &v)
 	checkPointers(h, &v)
+	checkMidPointers(h, &v)
+	checkRestores(h, &v)
+	checkFlinkEnd(h, &v)
 	checkHealthy(h, &v)
 	checkWatchdog(h, &v)
 	return v
@@ -174,6 +190,9 @@ func checkNAS(h *history, v *verdict) {
 				continue
 			}
 			diff := diffTrees(first.files, last.files)
+			// What the harness delivered late (restore-pruned's case)
+			// is the replication's, not the site's.
+			diff = slices.DeleteFunc(diff, func(d string) bool { return h.delivered[x][diffPath(d)] })
 			if len(diff) == 0 {
 				continue
 			}
@@ -185,6 +204,13 @@ func checkNAS(h *history, v *verdict) {
 				x, a.site, a.epoch, h.rel(a.hi), x, h.rel(first.start), h.rel(last.end), strings.Join(diff, "; "))
 		}
 	}
+}
+
+// diffPath is the path a line of diffTrees names.
+func diffPath(d string) string {
+	_, rest, _ := strings.Cut(d, " ")
+	p, _, _ := strings.Cut(rest, " (")
+	return p
 }
 
 func diffTrees(a, b map[string]string) []string {
@@ -208,17 +234,12 @@ func diffTrees(a, b map[string]string) []string {
 // checkPointers: invariant 2 (§6.1, §6.12): at the end, once the
 // sweeper's grace passed, the newest pointer Flink reads of every job is
 // complete (L2) on the active site, and every one it reads has a
-// readable HA file there: what a takeover keeps.
+// readable HA file there: what a takeover keeps. The same again after
+// the end's restore-pruned put pointers back.
 func checkPointers(h *history, v *verdict) {
 	if h.pointersSkip != "" {
 		v.pointersNote = h.pointersSkip
 		return
-	}
-	byJob := map[string][]pointerVerdict{}
-	for _, p := range h.pointers {
-		if p.visible {
-			byJob[p.job] = append(byJob[p.job], p)
-		}
 	}
 	// zxids says where the pointer stands against the bound the
 	// sweeper judges from (design §5.5.2).
@@ -228,20 +249,249 @@ func checkPointers(h *history, v *verdict) {
 		}
 		return fmt.Sprintf(" (created at zxid %#x; the lease says pointers up to zxid %#x were judged, by %s)", p.czxid, h.judged, h.judgedBy)
 	}
+	judgePointers(v, h.pointers, h.pointersSite+", the active site", zxids, nil)
+	if h.pointersAfter != nil {
+		judgePointers(v, h.pointersAfter, h.pointersSite+", the active site, after restore-pruned", zxids, nil)
+	}
+}
+
+// judgePointers holds ps, the pointers `ckptfs status` listed on a site
+// (where), to what a takeover keeps: per job the newest visible one
+// complete, every other visible one with a readable HA file. judge, when
+// set, says which pointers may be held to it (the others are not judged:
+// they only decide which one is the newest).
+func judgePointers(v *verdict, ps []pointerVerdict, where string, note func(pointerVerdict) string, judge func(pointerVerdict) bool) {
+	byJob := map[string][]pointerVerdict{}
+	for _, p := range ps {
+		if p.visible {
+			byJob[p.job] = append(byJob[p.job], p)
+		}
+	}
+	ok := func(p pointerVerdict) bool { return judge == nil || judge(p) }
 	jobs := slices.Sorted(maps.Keys(byJob))
 	for _, job := range jobs {
 		ps := byJob[job]
 		sort.Slice(ps, func(i, j int) bool { return ps[i].id < ps[j].id })
 		newest := ps[len(ps)-1]
-		if !newest.complete {
-			v.pointersBad++
-			v.add(invPointers, "job %s: the newest pointer Flink reads, %d, is not complete on %s, the active site%s: %s", job, newest.id, h.pointersSite, zxids(newest), newest.problems)
+		if !newest.complete && ok(newest) {
+			v.add(invPointers, "job %s: the newest pointer Flink reads, %d, is not complete on %s%s: %s", job, newest.id, where, note(newest), newest.problems)
 		}
 		for _, p := range ps[:len(ps)-1] {
-			if !p.haReadable {
-				v.pointersBad++
-				v.add(invPointers, "job %s: pointer %d, which Flink reads, has no readable HA file on %s, the active site%s: %s", job, p.id, h.pointersSite, zxids(p), p.problems)
+			if !p.haReadable && ok(p) {
+				v.add(invPointers, "job %s: pointer %d, which Flink reads, has no readable HA file on %s%s: %s", job, p.id, where, note(p), p.problems)
 			}
+		}
+	}
+}
+
+// midSkip says why a check after an activation cannot be judged, "" when
+// it can: the sweeper must have had the whole window (design §5.5.2).
+// Another activation, an operator's edit (or a squatter on the lock),
+// the lock held by anything but a sweep once the grace ran out (the
+// sweeper retracts under it), the site not holding the lease
+// at every observation, or no daemon of the site that ran unhindered
+// through the window (not stopped, frozen or cut off, and no failed
+// sweep pass in the 32 seconds before: a failed pass backs the sweeper
+// off up to 32 intervals) each keep it from judging.
+func midSkip(h *history, mc midCheck) string {
+	if mc.skip != "" {
+		return mc.skip
+	}
+	from, to := mc.t1, mc.recv
+	for _, a := range h.activations {
+		if a.hi > mc.actHi && a.lo < to {
+			return fmt.Sprintf("%s's activation at epoch %d intervened", a.site, a.epoch)
+		}
+	}
+	for _, e := range h.edits {
+		if e.overlaps(from, to) && (!e.harmlessOp || e.what == "squat lock") {
+			return "an edit intervened (" + e.what + ")"
+		}
+	}
+	// The sweeper records when it first saw a pointer before it takes
+	// the lock: a lock held only before the grace ran out (the
+	// activation's own, released as it applied) delays nothing. A sweep
+	// holds it for a pass; one held longer (its holder cut off inside
+	// its multi) keeps the other sweepers off.
+	due := from.add(h.grace)
+	for _, l := range h.locks {
+		if (l.op != "sweep" || l.to.sub(l.from) > 2*time.Second) && l.from < to && due < l.to {
+			op := l.op
+			if op == "" {
+				op = "a node not ckptfs's"
+			}
+			return "the takeover lock was held (" + op + ")"
+		}
+	}
+	for _, o := range h.obs {
+		if o.recv >= from && o.sent <= to && (!o.holds(mc.site) || o.leaseEpoch != mc.epoch) {
+			return mc.site + " did not hold the lease throughout"
+		}
+	}
+	for _, p := range h.procs {
+		if !strings.HasPrefix(p.slot, mc.site+"/") || p.ready == 0 || p.ready > from || p.exit < to {
+			continue
+		}
+		hindered := false
+		for _, s := range h.stops {
+			hindered = hindered || s.who == p.slot && s.overlaps(from, to)
+		}
+		for _, s := range h.freezes {
+			hindered = hindered || s.who == mc.site && s.overlaps(from, to)
+		}
+		for _, s := range h.cuts {
+			hindered = hindered || s.who == p.slot && (s.overlaps(from, to) || s.dropOnly && s.from >= from && s.from <= to)
+		}
+		for _, f := range h.sweepFails {
+			hindered = hindered || f.who == p.slot && f.at >= from.add(-32*time.Second) && f.at <= to
+		}
+		if !hindered {
+			return ""
+		}
+	}
+	return "no daemon of " + mc.site + " swept unhindered throughout"
+}
+
+// checkMidPointers: invariant 2 after each activation (design §5.5.2):
+// once the sweeper's grace has passed with the activation current, the
+// pointers that existed soon after it are what a takeover keeps on the
+// activated site. Pointers made since (their grace has not passed), gone
+// right after the status (Flink deleting them), or written by a leading
+// session (the sweeper leaves those) are not judged.
+func checkMidPointers(h *history, v *verdict) {
+	for _, mc := range h.midChecks {
+		v.midChecks++
+		if why := midSkip(h, mc); why != "" {
+			v.midNotes = append(v.midNotes, fmt.Sprintf("%s at epoch %d: %s", mc.site, mc.epoch, why))
+			continue
+		}
+		v.midJudged++
+		where := fmt.Sprintf("%s, %v after its activation at epoch %d (by %s, seen by %s; grace %v)", mc.site, mc.sent.sub(mc.actHi).Round(time.Millisecond), mc.epoch, mc.by, h.rel(mc.actHi), h.grace)
+		note := func(p pointerVerdict) string {
+			return fmt.Sprintf(" (there since %s at least, created at zxid %#x; that activation judged pointers up to zxid %#x)", h.rel(mc.t1), p.czxid, mc.judged)
+		}
+		judgePointers(v, mc.pointers, where, note, func(p pointerVerdict) bool {
+			cz, ok := mc.before[pointerKey(p.job, p.id)]
+			return ok && cz == p.czxid && !p.goneAfter && !p.ownLeader
+		})
+	}
+}
+
+// activeAt says which site active-site named when the transaction of
+// zxid z applied, before ret. Known when the write of active-site with
+// the greatest mzxid at or below z was seen by a read that began at or
+// after ret (no write came between), or when the next write seen is the
+// very next version of the same node, made after z ("" and false
+// otherwise).
+func activeAt(h *history, z int64, ret mono) (string, bool) {
+	var x *observation
+	for i := range h.obs {
+		o := &h.obs[i]
+		if o.activeMzxid != 0 && o.activeMzxid <= z && (x == nil || o.activeMzxid > x.activeMzxid) {
+			x = o
+		}
+	}
+	if x == nil {
+		return "", false
+	}
+	var next *observation
+	for i := range h.obs {
+		o := &h.obs[i]
+		if o.activeMzxid == x.activeMzxid && o.activeCzxid == x.activeCzxid && o.sent >= ret {
+			return x.active, true
+		}
+		if o.activeMzxid > x.activeMzxid && (next == nil || o.activeMzxid < next.activeMzxid) {
+			next = o
+		}
+	}
+	if next != nil && next.activeMzxid > z && next.activeCzxid == x.activeCzxid && next.activeVersion == x.activeVersion+1 {
+		return x.active, true
+	}
+	return "", false
+}
+
+// checkRestores: restore-pruned (design §5.6) puts back only pointers
+// its site holds completely, only while active-site names its site, and
+// nothing when it refuses for a live JobManager; and it never ends well
+// on a site that active-site did not name at any moment of its run.
+func checkRestores(h *history, v *verdict) {
+	for _, rr := range h.restores {
+		v.restores++
+		v.putBacks += len(rr.putBacks)
+		label := fmt.Sprintf("restore-pruned on %s (%s-%s, exit %d%s)", rr.site, h.rel(rr.start), h.rel(rr.ret), rr.exit, map[bool]string{true: ", " + rr.fault, false: ""}[rr.fault != ""])
+		for _, pb := range rr.putBacks {
+			if pb.judged && !pb.complete {
+				v.add(invRestore, "%s put back pointer %d of job %s, which %s does not hold completely: %s", label, pb.id, pb.job, rr.site, pb.problems)
+			}
+			if pb.czxid == 0 {
+				continue
+			}
+			if named, ok := activeAt(h, pb.czxid, rr.ret); ok && named != rr.site {
+				v.add(invRestore, "%s put back pointer %d of job %s at zxid %#x, while active-site named %q", label, pb.id, pb.job, pb.czxid, named)
+			}
+		}
+		if rr.exit == 5 && len(rr.putBacks) > 0 {
+			v.add(invRestore, "%s refused for a live JobManager, yet put back %d pointer(s)", label, len(rr.putBacks))
+		}
+		if rr.exit == 0 {
+			if named, ok := activeThroughout(h, rr.start, rr.ret); ok && named != rr.site {
+				v.add(invRestore, "%s ended well although active-site named %q, one and the same write of it, throughout its run", label, named)
+			}
+		}
+	}
+}
+
+// activeThroughout says what active-site named from the last read that
+// began before start to the first that began after ret, when they all
+// saw one and the same write of it.
+func activeThroughout(h *history, start, ret mono) (string, bool) {
+	a, b := -1, -1
+	for i, o := range h.obs {
+		if o.sent <= start {
+			a = i
+		}
+		if o.sent > ret {
+			b = i
+			break
+		}
+	}
+	if a < 0 || b < 0 {
+		return "", false
+	}
+	first := h.obs[a]
+	for _, o := range h.obs[a : b+1] {
+		if o.activeMzxid == 0 || o.activeMzxid != first.activeMzxid || o.activeCzxid != first.activeCzxid {
+			return "", false
+		}
+	}
+	return first.active, true
+}
+
+// checkFlinkEnd: invariant 2 made real: Flink started on the active site
+// after the run restores the newest pointer, which the last check judged
+// complete there, runs, and its state is exactly that checkpoint's.
+func checkFlinkEnd(h *history, v *verdict) {
+	fe := h.flinkEnd
+	if fe == nil {
+		v.flink = "-"
+		return
+	}
+	switch {
+	case fe.err != "":
+		v.flink = "BAD"
+		v.add(invPointers, "real Flink on %s, the active site, did not restore the job and run: %s", fe.site, fe.err)
+	case fe.note != "" && fe.restored < 0:
+		v.flink = "-"
+	case fe.restored != fe.newest:
+		v.flink = "BAD"
+		v.add(invPointers, "real Flink on %s, the active site, restored checkpoint %d, not the newest pointer %d", fe.site, fe.restored, fe.newest)
+	case fe.stateErr != "":
+		v.flink = "BAD"
+		v.add(invPointers, "real Flink on %s, the active site, restored checkpoint %d with other state: %s", fe.site, fe.restored, fe.stateErr)
+	default:
+		v.flink = "ok"
+		if fe.note != "" {
+			v.flink = "ok?"
 		}
 	}
 }

@@ -19,7 +19,10 @@
 // longer than D in part of the runs as in production), 25 to 40 s of
 // faults and the faults themselves. What the processes do between the
 // faults is up to the machine, so a replay draws the same history of
-// faults, not the same interleaving.
+// faults, not the same interleaving. What came later (real Flink, R,
+// P inside a multi, the replication's lag) is drawn from a stream of
+// its own (drawMore): a seed keeps every fault it drew before, and gets
+// those too.
 //
 //   - Two sites, DC1 and DC2, each a NAS (a directory) and daemons: the
 //     REAL binary, built once by TestMain, `ckptfs mount` per machine of
@@ -40,6 +43,14 @@
 //     _metadata, HA file, then the pointer with its lock. When its
 //     session expires it goes on with a new one, not leading: a
 //     returning JobManager.
+//   - Or, in about a third of the runs (four in nine of those with a
+//     JobManager), real Flink (a release that make test runs,
+//     integration/realflink): DC1's JobManager and TaskManager, in a
+//     mount namespace of DC1 where Flink's storage path is DC1's first
+//     mount, ZooKeeper HA through their own proxies, the test job under
+//     the run's job id, a checkpoint a second. Both are in DC1's freezer
+//     group and are started again a second after they end (M kills the
+//     JobManager, J cuts it off), as a supervisor would.
 //   - The replication copies DC1's NAS to DC2's (snapshot, file-level or
 //     per-object: integration/replication) until DC2's first activation
 //     stops it, as the runbook's failover does.
@@ -47,23 +58,48 @@
 //     (integration/freezer).
 //
 // DC1's daemons activate DC1 themselves (bootstrap); then the faults
-// run. At the end the run heals (clock, connections, stopped and frozen
-// processes, squatters), stops the JobManager, waits until one site has
-// held the lease for the sweeper's grace and more with every daemon
-// serving and no lock held, asks `ckptfs status -o json` on that site for
-// Flink's pointers, stops everything and reads both NASes.
+// run. Every activation seen while they run (JobManager runs only) gets
+// checks of its own, in rounds while it stays current: a round lists the
+// pointers with their czxids, and once Flink's session timeout (the
+// sweeper's grace) and 4 s more have passed, `ckptfs status -o json` on
+// the activated site judges them (midcheck_test.go); the next round
+// lists at the end of this one, so a returning JobManager's pointers
+// made after the activation are judged too. At the end the run heals
+// (clock, connections, stopped and frozen processes, squatters), stops
+// the JobManager, waits until one site has held the lease for the
+// sweeper's grace and more with every daemon serving and no lock held,
+// asks `ckptfs status -o json` on that site for Flink's pointers, runs
+// `ckptfs restore-pruned` there (after a late delivery when it is DC2,
+// with its P; again without a fault when that one was faulted or
+// failed, as the runbook says) and judges the pointers again when it put
+// any back; with real Flink, starts Flink on that site, which recovers
+// the job from ZooKeeper and must restore the newest pointer and run
+// with exactly that checkpoint's state (the job's report, against what
+// DC1's job had processed at that snapshot); then stops everything and
+// reads both NASes.
 //
 // # Faults
 //
 // The table's letters:
 //
-//	L  DC1 lost: DC1 frozen for 12-24 s, and `ckptfs takeover` on DC2
+//	L  DC1 lost: DC1 frozen for 12-24 s, and `ckptfs takeover` on DC2;
+//	   in part of the runs the replication stops carrying 1 to 2.5
+//	   checkpoint intervals before the freeze (until the thaw or DC2's
+//	   activation), so that DC2's takeover retracts DC1's newest pointers
 //	T  a manual takeover on DC1, DC2 or the site not active
 //	P  at the next takeover lock, backup (the takeover's retractions,
 //	   just before its activation), activation or loss of the lease:
 //	   the lock holder (a takeover command or a daemon's takeover,
 //	   adopt, bootstrap or sweep) cut off from ZooKeeper briefly or
-//	   until its session expires, or killed; or stray pointers
+//	   until its session expires, or killed; or stray pointers. Or
+//	   INSIDE a multi (zktest.Proxy.TrapRequest: the proxy passes the
+//	   request's header and holds its body): the next lock holder's
+//	   multi after it sent 0-2 (a takeover's backups, retractions and
+//	   activation, a sweep's retraction, an adopt's or bootstrap's
+//	   activation, restore-pruned's put-back), cut off, expired or
+//	   killed there, or a returning JobManager's pointer created while
+//	   it is held; or a daemon's next multi (a renewal mostly, or its
+//	   claim) cut off, expired or killed
 //	S  a daemon stopped (SIGSTOP), shorter than D/3 or longer than D
 //	K  a daemon killed (SIGKILL), restarted 0.3-4 s later
 //	F  a site frozen and thawed
@@ -85,6 +121,14 @@
 //	   session), their ids from the job's checkpoint counter, their HA
 //	   file on no NAS; or an earlier one created again with the same
 //	   bytes (Curator retrying a create after a retraction)
+//	R  `ckptfs restore-pruned --job` on the active site or, one in four,
+//	   the other; on DC2 half the time after a late delivery (every file
+//	   of the retracted pointers' checkpoints that DC1's NAS holds
+//	   copied to DC2's, one file of the newest short in a third of
+//	   them: the runbook's case, the replica caught up); with P at its
+//	   lock or inside its put-back multi (cut off, expired, killed) in
+//	   two runs in three. JobManager runs only: 0-2 while the faults
+//	   run, and one at the end (above)
 //
 // Clock steps move the whole machine's clock: they are short, and the
 // clock is put back from the offset of CLOCK_REALTIME against
@@ -128,12 +172,31 @@
 //     activation and thawed is held to the same: what it writes after
 //     the thaw reaches neither NAS, and its JobManager's pointers are
 //     invariant 2's.
+//
 //  2. Pointers complete (§6.1, §6.12). At the end, once the grace
 //     passed, every job's newest pointer that Flink reads is complete
 //     (L2) on the active site, and every pointer it reads has a readable
 //     HA file there: what a takeover keeps, judged by `ckptfs status`
 //     on that site. Not checked when no site holds the lease at the end
-//     (an edit not put back) or without a JobManager.
+//     (an edit not put back) or without a JobManager. The same again
+//     after the end's restore-pruned put pointers back. With real Flink,
+//     Flink started on that site must restore the newest pointer, run,
+//     and find exactly that checkpoint's state (the flink column: ok,
+//     BAD, or - when it could not be tried).
+//     After each activation (the mid column, rounds judged/made): the
+//     pointers that existed at a round's start, judged once the grace
+//     passed, held to the same rule. A pointer made since, gone or made
+//     again right after the status, or written by a leading session (the
+//     sweeper leaves those, §5.5.2) is not judged; it only decides which
+//     pointer is the newest. A round is judged only when the sweeper had
+//     the whole window: no other activation, no operator's edit or
+//     squatter on the lock, the lock held by nothing but a sweep's pass
+//     once the grace ran out, the site holding the lease at every observation,
+//     and a daemon of the site that ran through it unhindered (not
+//     stopped, frozen or cut off, no failed sweep pass in the 32 s
+//     before: a failed pass backs the sweeper off); a run's log says why
+//     each other check was not judged.
+//
 //  3. No healthy primary fences itself (§6.13). A daemon that logs
 //     "fencing the mount", or whose writer gets EROFS, at t must not
 //     have been healthy for the 1.5 D before t: running since before,
@@ -142,6 +205,7 @@
 //     lease at every observation. Clock steps and squatters do not make
 //     a daemon unhealthy: the lease compares monotonic durations only,
 //     and no renewal reads what a squatter holds.
+//
 //  4. The watchdog kills only a daemon that does not run (§5.14). A
 //     daemon that died of a SIGKILL the harness did not send must have
 //     had its watchdog armed, must have been stopped or frozen when it
@@ -151,6 +215,16 @@
 //     timer may still hold the renewal before's), and the next daemon of
 //     its mount must report ckptfs_watchdog_fired_previous 1; after a
 //     daemon whose watchdog was disarmed, 0.
+//
+//  5. restore-pruned puts back only what the active site holds (§5.6).
+//     What a run put back is found by its report and by the backups it
+//     removed whose pointer exists with the backup's bytes; `ckptfs
+//     status` on its site judges each right after. Each must be complete
+//     there, created (its czxid) while active-site named its site, when
+//     the history knows which write of active-site that zxid followed;
+//     a run that refused for a live JobManager (exit 5) put back
+//     nothing; and a run never ends well on a site that active-site did
+//     not name, one and the same write of it, throughout the run.
 //
 // # Broken on purpose
 //
@@ -186,6 +260,32 @@
 //     invariant 4: "dc1/0 (pid ...) died by SIGKILL at 15.456s, which
 //     the harness did not send, with no watchdog armed" (both daemons of
 //     DC1, running, after an operator rolled the epoch back).
+//   - restore-pruned's L2 check skipped, as with --unverified
+//     (zkbridge restoreJob): seed 7008 (real Flink 2.3.0), invariant 5:
+//     "restore-pruned on dc2 (45.676s-45.740s, exit 0) put back pointer
+//     8 of job ..., which dc2 does not hold completely: ...
+//     size_mismatch, expected 67623 bytes, found 33811" (the late
+//     delivery's short file); invariant 2 after it: "the newest pointer
+//     Flink reads, 8, is not complete on dc2, the active site, after
+//     restore-pruned"; and real Flink at the end: "real Flink on dc2,
+//     the active site, did not restore the job and run: the job
+//     restored checkpoint 8 but did not process every key". Seed 7074
+//     (the emulator): invariant 5 for put-backs during the run too,
+//     "restore-pruned on dc2 (17.701s-17.749s, exit 0) put back pointer
+//     7 ..., which dc2 does not hold completely".
+//   - The takeover retracting nothing (zkbridge takeoverJob's plan
+//     without its retractions): seed 7011 (real Flink 2.3.0, DC1's
+//     newest checkpoint not replicated when DC1 was lost), invariant 2
+//     after the activation: "the newest pointer Flink reads, 4, is not
+//     complete on dc2, 8.004s after its activation at epoch 2 (by dc2's
+//     takeover ...; grace 4s) (there since 22.624s at least, created at
+//     zxid 0x1000000a6; that activation judged pointers up to zxid
+//     0x1000000b6)", the same at the end, and real Flink at the end:
+//     "its JobManager exited (exit status 239)". The sweeper alone
+//     disabled (Sweeper.Pass retracting nothing), seeds 7030, 7035 and
+//     7037: not caught, since no round after an activation was judged
+//     (a queued takeover's lock node, the operator's edits) and the
+//     strays were the next takeover's to retract.
 //
 // # What it found
 //
@@ -218,7 +318,9 @@
 // (the file-level replication deletes DC2's files while it runs) are
 // only missed, never misread.
 //
-// A run takes 40-70 s on a two-core machine, and a build of the binary
-// and ZooKeeper's start come first: make test runs the checker's tests,
-// not a run.
+// A run takes 40-70 s on a two-core machine, one with real Flink about
+// the same (Flink's start, about 8 s, comes before the faults; its
+// restore at the end takes about 5 s), and a build of the binary and
+// ZooKeeper's start come first: make test runs the checker's tests, not
+// a run.
 package jepsen

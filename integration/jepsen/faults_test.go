@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/ckptfs/ckptfs/integration/flinkemu"
+	"github.com/ckptfs/ckptfs/integration/realflink"
 	"github.com/ckptfs/ckptfs/integration/zktest"
 	"github.com/ckptfs/ckptfs/manifest/flinkha"
 )
@@ -34,12 +36,33 @@ type runConfig struct {
 	perSite   [2]int // daemons of DC1 and DC2
 	auto      bool   // takeover: auto on every daemon
 	jm        bool   // DC1 runs a JobManager
+	flink     string // real Flink's release for DC1's JobManager ("": the emulator)
 	layout    flinkemu.Layout
 	repl      string
 	lease     time.Duration // the lease's D
 	grace     time.Duration // Flink's session timeout
 	duration  time.Duration // of the faults
 	faults    []fault
+	// endRestore is the restore-pruned run on the active site after the
+	// run healed (JobManager runs only): kind 'R', at is unused.
+	endRestore *fault
+	// lag, when set, holds the replication back when DC1 is lost (L),
+	// lag before DC1 freezes, until DC1 thaws or DC2 is activated: what
+	// DC1 wrote last is not on DC2 at the takeover, which retracts it;
+	// the R's late delivery brings it.
+	lag time.Duration
+}
+
+// jmKind is the table's jm column: no JobManager, the emulator, or real
+// Flink.
+func (c *runConfig) jmKind() string {
+	switch {
+	case !c.jm:
+		return "no"
+	case c.flink != "":
+		return "flink"
+	}
+	return "emu"
 }
 
 // fault is one fault of a run's schedule.
@@ -52,7 +75,18 @@ type fault struct {
 	arg   string
 	delta time.Duration // clock steps
 	back  bool          // operator edits: put back after dur
-	index int           // takeovers: which proxy set
+	index int           // takeovers, restore-pruned runs: which proxy set
+	// restore-pruned runs (R): the replication first delivers the
+	// checkpoints of retracted pointers to the active site (partly: one
+	// file of one of them short), and the P fault at its lock or its
+	// put-back multi ("lock:cut", "multi:kill", ...; "" none).
+	deliver, partly bool
+	phase           string
+	// pass: P at a multi: how many multis of the lock's holder go
+	// through before the one held (each step of a takeover).
+	pass int
+	// later: drawn by drawMore.
+	later bool
 }
 
 // faultNames are the letters of the table's faults column.
@@ -65,15 +99,16 @@ var faultNames = map[byte]string{
 	'D': "a daemon's ZooKeeper connections dropped",
 	'T': "a manual takeover (ckptfs takeover)",
 	'L': "DC1 lost: frozen long, and DC2's takeover",
-	'P': "at a takeover's or sweep's lock or backup: its holder cut off or killed, or a stray pointer",
+	'P': "at a takeover's or sweep's lock, backup or inside one of its multis (or a daemon's next multi): its holder cut off or killed, or a stray pointer",
 	'J': "the JobManager's ZooKeeper connections blocked until its session expired",
 	'M': "the JobManager killed",
 	'O': "an operator edits active-site, the epoch or the lease (put back or not)",
 	'Q': "an anonymous squatter on Flink's leader/ or ckptfs's takeover/ or pruned/",
 	'Y': "a returning JobManager's stray pointers",
+	'R': "ckptfs restore-pruned on the active site or the other, after a late delivery or not, cut off or killed at its lock or put-back multi or not",
 }
 
-const faultOrder = "LTPSKFCXDJMOQY"
+const faultOrder = "LTPSKFCXDJMOQYR"
 
 func (c *runConfig) faultLetters() string {
 	var b []byte
@@ -89,8 +124,19 @@ func (c *runConfig) String() string {
 	for _, f := range c.faults {
 		fs = append(fs, f.String())
 	}
-	return fmt.Sprintf("seed %d: %d ZooKeeper servers, daemons %d+%d, takeover auto %v, JobManager %v (%s), %s replication, lease %v, Flink's session timeout %v, %v of faults:\n  %s",
-		c.seed, c.zkServers, c.perSite[0], c.perSite[1], c.auto, c.jm, c.layout, c.repl, c.lease, c.grace, c.duration, strings.Join(fs, "\n  "))
+	jm := fmt.Sprintf("JobManager %v (%s)", c.jm, c.layout)
+	if c.lag > 0 {
+		jm += fmt.Sprintf(", the replication held back %v before DC1's loss", c.lag.Round(time.Millisecond))
+	}
+	if c.flink != "" {
+		jm = "real Flink " + c.flink
+	}
+	end := ""
+	if c.endRestore != nil {
+		end = "\n  then restore-pruned on the active site:" + strings.TrimPrefix(c.endRestore.String(), fmt.Sprintf("%5.1fs R", 0.0))
+	}
+	return fmt.Sprintf("seed %d: %d ZooKeeper servers, daemons %d+%d, takeover auto %v, %s, %s replication, lease %v, Flink's session timeout %v, %v of faults:\n  %s%s",
+		c.seed, c.zkServers, c.perSite[0], c.perSite[1], c.auto, jm, c.repl, c.lease, c.grace, c.duration, strings.Join(fs, "\n  "), end)
 }
 
 func (f fault) String() string {
@@ -105,9 +151,26 @@ func (f fault) String() string {
 	case 'T':
 		s += " " + f.arg
 	case 'P', 'O', 'Q':
+		if f.kind == 'P' && strings.HasPrefix(f.arg, "daemon-multi") {
+			s += fmt.Sprintf(" dc%d/%d", f.site+1, f.slot)
+		}
 		s += " " + f.arg
+		if f.kind == 'P' && strings.HasPrefix(f.arg, "multi") {
+			s += fmt.Sprintf(" (after %d)", f.pass)
+		}
 		if f.kind == 'O' && f.back {
 			s += " (put back)"
+		}
+	case 'R':
+		s += " on the " + f.arg + " site"
+		if f.deliver {
+			s += ", after a late delivery"
+			if f.partly {
+				s += " (one file short)"
+			}
+		}
+		if f.phase != "" {
+			s += ", P at its " + f.phase
 		}
 	}
 	if f.dur > 0 {
@@ -248,9 +311,110 @@ func drawRun(seed uint64) *runConfig {
 		}
 		c.faults = append(c.faults, f)
 	}
+	c.drawMore(seed)
 	sort.SliceStable(c.faults, func(i, j int) bool { return c.faults[i].at < c.faults[j].at })
 	return c
 }
+
+// drawMore draws what came after the first series of runs from a stream
+// of its own, so that a seed keeps the faults it drew before and gets
+// more: real Flink in about a third of the runs (four in nine of those
+// with a JobManager), restore-pruned runs (R) with the P fault at their
+// lock or put-back multi, and P faults inside multis.
+func (c *runConfig) drawMore(seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0x6a657073656e32))
+	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
+	if c.jm {
+		c.drawJM(rng, dur)
+	}
+	// P inside a multi (zktest.TrapRequest): of the next lock's holder,
+	// after it sent pass multis (a takeover's backups, retractions and
+	// activation, a sweep's retraction, restore-pruned's put-back, an
+	// adopt's activation), or a daemon's next one (a renewal mostly).
+	for range rng.IntN(3) {
+		f := fault{kind: 'P', at: time.Duration(rng.Int64N(int64(c.duration - 2*time.Second))), later: true}
+		actions := []string{"cut", "cutlong", "kill"}
+		if rng.IntN(3) == 0 {
+			f.site = rng.IntN(2)
+			f.slot = rng.IntN(c.perSite[f.site])
+			f.arg = "daemon-multi:"
+		} else {
+			f.pass = rng.IntN(3)
+			f.arg = "multi:"
+			if c.jm {
+				actions = append(actions, "stray", "stray")
+			}
+		}
+		f.arg += actions[rng.IntN(len(actions))]
+		switch {
+		case strings.HasSuffix(f.arg, "cutlong"):
+			f.dur = dur(zkSession+time.Second, 2*zkSession)
+		case strings.HasSuffix(f.arg, "cut"):
+			f.dur = dur(200*time.Millisecond, 2*time.Second)
+		}
+		c.faults = append(c.faults, f)
+	}
+}
+
+// drawJM draws drawMore's part of a run with a JobManager.
+func (c *runConfig) drawJM(rng *rand.Rand, dur func(lo, hi time.Duration) time.Duration) {
+	if vs := flinkVersions(); rng.IntN(9) < 4 && len(vs) > 0 {
+		c.flink = vs[rng.IntN(len(vs))]
+	}
+	phase := func() (string, time.Duration) {
+		if rng.IntN(3) == 0 {
+			return "", 0
+		}
+		p := []string{"lock", "multi"}[rng.IntN(2)] + ":" + []string{"cut", "cutlong", "kill"}[rng.IntN(3)]
+		switch {
+		case strings.HasSuffix(p, "cutlong"):
+			return p, dur(zkSession+time.Second, 2*zkSession)
+		case strings.HasSuffix(p, "cut"):
+			return p, dur(200*time.Millisecond, 2*time.Second)
+		}
+		return p, 0
+	}
+	restores := 0
+	for range rng.IntN(3) {
+		f := fault{kind: 'R', at: time.Duration(rng.Int64N(int64(c.duration - 2*time.Second))), arg: "active", index: restores, later: true}
+		if rng.IntN(4) == 0 {
+			f.arg = "other"
+		}
+		f.deliver = rng.IntN(2) == 0
+		f.partly = f.deliver && rng.IntN(3) == 0
+		f.phase, f.dur = phase()
+		c.faults = append(c.faults, f)
+		restores++
+	}
+	end := fault{kind: 'R', arg: "active", index: restores, deliver: true, partly: rng.IntN(3) == 0}
+	end.phase, end.dur = phase()
+	c.endRestore = &end
+	if strings.IndexByte(c.faultLetters(), 'L') >= 0 && rng.IntN(3) != 0 {
+		// One to two and a half checkpoint intervals unreplicated: the
+		// newest pointers are retracted, an older one kept.
+		every := 400 * time.Millisecond
+		if c.flink != "" {
+			every = flinkInterval
+		}
+		c.lag = dur(every, every*5/2)
+	}
+}
+
+// flinkVersions are the releases of flink/versions.tsv that make test
+// runs (realflink.TestReleases): a run with real Flink draws one.
+var flinkVersions = sync.OnceValue(func() []string {
+	rs, err := realflink.Releases()
+	if err != nil {
+		panic(err)
+	}
+	var out []string
+	for _, r := range rs {
+		if r.Use == "test" {
+			out = append(out, r.Version)
+		}
+	}
+	return out
+})
 
 // runFaults applies the schedule from now for the run's duration, then
 // ends every fault still applied (the holds return early) and waits
@@ -259,6 +423,7 @@ func (w *world) runFaults() {
 	ctx, cancel := context.WithCancel(w.ctx)
 	defer cancel()
 	start := now()
+	w.faulting.Store(true)
 	var wg sync.WaitGroup
 	for _, f := range w.cfg.faults {
 		wg.Add(1)
@@ -272,6 +437,7 @@ func (w *world) runFaults() {
 	}
 	sleepCtx(ctx, w.cfg.duration)
 	w.logf("faults over: healing")
+	w.faulting.Store(false)
 	cancel()
 	w.faultsDone()
 	wg.Wait()
@@ -311,6 +477,17 @@ func (w *world) apply(ctx context.Context, wg *sync.WaitGroup, f fault) {
 	case 'F':
 		w.freeze(w.sites[f.site], hold)
 	case 'L':
+		if w.cfg.lag > 0 {
+			// The link goes first: DC1 writes on, unreplicated.
+			w.replHeld.Store(true)
+			w.logf("the replication DC1→DC2 carries nothing any more")
+			sleepCtx(ctx, w.cfg.lag)
+			defer func() {
+				if w.replHeld.Swap(false) {
+					w.logf("the replication DC1→DC2 carries again")
+				}
+			}()
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -353,9 +530,26 @@ func (w *world) apply(ctx context.Context, wg *sync.WaitGroup, f fault) {
 		w.runTakeover(ctx, site, f.index)
 	case 'P':
 		trigger, action, _ := strings.Cut(f.arg, ":")
-		w.mu.Lock()
-		w.pending[trigger] = append(w.pending[trigger], func(pid int) { w.phaseAction(ctx, action, pid, f.dur) })
-		w.mu.Unlock()
+		switch trigger {
+		case "daemon-multi":
+			sl := w.sites[f.site].slots[f.slot]
+			w.trapMulti(ctx, sl.proxies, 0, sl.id, func() { w.hit(ctx, sl, nil, sl.proxies, action, f.dur) })
+		case "multi":
+			w.mu.Lock()
+			w.pending["lock"] = append(w.pending["lock"], func(pid int) {
+				sl, r, proxies := w.holder(pid)
+				if proxies == nil {
+					w.logf("P at a multi: pid %d is none of ours", pid)
+					return
+				}
+				w.trapMulti(ctx, proxies, f.pass, fmt.Sprintf("pid %d", pid), func() { w.hit(ctx, sl, r, proxies, action, f.dur) })
+			})
+			w.mu.Unlock()
+		default:
+			w.mu.Lock()
+			w.pending[trigger] = append(w.pending[trigger], func(pid int) { w.phaseAction(ctx, action, pid, f.dur) })
+			w.mu.Unlock()
+		}
 	case 'J':
 		for _, p := range w.jmProxy {
 			p.Block()
@@ -367,7 +561,10 @@ func (w *world) apply(ctx context.Context, wg *sync.WaitGroup, f fault) {
 		}
 		w.logf("JobManager reconnects")
 	case 'M':
-		if w.jm != nil {
+		switch {
+		case w.fl != nil:
+			w.fl.dc1.killJM()
+		case w.jm != nil:
 			w.jm.cmd.Process.Kill()
 			w.logf("JobManager killed")
 		}
@@ -379,6 +576,8 @@ func (w *world) apply(ctx context.Context, wg *sync.WaitGroup, f fault) {
 		for range f.slot {
 			w.createStray(time.Duration(w.rng.Int64N(int64(2 * time.Second))))
 		}
+	case 'R':
+		w.runRestore(ctx, f, f.index, false)
 	}
 }
 
@@ -489,6 +688,11 @@ func (w *world) firePhase(trigger, op string, pid int) {
 	}
 	fns := w.pending[trigger]
 	delete(w.pending, trigger)
+	if trigger == "lock" && op != "" {
+		// Faults for one kind of holder only (a restore-pruned's lock).
+		fns = append(fns, w.pending["lock:"+op]...)
+		delete(w.pending, "lock:"+op)
+	}
 	w.mu.Unlock()
 	if len(fns) > 0 {
 		w.logf("phase %s (%s, pid %d): %d fault(s)", trigger, op, pid, len(fns))
@@ -499,51 +703,113 @@ func (w *world) firePhase(trigger, op string, pid int) {
 }
 
 // phaseAction cuts off or kills the process of pid (a daemon or a
-// takeover command), or creates a stray pointer.
+// command), or creates a stray pointer.
 func (w *world) phaseAction(ctx context.Context, action string, pid int, d time.Duration) {
 	if action == "stray" {
 		w.createStray(time.Duration(w.rng.Int64N(int64(time.Second))))
 		return
 	}
-	var proxies []*zktest.Proxy
-	var sl *slot
-	var to *takeoverRun
+	sl, r, proxies := w.holder(pid)
+	if proxies == nil {
+		w.logf("phase %s: pid %d is none of ours", action, pid)
+		return
+	}
+	w.hit(ctx, sl, r, proxies, action, d)
+}
+
+// holder is the process of pid: a daemon's slot or a command, and its
+// proxies (nil when it is none of ours).
+func (w *world) holder(pid int) (*slot, *takeoverRun, []*zktest.Proxy) {
 	for _, s := range w.sites {
 		for _, x := range s.slots {
 			if c := x.current(); c != nil && c.life.pid == pid {
-				sl, proxies = x, x.proxies
+				return x, nil, x.proxies
 			}
 		}
 	}
 	w.mu.Lock()
-	for _, r := range w.takeovers {
+	defer w.mu.Unlock()
+	for _, r := range append(slices.Clone(w.takeovers), w.restoreRs...) {
 		if r.pid == pid {
-			to, proxies = r, r.proxies
+			return nil, r, r.proxies
 		}
 	}
-	w.mu.Unlock()
+	return nil, nil, nil
+}
+
+// hit applies action to a daemon (sl) or a command (r) whose proxies
+// may hold a request: "cut" and "cutlong" block its proxies for d (the
+// connection, or the session, is lost), "kill" kills it (its connections
+// dropped, so a request held never reaches ZooKeeper), "stray" creates
+// a returning JobManager's pointer. Its proxies are unblocked after.
+func (w *world) hit(ctx context.Context, sl *slot, r *takeoverRun, proxies []*zktest.Proxy, action string, d time.Duration) {
+	if r != nil {
+		w.mu.Lock()
+		r.fault = "P " + action
+		w.mu.Unlock()
+	}
 	switch {
-	case sl == nil && to == nil:
-		w.logf("phase %s: pid %d is none of ours", action, pid)
+	case action == "stray":
+		w.createStray(time.Duration(w.rng.Int64N(int64(time.Second))))
 	case action == "kill" && sl != nil:
 		w.killDaemon(sl, time.Second)
+		for _, p := range proxies {
+			p.DropConns()
+		}
 	case action == "kill":
 		w.mu.Lock()
-		to.killed = true
+		r.killed = true
 		w.mu.Unlock()
-		to.cmd.Process.Kill()
-		w.logf("takeover (pid %d) killed", pid)
+		r.cmd.Process.Kill()
+		for _, p := range proxies {
+			p.DropConns()
+		}
+		w.logf("%s (pid %d) killed", r.name(), r.pid)
 	case sl != nil:
 		w.cut(sl, d, ctx)
 	default:
 		for _, p := range proxies {
 			p.Block()
 		}
-		w.logf("takeover (pid %d) cut off from ZooKeeper for %v", pid, d.Round(time.Millisecond))
+		w.logf("%s (pid %d) cut off from ZooKeeper for %v", r.name(), r.pid, d.Round(time.Millisecond))
 		sleepCtx(ctx, d)
+	}
+	for _, p := range proxies {
+		p.Unblock()
+	}
+}
+
+// trapMulti holds a multi of a process inside, between its header and
+// its body (zktest.TrapRequest on each of its proxies), after pass
+// others went through, and runs hit with every proxy blocked. It gives
+// up when ctx ends first.
+func (w *world) trapMulti(ctx context.Context, proxies []*zktest.Proxy, pass int, who string, hit func()) {
+	defer func() {
 		for _, p := range proxies {
-			p.Unblock()
+			p.Disarm()
 		}
+	}()
+	for {
+		cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())}}
+		for _, p := range proxies {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.TrapRequest(zktest.OpMulti))})
+		}
+		i, _, _ := reflect.Select(cases)
+		if i == 0 {
+			return
+		}
+		if pass > 0 {
+			pass--
+			proxies[i-1].Unblock()
+			continue
+		}
+		for _, p := range proxies {
+			p.Disarm()
+			p.Block()
+		}
+		w.logf("a multi of %s held inside", who)
+		hit()
+		return
 	}
 }
 
@@ -553,7 +819,16 @@ type takeoverRun struct {
 	pid     int
 	proxies []*zktest.Proxy
 	cmd     *exec.Cmd
-	killed  bool // GUARDED_BY(world.mu)
+	killed  bool   // GUARDED_BY(world.mu)
+	fault   string // GUARDED_BY(world.mu): the P fault applied to it
+	restore bool   // restore-pruned, not a takeover
+}
+
+func (r *takeoverRun) name() string {
+	if r.restore {
+		return "restore-pruned"
+	}
+	return "takeover"
 }
 
 // runTakeover runs `ckptfs takeover` for site through its own proxies
@@ -566,7 +841,7 @@ func (w *world) runTakeover(ctx context.Context, site string, index int) {
 	}
 	r := &takeoverRun{site: site, proxies: w.toProxies[index]}
 	args := []string{"takeover", "--site", site, "--zk", proxyAddrs(r.proxies), "--cluster-id", w.cid, "--path-root", w.emu.PathRoot,
-		"--map", flinkStorage + "=" + s.nas, "--wait", (3 * w.cfg.grace).String(), "--flink-session-timeout", w.cfg.grace.String(),
+		"--map", w.storage + "=" + s.nas, "--wait", (3 * w.cfg.grace).String(), "--flink-session-timeout", w.cfg.grace.String(),
 		"--lease-duration", w.cfg.lease.String(), "--zk-session-timeout", zkSession.String(), "-o", "json", "--log-format", "json", "-v"}
 	r.cmd = exec.Command(binary, args...)
 	var out, errb bytes.Buffer
@@ -795,7 +1070,7 @@ func (w *world) createStray(lockFor time.Duration) {
 		id, err := counterNext(c, w.emu.Namespace()+"/jobs/"+w.job+"/checkpoint_id_counter")
 		var st flinkha.StateHandle
 		if err == nil {
-			ha := fmt.Sprintf("%s/ha/%s/completedCheckpoint%012x", flinkStorage, w.cid, w.rng.Uint64()&0xffffffffffff)
+			ha := fmt.Sprintf("%s/ha/%s/completedCheckpoint%012x", w.storage, w.cid, w.rng.Uint64()&0xffffffffffff)
 			st, err = flinkha.NewStateHandle(ha, 4321)
 		}
 		if err == nil {
@@ -880,6 +1155,47 @@ func TestDrawRun(t *testing.T) {
 			if strings.IndexByte(faultOrder, f.kind) < 0 {
 				t.Errorf("seed %d: fault %c has no name", seed, f.kind)
 			}
+			if f.kind == 'R' && (a.endRestore == nil || f.index >= a.endRestore.index) {
+				t.Errorf("seed %d: %v has no proxies of its own", seed, f)
+			}
 		}
+		if (a.endRestore != nil) != a.jm || a.flink != "" && !a.jm || a.flink != "" && !slices.Contains(flinkVersions(), a.flink) {
+			t.Errorf("seed %d: JobManager %v, real Flink %q, the end's restore-pruned %v", seed, a.jm, a.flink, a.endRestore)
+		}
+		if a.lag > 0 && !strings.Contains(a.faultLetters(), "L") {
+			t.Errorf("seed %d: the replication held back at a loss that never comes", seed)
+		}
+	}
+}
+
+// TestDrawMore: what came after the first series keeps every seed's
+// history of faults as it was (doc.go names seeds), and draws real Flink
+// in about a third of the runs.
+func TestDrawMore(t *testing.T) {
+	// Schedules drawn before real Flink and restore-pruned came.
+	for seed, want := range map[uint64][]string{
+		4200: {"2.2s L for 20.8s", "11.2s X dc1/0 for 7.7s", "11.8s K dc1/0 for 3.24s", "27.2s K dc2/0 for 1.39s", "28.8s P backup:stray", "32.3s T other"},
+		5189: {"2.3s T other", "3.9s S dc1/0 for 950ms", "8.5s L for 16.45s", "11.1s T dc1", "11.2s K dc2/0 for 3.34s", "23.5s C -9m0s for 1.6s",
+			"24.4s K dc2/0 for 2.3s", "24.7s X dc1/0 for 9.35s", "32.2s O del-active for 4.81s"},
+		9459: {"8.7s J for 8.51s", "9.2s O stray+del-lease (put back) for 770ms", "14.9s P backup:cut for 720ms", "30.2s Y"},
+	} {
+		var got []string
+		for _, f := range drawRun(seed).faults {
+			if !f.later {
+				got = append(got, strings.TrimSpace(f.String()))
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("seed %d draws\n  %s\nbefore\n  %s", seed, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		}
+	}
+	flink := 0
+	for seed := uint64(0); seed < 900; seed++ {
+		if drawRun(seed).flink != "" {
+			flink++
+		}
+	}
+	if flink < 250 || flink > 350 {
+		t.Errorf("real Flink in %d of 900 runs, want about 300", flink)
 	}
 }

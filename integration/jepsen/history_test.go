@@ -57,6 +57,9 @@ type observation struct {
 	leaseBy     string // granted_by
 	leaseJudged int64
 	leaseMzxid  int64
+	// active-site's stat when it exists: which write of it this is.
+	activeCzxid, activeMzxid int64
+	activeVersion            int32
 }
 
 // holds: the state in which site's daemons renew (zkbridge State.Holds).
@@ -133,6 +136,70 @@ type pointerVerdict struct {
 	complete   bool
 	haReadable bool
 	problems   string
+	// ownLeader: written by a session that leads (the sweeper leaves
+	// it); goneAfter: gone, or made again, right after the status.
+	ownLeader, goneAfter bool
+}
+
+// lockTenure is a node under ckptfs's takeover/ from the first listing
+// that showed it to the first that did not (to is never while held).
+type lockTenure struct {
+	node, op, site string
+	pid            int
+	from, to       mono
+}
+
+// midCheck is invariant 2 checked after an activation (design §5.5.2):
+// the pointers that existed at t1, soon after the activation was seen,
+// judged by `ckptfs status` on the activated site once the sweeper's
+// grace has passed (the status ran in [sent, recv]).
+type midCheck struct {
+	site       string
+	epoch      int64
+	by         string // the lease's granted_by
+	actHi      mono   // the activation's upper bound
+	t1         mono
+	before     map[string]int64 // "job/id" -> czxid of the pointers at t1
+	sent, recv mono
+	pointers   []pointerVerdict
+	skip       string // the world's reason not to judge ("" judged)
+	judged     int64  // the lease's judged_after_zxid
+}
+
+// restoreRun is one `ckptfs restore-pruned` and what it put back.
+type restoreRun struct {
+	site       string
+	start, ret mono
+	exit       int // -1 killed
+	fault      string
+	delivered  []string // what the late delivery brought to the site's NAS first
+	reported   []int64  // the ids its report or log says it restored
+	putBacks   []putBack
+	end        bool // the run after the heal
+	note       string
+}
+
+// putBack is a pointer restore-pruned created from its backup, as
+// `ckptfs status` on the run's site judged it right after.
+type putBack struct {
+	job        string
+	id         int64
+	czxid      int64 // 0: gone before it was read
+	judged     bool  // status listed it
+	complete   bool
+	haReadable bool
+	problems   string
+}
+
+// flinkEnd is real Flink started on the active site after the run: what
+// it restored.
+type flinkEnd struct {
+	site     string
+	newest   int64 // the newest pointer Flink reads, by the last status
+	restored int64 // -1: none
+	err      string
+	stateErr string // the job's restored state against the checkpoint's
+	note     string // what kept the check from being made
 }
 
 // history is everything a run recorded, for the checker. The world
@@ -168,12 +235,21 @@ type history struct {
 	judged        int64
 	judgedBy      string
 	replacedFence map[string]bool // slots fenced because the backing was replaced
+	// pointersAfter: the final check again once restore-pruned put
+	// pointers back at the end (nil when it put none back).
+	pointersAfter []pointerVerdict
+	locks         []lockTenure
+	midChecks     []midCheck
+	restores      []restoreRun
+	sweepFails    []stamp // a daemon's failed sweep pass (it backs off)
+	delivered     map[string]map[string]bool
+	flinkEnd      *flinkEnd
 	// events is the narrative, for a failed run's log.
 	events []string
 }
 
 func newHistory(lease, grace time.Duration, sites []string) *history {
-	return &history{lease: lease, grace: grace, sites: sites, nas: map[string][]nasSnapshot{}, replacedFence: map[string]bool{},
+	return &history{lease: lease, grace: grace, sites: sites, nas: map[string][]nasSnapshot{}, replacedFence: map[string]bool{}, delivered: map[string]map[string]bool{},
 		start: now(), end: never, replicationEnd: never}
 }
 

@@ -1,13 +1,12 @@
 package jepsen
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,10 +39,14 @@ func TestJepsen(t *testing.T) {
 		}
 	}
 	t.Logf("jepsen: %d runs from seed %d", runs, base)
+	var cfgs []*runConfig
+	for i := range runs {
+		cfgs = append(cfgs, drawRun(base+uint64(i)))
+	}
+	findFlink(t, cfgs)
 	clusters := map[int]*zktest.Cluster{}
 	var rows []*runOutcome
-	for i := range runs {
-		cfg := drawRun(base + uint64(i))
+	for i, cfg := range cfgs {
 		c := clusters[cfg.zkServers]
 		if c == nil {
 			c = zktest.StartCluster(t, cfg.zkServers, func(zc *zktest.Config) { zc.MaxSessionTimeout = maxSession })
@@ -71,8 +74,8 @@ type runOutcome struct {
 	result    string
 }
 
-var header = fmt.Sprintf("%-4s %-7s %-3s %-5s %-4s %-5s %-3s %-9s %-16s %-13s %-4s %-4s %-5s %-5s %-5s %-4s %-4s %-10s",
-	"run", "seed", "zk", "d/dc", "D/g", "auto", "jm", "repl", "faults", "tk ok/4/5/3/k", "act", "wdk", "w/act", "ptr", "hfnc", "wd!", "time", "result")
+var header = fmt.Sprintf("%-4s %-7s %-3s %-5s %-4s %-5s %-5s %-9s %-16s %-13s %-4s %-4s %-5s %-5s %-5s %-5s %-4s %-5s %-5s %-4s %-4s %-10s",
+	"run", "seed", "zk", "d/dc", "D/g", "auto", "jm", "repl", "faults", "tk ok/4/5/3/k", "act", "wdk", "w/act", "ptr", "mid", "rp/pb", "rp!", "flink", "hfnc", "wd!", "time", "result")
 
 func (o *runOutcome) row(i int) string {
 	c := o.cfg
@@ -86,15 +89,20 @@ func (o *runOutcome) row(i int) string {
 	if len(faults) > 16 {
 		faults = faults[:15] + "+"
 	}
-	return fmt.Sprintf("%-4d %-7d %-3d %-5s %-4s %-5v %-3s %-9s %-16s %-13s %-4d %-4d %-5d %-5s %-5d %-4d %-4.0f %-10s",
-		i, c.seed, c.zkServers, fmt.Sprintf("%d/%d", c.perSite[0], c.perSite[1]), fmt.Sprintf("%.0f/%.0f", c.lease.Seconds(), c.grace.Seconds()), c.auto, map[bool]string{true: "yes", false: "no"}[c.jm],
-		c.repl, faults, tks, o.v.activations, o.v.watchdogKills, o.v.writesAfter, ptr, o.v.healthyFences, o.v.watchdogBad, o.took.Seconds(), o.result)
+	flink := o.v.flink
+	if flink == "" {
+		flink = "-"
+	}
+	return fmt.Sprintf("%-4d %-7d %-3d %-5s %-4s %-5v %-5s %-9s %-16s %-13s %-4d %-4d %-5d %-5s %-5s %-5s %-4d %-5s %-5d %-4d %-4.0f %-10s",
+		i, c.seed, c.zkServers, fmt.Sprintf("%d/%d", c.perSite[0], c.perSite[1]), fmt.Sprintf("%.0f/%.0f", c.lease.Seconds(), c.grace.Seconds()), c.auto, c.jmKind(),
+		c.repl, faults, tks, o.v.activations, o.v.watchdogKills, o.v.writesAfter, ptr, fmt.Sprintf("%d/%d", o.v.midJudged, o.v.midChecks),
+		fmt.Sprintf("%d/%d", o.v.restores, o.v.putBacks), o.v.restoreBad, flink, o.v.healthyFences, o.v.watchdogBad, o.took.Seconds(), o.result)
 }
 
 func table(base uint64, rows []*runOutcome) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\njepsen: %d runs from seed %d\n%s\n", len(rows), base, header)
-	var acts, kills, writes, ptrs, fences, wdBad, violations, failed int
+	var acts, kills, writes, ptrs, fences, wdBad, violations, failed, mids, midsAll, rps, pbs, rpBad, flinkOK, flinkAll int
 	tks := map[string]int{}
 	var seeds []string
 	for i, o := range rows {
@@ -105,6 +113,17 @@ func table(base uint64, rows []*runOutcome) string {
 		ptrs += o.v.pointersBad
 		fences += o.v.healthyFences
 		wdBad += o.v.watchdogBad
+		mids += o.v.midJudged
+		midsAll += o.v.midChecks
+		rps += o.v.restores
+		pbs += o.v.putBacks
+		rpBad += o.v.restoreBad
+		if o.v.flink != "" && o.v.flink != "-" {
+			flinkAll++
+			if strings.HasPrefix(o.v.flink, "ok") {
+				flinkOK++
+			}
+		}
 		for k, v := range o.takeovers {
 			tks[k] += v
 		}
@@ -117,8 +136,8 @@ func table(base uint64, rows []*runOutcome) string {
 			seeds = append(seeds, strconv.FormatUint(o.cfg.seed, 10))
 		}
 	}
-	fmt.Fprintf(&b, "total: %d runs, takeovers %d ok / %d refused (4) / %d alive or lease held (5) / %d errors (3) / %d killed, %d activations, %d watchdog kills; writes after activation %d, pointers incomplete %d, healthy fences %d, watchdog violations %d (each must be 0); %d runs with violations, %d failed otherwise\n",
-		len(rows), tks["ok"], tks["refused"], tks["alive"], tks["error"], tks["killed"], acts, kills, writes, ptrs, fences, wdBad, violations, failed)
+	fmt.Fprintf(&b, "total: %d runs, takeovers %d ok / %d refused (4) / %d alive or lease held (5) / %d errors (3) / %d killed, %d activations, %d watchdog kills; pointers judged in %d of %d rounds after activations; %d restore-pruned runs put back %d pointers; real Flink restored on the active site in %d of %d runs; writes after activation %d, pointers incomplete %d, bad put-backs %d, healthy fences %d, watchdog violations %d (each must be 0); %d runs with violations, %d failed otherwise\n",
+		len(rows), tks["ok"], tks["refused"], tks["alive"], tks["error"], tks["killed"], acts, kills, mids, midsAll, rps, pbs, flinkOK, flinkAll, writes, ptrs, rpBad, fences, wdBad, violations, failed)
 	if len(seeds) > 0 {
 		fmt.Fprintf(&b, "replay one alone: make jepsen RUNS=1 SEED=<seed> (seeds: %s)\n", strings.Join(seeds, " "))
 	}
@@ -141,8 +160,12 @@ func runOne(t *testing.T, cluster *zktest.Cluster, cfg *runConfig, index int, ou
 	w.runFaults()
 	w.heal()
 	w.pointersAtEnd()
+	w.afterEnd()
 	w.finish()
 	out.v = check(w.h)
+	for _, n := range out.v.midNotes {
+		w.saveLine("checker", "a check after an activation not judged: "+n)
+	}
 	w.mu.Lock()
 	out.takeovers = w.outcomes
 	w.mu.Unlock()
@@ -194,7 +217,12 @@ func (w *world) setup() error {
 			}
 		}
 	}
-	if w.cfg.jm {
+	switch {
+	case w.fl != nil:
+		if err := w.fl.startDC1(); err != nil {
+			return err
+		}
+	case w.cfg.jm:
 		if err := w.startJobManager(); err != nil {
 			return err
 		}
@@ -250,6 +278,11 @@ func (w *world) heal() {
 		w.jmEnded = now()
 		w.logf("JobManager stopped")
 	}
+	if w.fl != nil && w.fl.dc1 != nil {
+		// Killed: its sessions end Flink's session timeout later.
+		w.fl.dc1.stop()
+		w.jmEnded = now()
+	}
 }
 
 // pointersAtEnd waits until every slot has a daemon, one site holds the
@@ -278,34 +311,10 @@ func (w *world) pointersAtEnd() {
 		w.logf("pointers not checked: %s", w.h.pointersSkip)
 		return
 	}
-	nas := w.sites[0].nas
-	if site == "dc2" {
-		nas = w.sites[1].nas
-	}
-	cmd := exec.Command(binary, "status", "-o", "json", "--site", site, "--zk", w.cluster.ConnectString(), "--cluster-id", w.cid, "--path-root", w.emu.PathRoot,
-		"--map", flinkStorage+"="+nas, "--flink-session-timeout", w.cfg.grace.String(), "--lease-duration", w.cfg.lease.String())
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		w.t.Errorf("ckptfs status on %s: %v\n%s", site, err, errb.String())
+	ps, err := w.status(site)
+	if err != nil {
+		w.t.Error(err)
 		w.h.pointersSkip = "ckptfs status failed"
-		return
-	}
-	var st struct {
-		Jobs []struct {
-			JobID    string `json:"job_id"`
-			Pointers []struct {
-				ID             int64             `json:"id"`
-				Visible        bool              `json:"visible"`
-				Complete       bool              `json:"complete"`
-				HAFileReadable bool              `json:"ha_file_readable"`
-				Problems       []json.RawMessage `json:"problems"`
-			} `json:"pointers"`
-		} `json:"jobs"`
-	}
-	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
-		w.t.Errorf("ckptfs status: %v\n%s", err, out.String())
-		w.h.pointersSkip = "ckptfs status unreadable"
 		return
 	}
 	var lease struct {
@@ -317,20 +326,7 @@ func (w *world) pointersAtEnd() {
 	}
 	w.h.mu.Lock()
 	w.h.pointersSite, w.h.judged, w.h.judgedBy = site, lease.Judged, lease.GrantedBy
-	for _, j := range st.Jobs {
-		for _, p := range j.Pointers {
-			var probs []string
-			for _, pr := range p.Problems {
-				probs = append(probs, string(pr))
-			}
-			var czxid int64
-			if ok, stat, err := w.zk.Exists(fmt.Sprintf("%s/%019d", w.emu.PointerDir(j.JobID), p.ID)); err == nil && ok {
-				czxid = stat.Czxid
-			}
-			w.h.pointers = append(w.h.pointers, pointerVerdict{job: j.JobID, id: p.ID, czxid: czxid, visible: p.Visible, complete: p.Complete,
-				haReadable: p.HAFileReadable, problems: strings.Join(probs, "; ")})
-		}
-	}
+	w.h.pointers = ps
 	n := len(w.h.pointers)
 	w.h.mu.Unlock()
 	w.logf("pointers checked on %s, the active site: %d", site, n)
@@ -456,12 +452,13 @@ func (w *world) teardown() {
 		w.jm.cmd.Process.Kill()
 	}
 	w.mu.Lock()
-	for _, r := range w.takeovers {
+	for _, r := range append(slices.Clone(w.takeovers), w.restoreRs...) {
 		if r.cmd.ProcessState == nil {
 			r.cmd.Process.Kill()
 		}
 	}
 	w.mu.Unlock()
+	w.checks.Wait()
 	w.stopDaemons()
 	w.wg.Wait()
 	w.runLog.Close()

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +63,10 @@ type world struct {
 	clock   clockStepper
 	job     string
 	emu     flinkemu.Config // where the JobManager's znodes are
+	// storage is Flink's file system as Flink names it (its paths in
+	// znodes and files): every ckptfs command maps it to its site's NAS.
+	storage string
+	fl      *flinkWorld // real Flink's parts, in a run with real Flink
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -72,8 +77,12 @@ type world struct {
 	jmEnded   mono // when heal stopped it
 	jmProxy   []*zktest.Proxy
 	toProxies [][]*zktest.Proxy // per takeover of the schedule
+	rpProxies [][]*zktest.Proxy // per restore-pruned run (R, then the end's two)
+	faulting  atomic.Bool       // the faults run: activations get a check of their own
+	checks    sync.WaitGroup    // those checks, waited for before the end's restore
 	repl      replication.Replicator
 	replStop  atomic.Bool
+	replHeld  atomic.Bool // DC1 lost: the link carries nothing (runConfig.lag)
 
 	mu        sync.Mutex
 	takeovers []*takeoverRun         // GUARDED_BY(mu)
@@ -84,6 +93,8 @@ type world struct {
 	seenBk    map[string]bool        // GUARDED_BY(mu)
 	lastLock  int                    // GUARDED_BY(mu): the pid of the last lock holder seen
 	strays    []strayPointer         // GUARDED_BY(mu)
+	restoreRs []*takeoverRun         // GUARDED_BY(mu): restore-pruned commands
+	lockOpen  map[string]int         // GUARDED_BY(mu): lock nodes held, by name: index in h.locks
 	runLog    *os.File
 	logMu     sync.Mutex
 	logTails  map[string]*[]string // GUARDED_BY(logMu)
@@ -140,7 +151,7 @@ func newWorld(t *testing.T, cluster *zktest.Cluster, cfg *runConfig, index int) 
 		rng:      rand.New(rand.NewPCG(cfg.seed, 0x776f726c64)),
 		cid:      fmt.Sprintf("jepsen-%d-%d", cfg.seed, index),
 		outcomes: map[string]int{}, pending: map[string][]func(int){}, seenLocks: map[string]bool{}, seenBk: map[string]bool{},
-		logTails: map[string]*[]string{},
+		logTails: map[string]*[]string{}, lockOpen: map[string]int{}, storage: flinkStorage,
 	}
 	w.base = "/ckptfs/" + w.cid
 	w.h = newHistory(cfg.lease, cfg.grace, []string{"dc1", "dc2"})
@@ -191,14 +202,27 @@ func newWorld(t *testing.T, cluster *zktest.Cluster, cfg *runConfig, index int) 
 		}
 		w.sites = append(w.sites, s)
 	}
+	proxySet := func() []*zktest.Proxy {
+		var ps []*zktest.Proxy
+		for _, addr := range cluster.Servers() {
+			ps = append(ps, zktest.NewProxy(t, addr))
+		}
+		return ps
+	}
 	for _, f := range cfg.faults {
 		for (f.kind == 'T' || f.kind == 'L') && len(w.toProxies) <= f.index {
-			var ps []*zktest.Proxy
-			for _, addr := range cluster.Servers() {
-				ps = append(ps, zktest.NewProxy(t, addr))
-			}
-			w.toProxies = append(w.toProxies, ps)
+			w.toProxies = append(w.toProxies, proxySet())
 		}
+	}
+	if cfg.endRestore != nil {
+		// Each R of the schedule, then the end's run and the one that
+		// follows a faulted one.
+		for range cfg.endRestore.index + 2 {
+			w.rpProxies = append(w.rpProxies, proxySet())
+		}
+	}
+	if cfg.flink != "" {
+		w.fl = newFlinkWorld(w)
 	}
 	return w
 }
@@ -259,20 +283,26 @@ func (s *site) isFrozen() bool {
 
 // daemonArgs are the slot's `ckptfs mount` arguments.
 func (w *world) daemonArgs(sl *slot) []string {
-	mode, jms := "replica", "jm-"+sl.site.name+":6123"
+	mode, jms := "replica", []string{"jm-" + sl.site.name + ":6123"}
 	if sl.site.name == "dc1" {
 		mode = "primary"
+	}
+	if w.fl != nil {
+		jms = w.fl.addresses(sl.site.name)
 	}
 	takeover := "manual"
 	if w.cfg.auto {
 		takeover = "auto"
 	}
-	return []string{"mount", "--mode", mode, "--site", sl.site.name, "--zk", proxyAddrs(sl.proxies), "--cluster-id", w.cid, "--path-root", w.emu.PathRoot,
+	args := []string{"mount", "--mode", mode, "--site", sl.site.name, "--zk", proxyAddrs(sl.proxies), "--cluster-id", w.cid, "--path-root", w.emu.PathRoot,
 		"--lease-duration", w.cfg.lease.String(), "--log-format", "json", "--log-level", "info",
-		"--map", flinkStorage + "=" + sl.site.nas, "--metrics-addr", "127.0.0.1:0",
+		"--map", w.storage + "=" + sl.site.nas, "--metrics-addr", "127.0.0.1:0",
 		"--flink-session-timeout", w.cfg.grace.String(), "--zk-session-timeout", zkSession.String(),
-		"--poll", pollEvery.String(), "--takeover", takeover, "--site-jobmanagers", jms, "--hold-timeout", "10s",
-		sl.site.nas, sl.mnt}
+		"--poll", pollEvery.String(), "--takeover", takeover, "--hold-timeout", "10s"}
+	for _, jm := range jms {
+		args = append(args, "--site-jobmanagers", jm)
+	}
+	return append(args, sl.site.nas, sl.mnt)
 }
 
 // startDaemon runs the slot's daemon and waits until it serves. A dead
@@ -359,6 +389,8 @@ func (w *world) readDaemonLog(sl *slot, d *daemonProc, who string, r io.Reader) 
 			}
 		case "promoting the mount to primary":
 			w.logf("%s promoted its mount: %s", who, rec.Reason)
+		case "sweeping stray pointers":
+			w.h.addStamp(&w.h.sweepFails, stamp{who: sl.id, at: at, detail: line})
 		case "serving metrics":
 			select {
 			case d.addr <- rec.Addr:
@@ -626,6 +658,9 @@ func (w *world) startReplication() error {
 	opts := replication.Options{Source: w.sites[0].nas, Dest: w.sites[1].nas, ChunkSize: 4 << 10,
 		Rand: rand.New(rand.NewPCG(w.cfg.seed, 0x7265706c)),
 		Hook: func(replication.Op) error {
+			for w.replHeld.Load() && !w.replStop.Load() && w.ctx.Err() == nil {
+				time.Sleep(20 * time.Millisecond)
+			}
 			if w.replStop.Load() {
 				return errors.New("stopped: DC2 was activated")
 			}
@@ -720,6 +755,7 @@ func (w *world) observe() {
 			}
 			if exists[1] {
 				o.active = string(datas[1])
+				o.activeCzxid, o.activeMzxid, o.activeVersion = stats[1].Czxid, stats[1].Mzxid, stats[1].Version
 			}
 			if exists[2] {
 				o.leaseExists = true
@@ -736,6 +772,7 @@ func (w *world) observe() {
 			}
 			if w.h.observe(o) {
 				w.firePhase("activation", o.leaseSite, 0)
+				w.activated(o)
 			}
 			if leaseSeen && !o.leaseExists {
 				w.logf("the lease is gone")
@@ -786,6 +823,9 @@ func (w *world) watchChildren(path, trigger string) <-chan zk.Event {
 	if err != nil {
 		return nil
 	}
+	if trigger == "lock" {
+		w.lockTenures(names)
+	}
 	for _, n := range names {
 		full := path + "/" + n
 		w.mu.Lock()
@@ -811,6 +851,11 @@ func (w *world) watchChildren(path, trigger string) <-chan zk.Event {
 					pid, op = holder.PID, holder.Op
 					w.logf("takeover lock %s taken by %s's %s (pid %d)", n, holder.Site, holder.Op, holder.PID)
 				}
+				if i, ok := w.lockIndex(n); ok {
+					w.h.mu.Lock()
+					w.h.locks[i].op, w.h.locks[i].pid = op, pid
+					w.h.mu.Unlock()
+				}
 			}
 		} else {
 			w.logf("backup %s written", n)
@@ -818,6 +863,36 @@ func (w *world) watchChildren(path, trigger string) <-chan zk.Event {
 		w.firePhase(trigger, op, pid)
 	}
 	return ch
+}
+
+// lockTenures records which nodes under takeover/ a listing shows: a
+// node not seen before begins a tenure, one gone ends it.
+func (w *world) lockTenures(names []string) {
+	at := now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.h.mu.Lock()
+	defer w.h.mu.Unlock()
+	for _, n := range names {
+		if _, ok := w.lockOpen[n]; !ok {
+			w.lockOpen[n] = len(w.h.locks)
+			w.h.locks = append(w.h.locks, lockTenure{node: n, from: at, to: never})
+		}
+	}
+	for n, i := range w.lockOpen {
+		if !slices.Contains(names, n) {
+			w.h.locks[i].to = at
+			delete(w.lockOpen, n)
+		}
+	}
+}
+
+// lockIndex is the tenure of lock node n in h.locks.
+func (w *world) lockIndex(n string) (int, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	i, ok := w.lockOpen[n]
+	return i, ok
 }
 
 // snapshotNAS walks both NASes every snapshotEvery.

@@ -146,6 +146,12 @@ func (r *REST) Exceptions(ctx context.Context, job string) ([]Exception, error) 
 
 // Submit uploads a job jar and runs it with args; it returns the job's id.
 func (r *REST) Submit(ctx context.Context, jar string, args []string) (string, error) {
+	return r.SubmitAs(ctx, jar, args, "")
+}
+
+// SubmitAs is Submit with the job's id chosen by the caller (32 hex
+// digits; "" lets Flink pick one), as the run request's jobId.
+func (r *REST) SubmitAs(ctx context.Context, jar string, args []string, jobID string) (string, error) {
 	f, err := os.Open(jar)
 	if err != nil {
 		return "", err
@@ -170,7 +176,11 @@ func (r *REST) Submit(ctx context.Context, jar string, args []string) (string, e
 		return "", err
 	}
 	id := filepath.Base(up.Filename)
-	req, err := json.Marshal(map[string]any{"programArgsList": args})
+	runReq := map[string]any{"programArgsList": args}
+	if jobID != "" {
+		runReq["jobId"] = jobID
+	}
+	req, err := json.Marshal(runReq)
 	if err != nil {
 		return "", err
 	}

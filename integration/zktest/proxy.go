@@ -1,6 +1,7 @@
 package zktest
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -26,6 +27,8 @@ type Proxy struct {
 
 	// latency delays every byte each way (SetLatency).
 	latency atomic.Int64
+	// trap is the armed TrapRequest, nil when none.
+	trap atomic.Pointer[requestTrap]
 
 	mu      sync.Mutex
 	open    chan struct{}           // GUARDED_BY(mu); closed while unblocked
@@ -75,6 +78,87 @@ func NewProxy(t testing.TB, target string) *Proxy {
 // direction (a round trip takes 2d more), as a WAN link would: bytes read
 // are written d later, and more may be on their way meanwhile.
 func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
+
+// OpMulti is ZooKeeper's opcode of a multi (a transaction of several
+// operations), the one request TrapRequest is used for.
+const OpMulti int32 = 14
+
+// requestTrap is an armed TrapRequest.
+type requestTrap struct {
+	op    int32
+	fired chan struct{}
+}
+
+// TrapRequest arms the proxy for the next request of ZooKeeper opcode op
+// (OpMulti, ...) that a client sends through it, on any connection: the
+// proxy blocks, as Block does, before the rest of that request reaches
+// the server, and the returned channel is closed. The server holds no
+// whole request then (it waits for the rest of it) until Unblock; so a
+// client cut off there has an outcome it cannot know: what happens when
+// a session expires, or the client dies, in the middle of a transaction.
+// Arming again replaces the trap; Disarm removes it. The proxy reads
+// ZooKeeper's framing (a length before every packet, the connect request
+// first, then a request header of xid and opcode), so a trap needs the
+// plain protocol: no TLS.
+func (p *Proxy) TrapRequest(op int32) <-chan struct{} {
+	tr := &requestTrap{op: op, fired: make(chan struct{})}
+	p.trap.Store(tr)
+	return tr.fired
+}
+
+// Disarm removes the trap TrapRequest armed, if it has not fired.
+func (p *Proxy) Disarm() { p.trap.Store(nil) }
+
+// requestFramer follows the packets a client sends on one connection:
+// each is a 4-byte length and that many bytes; every packet after the
+// connect request starts with its xid and opcode.
+type requestFramer struct {
+	connected bool     // the connect request has passed
+	head      [12]byte // the packet's first bytes: length, xid, opcode
+	n         int      // bytes of head read
+	skip      int64    // bytes of the packet's body still to pass
+}
+
+// split returns the offset in b at which the header of a request of
+// opcode op is complete (the request's body follows), or -1.
+func (f *requestFramer) split(b []byte, op int32) int {
+	at := -1
+	for i := 0; i < len(b); {
+		if f.skip > 0 {
+			k := int64(len(b) - i)
+			if k > f.skip {
+				k = f.skip
+			}
+			f.skip -= k
+			i += int(k)
+			continue
+		}
+		want := 12
+		if !f.connected {
+			want = 4
+		}
+		for f.n < want && i < len(b) {
+			f.head[f.n] = b[i]
+			f.n++
+			i++
+		}
+		if f.n < want {
+			break
+		}
+		length := int64(binary.BigEndian.Uint32(f.head[:4]))
+		if f.connected {
+			if int32(binary.BigEndian.Uint32(f.head[8:12])) == op && at < 0 {
+				at = i
+			}
+			f.skip = length - 8
+		} else {
+			f.skip = length
+			f.connected = true
+		}
+		f.n = 0
+	}
+	return at
+}
 
 // Addr returns the address clients should dial instead of the target.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
@@ -220,8 +304,8 @@ func (p *Proxy) serve(pc *proxyConn) {
 		return
 	}
 	errc := make(chan error, 2)
-	go func() { errc <- p.pipe(pc, server, pc.client) }()
-	go func() { errc <- p.pipe(pc, pc.client, server) }()
+	go func() { errc <- p.pipe(pc, server, pc.client, &requestFramer{}) }()
+	go func() { errc <- p.pipe(pc, pc.client, server, nil) }()
 	for range 2 {
 		if err := <-errc; err != nil {
 			// Not a clean end of stream: tear both directions down.
@@ -232,13 +316,15 @@ func (p *Proxy) serve(pc *proxyConn) {
 
 // pipe copies src to dst, holding data and end-of-stream back while the
 // proxy is blocked, each chunk SetLatency later. It returns nil after
-// passing on a clean end of stream.
-func (p *Proxy) pipe(pc *proxyConn, dst, src net.Conn) error {
+// passing on a clean end of stream. framer, on the client's side, follows
+// its requests for TrapRequest.
+func (p *Proxy) pipe(pc *proxyConn, dst, src net.Conn, framer *requestFramer) error {
 	// Chunks are written in order by one goroutine, each at its time, so
 	// that later ones are read meanwhile (a link carries many at once).
 	type chunk struct {
 		data []byte
 		due  time.Time
+		done chan struct{} // closed once written (or dropped), when set
 	}
 	delayed := make(chan chunk, 1024)
 	written := make(chan error, 1)
@@ -247,11 +333,14 @@ func (p *Proxy) pipe(pc *proxyConn, dst, src net.Conn) error {
 		for c := range delayed {
 			if werr == nil {
 				time.Sleep(time.Until(c.due))
-				if !p.wait(pc) {
+				if p.wait(pc) {
+					_, werr = dst.Write(c.data)
+				} else {
 					werr = net.ErrClosed
-					continue
 				}
-				_, werr = dst.Write(c.data)
+			}
+			if c.done != nil {
+				close(c.done)
 			}
 		}
 		written <- werr
@@ -263,12 +352,34 @@ func (p *Proxy) pipe(pc *proxyConn, dst, src net.Conn) error {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 {
+		data := buf[:n]
+		if framer != nil && n > 0 {
+			if tr := p.trap.Load(); tr != nil {
+				if at := framer.split(data, tr.op); at >= 0 && p.trap.CompareAndSwap(tr, nil) {
+					// What comes before the request's body reaches the
+					// server; the body waits.
+					if !p.wait(pc) {
+						drain()
+						return net.ErrClosed
+					}
+					done := make(chan struct{})
+					delayed <- chunk{data: append([]byte(nil), data[:at]...), due: time.Now().Add(time.Duration(p.latency.Load())), done: done}
+					<-done
+					data = data[at:]
+					p.Block()
+					p.log.Printf("trapped a request of opcode %d", tr.op)
+					close(tr.fired)
+				}
+			} else {
+				framer.split(data, -1)
+			}
+		}
+		if len(data) > 0 {
 			if !p.wait(pc) {
 				drain()
 				return net.ErrClosed
 			}
-			delayed <- chunk{data: append([]byte(nil), buf[:n]...), due: time.Now().Add(time.Duration(p.latency.Load()))}
+			delayed <- chunk{data: append([]byte(nil), data...), due: time.Now().Add(time.Duration(p.latency.Load()))}
 		}
 		if err != nil {
 			if werr := drain(); werr != nil {

@@ -2,7 +2,10 @@ package zktest
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -155,5 +158,111 @@ func TestProxy_PassesEndOfStream(t *testing.T) {
 	got, err := io.ReadAll(c) // the echo server ends after our end of stream
 	if err != nil || string(got) != "bye" {
 		t.Fatalf("ReadAll = %q, %v; want \"bye\" then end of stream", got, err)
+	}
+}
+
+// packet is one ZooKeeper packet: a 4-byte length and body.
+func packet(body []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+}
+
+// request is a request packet: xid, opcode and a body of n bytes.
+func request(xid, op int32, n int) []byte {
+	b := binary.BigEndian.AppendUint32(nil, uint32(xid))
+	b = binary.BigEndian.AppendUint32(b, uint32(op))
+	return packet(append(b, bytes.Repeat([]byte{0xab}, n)...))
+}
+
+// TestProxy_TrapRequest: the trap passes every packet before the
+// trapped request, and holds that request's body (the server never has
+// all of it) until Unblock, however the client's writes split it. A
+// connect request whose bytes look like the opcode is not trapped.
+func TestProxy_TrapRequest(t *testing.T) {
+	for _, split := range []int{0, 1, 3, 13, 20, 1 << 20} {
+		t.Run(fmt.Sprintf("writes of %d", split), func(t *testing.T) {
+			got := make(chan []byte, 64)
+			ln, err := net.Listen("tcp4", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ln.Close() })
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				buf := make([]byte, 4096)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						got <- append([]byte(nil), buf[:n]...)
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+			p := NewProxy(t, ln.Addr().String())
+			fired := p.TrapRequest(OpMulti)
+			c, _ := dial(t, p.Addr())
+			// The connect request's protocol version and zxid bytes hold
+			// 14 where a request's opcode would be.
+			connect := packet(append(make([]byte, 7), 14, 0, 0, 0, 0, 0, 0, 0, 0))
+			var stream []byte
+			stream = append(stream, connect...)
+			stream = append(stream, request(1, 1, 30)...) // create
+			before := len(stream)
+			stream = append(stream, request(2, OpMulti, 40)...)
+			stream = append(stream, request(3, 4, 5)...) // a read behind it
+			for i := 0; i < len(stream); {
+				n := len(stream) - i
+				if split > 0 && split < n {
+					n = split
+				}
+				if _, err := c.Write(stream[i : i+n]); err != nil {
+					t.Fatal(err)
+				}
+				i += n
+			}
+			select {
+			case <-fired:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the trap did not fire")
+			}
+			if !p.Blocked() {
+				t.Fatal("the proxy is not blocked after the trap fired")
+			}
+			var recv []byte
+			collect := func(d time.Duration) {
+				deadline := time.After(d)
+				for {
+					select {
+					case b := <-got:
+						recv = append(recv, b...)
+					case <-deadline:
+						return
+					}
+				}
+			}
+			collect(300 * time.Millisecond)
+			if len(recv) < before || !bytes.Equal(recv[:before], stream[:before]) {
+				t.Fatalf("the server got %d bytes before the multi, want the %d before it", len(recv), before)
+			}
+			if len(recv) >= before+4+8+40 {
+				t.Fatalf("the server got the whole multi (%d bytes of %d) while trapped", len(recv), len(stream))
+			}
+			p.Unblock()
+			collect(500 * time.Millisecond)
+			if !bytes.Equal(recv, stream) {
+				t.Fatalf("after Unblock the server got %d bytes, want all %d in order", len(recv), len(stream))
+			}
+			// Fired once: the next multi passes.
+			c.Write(request(4, OpMulti, 10))
+			collect(300 * time.Millisecond)
+			if p.Blocked() || len(recv) != len(stream)+4+8+10 {
+				t.Fatalf("a second multi: blocked %v, %d bytes", p.Blocked(), len(recv)-len(stream))
+			}
+		})
 	}
 }

@@ -855,27 +855,7 @@ func (w *world) runTakeover(ctx context.Context, site string, index int) {
 	w.takeovers = append(w.takeovers, r)
 	w.mu.Unlock()
 	w.logf("takeover on %s started (pid %d)", site, r.pid)
-	done := make(chan error, 1)
-	go func() { done <- r.cmd.Wait() }()
-	var err error
-	kill := func() error {
-		w.mu.Lock()
-		r.killed = true
-		w.mu.Unlock()
-		r.cmd.Process.Kill()
-		return <-done
-	}
-	select {
-	case err = <-done:
-	case <-time.After(takeoverLimit):
-		err = kill()
-	case <-ctx.Done():
-		select {
-		case err = <-done:
-		case <-time.After(15 * time.Second):
-			err = kill()
-		}
-	}
+	err := w.waitCommand(ctx, r.cmd, &r.killed)
 	ret := now()
 	code := 0
 	var ee *exec.ExitError
@@ -1197,5 +1177,33 @@ func TestDrawMore(t *testing.T) {
 	}
 	if flink < 250 || flink > 350 {
 		t.Errorf("real Flink in %d of 900 runs, want about 300", flink)
+	}
+}
+
+// waitCommand waits for cmd, started by the harness: it kills it after
+// takeoverLimit, or 15 s after ctx ended, and then sets *killed (under
+// w.mu).
+func (w *world) waitCommand(ctx context.Context, cmd *exec.Cmd, killed *bool) error {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	kill := func() error {
+		w.mu.Lock()
+		*killed = true
+		w.mu.Unlock()
+		cmd.Process.Kill()
+		return <-done
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(takeoverLimit):
+		return kill()
+	case <-ctx.Done():
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(15 * time.Second):
+			return kill()
+		}
 	}
 }

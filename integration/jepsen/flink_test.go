@@ -470,16 +470,7 @@ func flinkCause(log string) string {
 		if !strings.Contains(l, " ERROR ") || strings.Contains(l, "Authentication failed") {
 			continue
 		}
-		cause := strings.TrimSpace(l)
-		for _, m := range lines[i+1:] {
-			if m != "" && m[0] != '\t' && !strings.HasPrefix(m, "Caused by") && !strings.HasPrefix(m, "java.") && !strings.HasPrefix(m, "org.") {
-				break
-			}
-			if c, ok := strings.CutPrefix(m, "Caused by: "); ok {
-				cause = c
-			}
-		}
-		return cause
+		return realflink.Cause(lines, i)
 	}
 	return "no error logged"
 }

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -292,26 +291,7 @@ func (w *world) runRestore(ctx context.Context, f fault, index int, end bool) *r
 	w.restoreRs = append(w.restoreRs, r)
 	w.mu.Unlock()
 	w.logf("restore-pruned on %s started (pid %d)%s", rr.site, r.pid, map[bool]string{true: ", P at its " + f.phase, false: ""}[f.phase != ""])
-	done := make(chan error, 1)
-	go func() { done <- r.cmd.Wait() }()
-	kill := func() error {
-		w.mu.Lock()
-		r.killed = true
-		w.mu.Unlock()
-		r.cmd.Process.Kill()
-		return <-done
-	}
-	select {
-	case err = <-done:
-	case <-time.After(takeoverLimit):
-		err = kill()
-	case <-ctx.Done():
-		select {
-		case err = <-done:
-		case <-time.After(15 * time.Second):
-			err = kill()
-		}
-	}
+	err = w.waitCommand(ctx, r.cmd, &r.killed)
 	rr.ret = now()
 	tcancel()
 	for _, p := range proxies {

@@ -251,3 +251,19 @@ func resourceKey(cfg ClusterConfig, what string) string {
 	}
 	return strings.Join(key, "\x00")
 }
+
+// Cause is what a Flink log says caused the error logged on lines[i]:
+// the innermost "Caused by" of the stack trace that follows it, or the
+// line itself.
+func Cause(lines []string, i int) string {
+	cause := strings.TrimSpace(lines[i])
+	for _, m := range lines[i+1:] {
+		if m != "" && m[0] != '\t' && !strings.HasPrefix(m, "Caused by") && !strings.HasPrefix(m, "java.") && !strings.HasPrefix(m, "org.") {
+			break
+		}
+		if c, ok := strings.CutPrefix(m, "Caused by: "); ok {
+			cause = c
+		}
+	}
+	return cause
+}

@@ -692,16 +692,7 @@ func flinkFailure(log string) string {
 		if !strings.Contains(l, "Fatal error") {
 			continue
 		}
-		cause := strings.TrimSpace(l)
-		for _, m := range lines[i+1:] {
-			if m != "" && m[0] != '\t' && !strings.HasPrefix(m, "Caused by") && !strings.HasPrefix(m, "java.") && !strings.HasPrefix(m, "org.") {
-				break
-			}
-			if c, ok := strings.CutPrefix(m, "Caused by: "); ok {
-				cause = c
-			}
-		}
-		return cause
+		return Cause(lines, i)
 	}
 	return "no fatal error in " + log
 }

@@ -178,8 +178,12 @@
 //     (L2) on the active site, and every pointer it reads has a readable
 //     HA file there: what a takeover keeps, judged by `ckptfs status`
 //     on that site. Not checked when no site holds the lease at the end
-//     (an edit not put back) or without a JobManager. The same again
-//     after the end's restore-pruned put pointers back. With real Flink,
+//     (an edit not put back) or without a JobManager. As soon as a site
+//     holds the lease at the end with no takeover running, the harness
+//     adds a stray pointer of its own (its HA file nowhere, no lock of a
+//     leading session): no takeover comes after it, so the sweeper alone
+//     must have retracted it by then. The same again after the end's
+//     restore-pruned put pointers back. With real Flink,
 //     Flink started on that site must restore the newest pointer, run,
 //     and find exactly that checkpoint's state (the flink column: ok,
 //     BAD, or - when it could not be tried).
@@ -281,11 +285,16 @@
 //     takeover ...; grace 4s) (there since 22.624s at least, created at
 //     zxid 0x1000000a6; that activation judged pointers up to zxid
 //     0x1000000b6)", the same at the end, and real Flink at the end:
-//     "its JobManager exited (exit status 239)". The sweeper alone
-//     disabled (Sweeper.Pass retracting nothing), seeds 7030, 7035 and
-//     7037: not caught, since no round after an activation was judged
-//     (a queued takeover's lock node, the operator's edits) and the
-//     strays were the next takeover's to retract.
+//     "its JobManager exited (exit status 239)".
+//   - The sweeper alone disabled (Sweeper.Pass retracting nothing):
+//     seeds 7030, 7035 and 7037 were not caught at first, since no
+//     round after an activation was judged (a queued takeover's lock
+//     node, the operator's edits) and the strays were the next
+//     takeover's to retract. With the end's own stray, seeds 7030 and
+//     7035, invariant 2: "the newest pointer Flink reads, 17, is not
+//     complete on dc2, the active site (created at zxid 0x10000013a;
+//     the lease says pointers up to zxid 0x1000000e1 were judged, by
+//     dc2's takeover ...)".
 //
 // # What it found
 //

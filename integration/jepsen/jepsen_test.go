@@ -288,7 +288,10 @@ func (w *world) heal() {
 // pointersAtEnd waits until every slot has a daemon, one site holds the
 // lease, no takeover or sweep holds the lock and the sweeper's grace
 // passed since the last stray could appear, and then asks `ckptfs
-// status` on that site for Flink's pointers (invariant 2).
+// status` on that site for Flink's pointers (invariant 2). As soon as a
+// site holds the lease with no takeover running, it adds a stray
+// pointer of its own: no takeover comes after it, so the sweeper alone
+// must retract it before the status.
 func (w *world) pointersAtEnd() {
 	if !w.cfg.jm {
 		w.h.pointersSkip = "no JobManager in this run"
@@ -297,9 +300,20 @@ func (w *world) pointersAtEnd() {
 	settle := w.cfg.grace + 3*time.Second
 	deadline := time.Now().Add(60 * time.Second)
 	var site string
+	var strayAt mono
 	for {
+		if strayAt == 0 && w.settled(0) != "" {
+			w.createStray(0)
+			strayAt = now()
+		}
 		site = w.settled(settle)
-		if site != "" || time.Now().After(deadline) {
+		jmGone := w.jmEnded == 0 || now().sub(w.jmEnded) >= w.cfg.grace+time.Second
+		swept := strayAt != 0 && now().sub(strayAt) >= w.cfg.grace+midMargin
+		if site != "" && jmGone && swept {
+			break
+		}
+		if time.Now().After(deadline) {
+			site = ""
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -333,9 +347,8 @@ func (w *world) pointersAtEnd() {
 }
 
 // settled returns the site that held the lease for at least d at the
-// last observation, with every slot's daemon serving, no lock node under
-// takeover/, and the JobManager gone for Flink's session timeout; "" if
-// none.
+// last observation, with every slot's daemon serving and no lock node
+// under takeover/; "" if none.
 func (w *world) settled(d time.Duration) string {
 	for _, s := range w.sites {
 		for _, sl := range s.slots {
@@ -345,9 +358,6 @@ func (w *world) settled(d time.Duration) string {
 		}
 	}
 	if kids, _, err := w.zk.Children(w.base + "/takeover"); err != nil || len(kids) > 0 {
-		return ""
-	}
-	if w.jmEnded != 0 && now().sub(w.jmEnded) < w.cfg.grace+time.Second {
 		return ""
 	}
 	w.h.mu.Lock()

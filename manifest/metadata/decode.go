@@ -589,9 +589,11 @@ func (d *decoder) metadata() (*Metadata, error) {
 	m := &Metadata{Version: version}
 	d.version = version
 	switch {
+	case version == 0:
+		return m, d.fail("version", fmt.Errorf("%w 0 (Flink 1.1 savepoints; restore them with Flink 1.2 or 1.3 and take a new savepoint)", ErrUnsupportedVersion))
 	case version == 1:
 		return m, d.fail("version", fmt.Errorf("%w 1 (Flink 1.1/1.2 savepoints; restore them with Flink 1.3-1.10 and take a new savepoint)", ErrUnsupportedVersion))
-	case version < 1 || version > 7:
+	case version < 0 || version > 7:
 		return m, d.fail("version", fmt.Errorf("%w %d (written by a newer Flink, or not a _metadata file)", ErrUnsupportedVersion, version))
 	}
 	if version >= 3 && version <= 5 {

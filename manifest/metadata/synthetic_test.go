@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -334,6 +335,22 @@ func TestHostileInput(t *testing.T) {
 
 // TestDeepNestingFails: nested key-group stream handles beyond the limit
 // are refused, not followed until the stack runs out.
+// TestUnsupportedVersionsSayWhat: a refused version says what wrote it
+// and what to do.
+func TestUnsupportedVersionsSayWhat(t *testing.T) {
+	for v, want := range map[int32]string{
+		0:  "unsupported metadata version 0 (Flink 1.1 savepoints; restore them with Flink 1.2 or 1.3",
+		1:  "unsupported metadata version 1 (Flink 1.1/1.2 savepoints; restore them with Flink 1.3-1.10",
+		8:  "unsupported metadata version 8 (written by a newer Flink, or not a _metadata file)",
+		-3: "unsupported metadata version -3 (written by a newer Flink, or not a _metadata file)",
+	} {
+		_, err := decode(header(v, 1), Options{})
+		if !errors.Is(err, ErrUnsupportedVersion) || !strings.Contains(err.Error(), want) {
+			t.Errorf("version %d: %v, want %q", v, err, want)
+		}
+	}
+}
+
 func TestDeepNestingFails(t *testing.T) {
 	b := i32(i32(header(3, 1), 0), 1)
 	b = i64(i64(b, 1), 2)

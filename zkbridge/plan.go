@@ -28,6 +28,11 @@ const (
 	// ReasonHAFileUnreadable: the pointer's HA file is not readable here;
 	// Flink 1.12.5+ fails the whole recovery on it.
 	ReasonHAFileUnreadable RetractReason = "ha_file_unreadable"
+	// ReasonNoneCompleteSinceActivation: the sweeper's (design §5.5.2).
+	// None of the job's visible pointers is complete here, and every one
+	// was created after the activation judged the job's pointers: all go,
+	// and the job is back where its activation left it, without one.
+	ReasonNoneCompleteSinceActivation RetractReason = "none_complete_since_activation"
 	// ReasonKept marks the backup of a pointer the takeover kept
 	// (Backup.Kept): not a retraction.
 	ReasonKept RetractReason = "kept"

@@ -28,6 +28,11 @@ type SweepStats struct {
 	// the takeover lock held: a lock held for ever (a stuck takeover, or
 	// a node another client made under takeover/) keeps the sweeper off.
 	SkippedLocked uint64 `json:"skipped_locked"`
+	// LeftNoComplete counts jobs, once a pass, whose pointers since the
+	// activation are all incomplete here but were left because this
+	// site's marker names a complete checkpoint of the job: retracting
+	// them would start the job from empty state (design §5.5.2).
+	LeftNoComplete uint64 `json:"left_no_complete"`
 	// LockHolder names the lock node that made the last pass skip, and
 	// who holds it; LockForeign is set when its data is not a ckptfs
 	// lock holder's; LockedSince is when passes first found it holding
@@ -51,7 +56,10 @@ type SweepStats struct {
 // same fenced multi and backup, those that:
 //
 //   - PlanJob would retract (not L2-complete here, or above the newest
-//     one that is);
+//     one that is), or, when none of the job's visible pointers is
+//     complete, all of them were created since (unless this site's
+//     marker names a complete checkpoint of the job: then it is the
+//     operator's, and warned);
 //   - were not written by a session that leads now: Flink adds a pointer
 //     and its lock in one transaction, so the running JobManager's own
 //     pointers are never judged, whatever a stale read of the NAS says
@@ -77,6 +85,9 @@ type Sweeper struct {
 	// another), and when that was last logged as a warning.
 	held       strayKey
 	heldWarned time.Time
+	// leftWarned: GUARDED_BY(mu). Per job left without a complete
+	// pointer, the marker's checkpoint last warned of.
+	leftWarned map[string]int64
 }
 
 // strayKey names one pointer node: a pointer deleted and created again
@@ -103,7 +114,7 @@ func (b *Bridge) NewSweeper(grace time.Duration) (*Sweeper, error) {
 	if grace < 0 {
 		return nil, fmt.Errorf("zkbridge: sweep grace %v is negative", grace)
 	}
-	return &Sweeper{b: b, grace: grace, now: time.Now, seen: map[strayKey]time.Time{}}, nil
+	return &Sweeper{b: b, grace: grace, now: time.Now, seen: map[strayKey]time.Time{}, leftWarned: map[string]int64{}}, nil
 }
 
 // Stats returns the counts so far.
@@ -265,6 +276,9 @@ func (s *Sweeper) strays(ctx context.Context, paths ckptfsPaths, l *Layout) ([]s
 		}
 	}
 	perJob := make([][]stray, len(l.Jobs))
+	// orphans: per job with no complete visible pointer, every visible
+	// one when all are suspects with a verdict.
+	orphans := make([][]stray, len(l.Jobs))
 	_, err = forEachJob(ctx, len(l.Jobs), func(ctx context.Context, i int) error {
 		js, err := b.readJob(ctx, l.Jobs[i])
 		if err != nil || js.LockStyle == LockStyleUnknown {
@@ -287,14 +301,79 @@ func (s *Sweeper) strays(ctx context.Context, paths ckptfsPaths, l *Layout) ([]s
 		for _, p := range js.Pointers {
 			p.Verdict = b.verifyPointer(ctx, p)
 		}
-		for _, r := range PlanJob(facts(js)).Retract {
+		plan := PlanJob(facts(js))
+		if plan.Refused {
+			orphans[i] = allSuspects(js, suspects)
+			return nil
+		}
+		for _, r := range plan.Retract {
 			if p := js.pointer(r.ID); slices.Contains(suspects, r.ID) && !p.Verdict.Verdict.Unknown {
 				perJob[i] = append(perJob[i], stray{js: js, p: p, r: r})
 			}
 		}
 		return nil
 	})
-	return slices.Concat(perJob...), err
+	if err != nil {
+		return nil, err
+	}
+	if slices.ContainsFunc(orphans, func(o []stray) bool { return len(o) > 0 }) {
+		markers, err := b.readMarkers(ctx, paths)
+		if err != nil {
+			return nil, err
+		}
+		for i, o := range orphans {
+			if len(o) == 0 {
+				continue
+			}
+			if m, ok := markers[b.cfg.Site][l.Jobs[i].JobID]; ok && m.CheckpointID >= 0 {
+				s.leftNoComplete(o, m)
+				continue
+			}
+			perJob[i] = o
+		}
+	}
+	return slices.Concat(perJob...), nil
+}
+
+// allSuspects returns every visible pointer of a job none of whose
+// visible pointers is complete, to retract, when all of them are
+// suspects (created after the judged bound, not a leader's) with a
+// verdict; nil otherwise: a pointer the activation judged (it refused
+// the job) or a leader's makes the job the operator's as it stands.
+func allSuspects(js *JobState, suspects []int64) []stray {
+	var out []stray
+	for _, p := range js.Pointers {
+		if !p.Visible {
+			continue
+		}
+		if !slices.Contains(suspects, p.ID) || p.Verdict.Verdict.Unknown {
+			return nil
+		}
+		out = append(out, stray{js: js, p: p, r: Retraction{ID: p.ID, Reason: ReasonNoneCompleteSinceActivation}})
+	}
+	return out
+}
+
+// leftNoComplete counts a job whose pointers since the activation are
+// all incomplete here, left because this site holds complete checkpoint
+// m of it, and warns once per job and checkpoint.
+func (s *Sweeper) leftNoComplete(o []stray, m Marker) {
+	job := o[0].p.JobID
+	s.mu.Lock()
+	s.stats.LeftNoComplete++
+	last, warned := s.leftWarned[job]
+	s.leftWarned[job] = m.CheckpointID
+	s.mu.Unlock()
+	warn := !warned || last != m.CheckpointID
+	if !warn {
+		return
+	}
+	var ids []string
+	for _, c := range o {
+		ids = append(ids, strconv.FormatInt(c.p.ID, 10))
+	}
+	s.b.log.Warn("stray pointers left: none of the job's pointers is complete on this site and all were written after its activation, but retracting them would start the job from empty state although this site holds a complete checkpoint of it; stop Flink on the other site, then start the job from that checkpoint or delete the pointers (docs/runbook.md)",
+		"job", job, "pointers", strings.Join(ids, ","), "checkpoint", m.CheckpointID, "detail", "flink run -s "+m.Path)
 }
 
 // judgedSince is the zxid after which a pointer was not judged by the

@@ -2,6 +2,7 @@ package zkbridge
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"slices"
 	"strings"
@@ -399,4 +400,92 @@ func TestIntegration_SweepSkipsLockedPasses(t *testing.T) {
 		t.Errorf("stats after the lock was taken: %+v", st)
 	}
 	_ = mark
+}
+
+// TestIntegration_SweepJobWithoutCompletePointer: a job had no pointer
+// when DC2 took over (DC1's JobManager was cut off before its first
+// checkpoint); back, DC1's JobManager adds two pointers DC2 does not
+// hold. PlanJob refuses a job with no complete pointer, yet every
+// pointer was written since the activation: DC2's sweeper retracts both
+// (none_complete_since_activation), putting the job back as the
+// takeover left it (design §5.5.2). With DC2's marker naming a complete
+// checkpoint of the job, retracting them would start it from empty
+// state: the sweeper leaves them, counts the job and warns once.
+func TestIntegration_SweepJobWithoutCompletePointer(t *testing.T) {
+	c := zktest.StartCluster(t, 1)
+	for _, marker := range []bool{false, true} {
+		name := "no marker"
+		if marker {
+			name = "marker names a complete checkpoint"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, c)
+			ctx := testContext(t, 2*time.Minute)
+			layout := flinkemu.Layouts()[len(flinkemu.Layouts())-1]
+			jm1, job := cutOffJobManager(t, e, layout, 0)
+			log, rec := newLogRecorder(t)
+			b2 := e.bridge("dc2", func(c *Config) { c.Logger = log })
+			if rep, err := b2.Takeover(ctx, TakeoverOptions{Wait: 30 * time.Second}); err != nil || !rep.Activated {
+				t.Fatalf("takeover: %v %+v", err, rep)
+			}
+			var strays []int64
+			for range 2 {
+				cp, err := jm1.CompleteCheckpoint(job, flinkemu.CheckpointSpec{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				hideFile(t, cp.HAFile)
+				strays = append(strays, cp.ID)
+			}
+			if marker {
+				m := Marker{JobID: job, CheckpointID: 7, Level: 2, Path: "file:/flink/checkpoints/" + job + "/chk-7", Site: "dc2"}
+				data, _ := json.Marshal(m)
+				base := e.ckptfs + "/default/sites/dc2/jobs"
+				for _, p := range []string{e.ckptfs + "/default/sites", e.ckptfs + "/default/sites/dc2", base} {
+					b2.Conn().Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+				}
+				if _, err := b2.Conn().Create(base+"/"+job, data, 0, zk.WorldACL(zk.PermAll)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s2, err := b2.NewSweeper(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := e.flinkTree(b2.Conn())
+			swept, err := s2.Pass(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if marker {
+				if len(swept) > 0 {
+					t.Fatalf("retracted %+v although DC2 holds a complete checkpoint of the job", swept)
+				}
+				requireSameTree(t, "a pass that leaves the job", before, e.flinkTree(b2.Conn()))
+				if _, err := s2.Pass(ctx); err != nil {
+					t.Fatal(err)
+				}
+				lines, _ := rec.since(0)
+				if st := s2.Stats(); st.LeftNoComplete != 2 || st.Retracted != 0 {
+					t.Errorf("stats %+v, want the job left twice", st)
+				}
+				if w := matching(lines, slog.LevelWarn, "stray pointers left", job, "checkpoint=7"); len(w) != 1 {
+					t.Errorf("%d warnings naming the job and checkpoint 7, want 1: %v", len(w), lines)
+				}
+				return
+			}
+			var want []SweptPointer
+			for _, id := range strays {
+				want = append(want, SweptPointer{JobID: job, ID: id, Reason: ReasonNoneCompleteSinceActivation})
+			}
+			if !slices.Equal(swept, want) {
+				t.Fatalf("swept %+v, want %+v", swept, want)
+			}
+			for _, id := range strays {
+				if ok, _, err := b2.Conn().Exists(e.root + "/default/" + pointerPath(layout, job, id)); err != nil || ok {
+					t.Errorf("pointer %d exists=%v (%v), want it retracted", id, ok, err)
+				}
+			}
+		})
+	}
 }

@@ -312,6 +312,15 @@
 // put-back of active-site had moved past another stray while queued
 // takeovers kept the sweeper from the lock.
 //
+// Seed 9103 (invariant 2, the end's own stray): a job with no pointer
+// when DC2 took over (DC1's JobManager cut off before a checkpoint
+// reached DC2) kept a stray for good: "the newest pointer Flink reads,
+// 9, is not complete on dc2, the active site (created at zxid
+// 0x1000001e5; the lease says pointers up to zxid 0x10000019d were
+// judged ...)". The sweeper applied PlanJob, which refuses a job with no
+// complete pointer; it now retracts every pointer of such a job when all
+// were created since the activation (design §5.5.2).
+//
 // # Limits
 //
 // No ZooKeeper server is stopped, no link between the sites is cut

@@ -221,6 +221,7 @@ func collectZooKeeper(z *ZooKeeper, site string, gauge gaugeFunc, counter counte
 		counter(SweepActions, st.Retracted, "retract")
 		counter(SweepActions, st.Failures, "failure")
 		counter(SweepActions, st.SkippedLocked, "skipped_locked")
+		counter(SweepActions, st.LeftNoComplete, "left_no_complete")
 	}
 	if z.Lag == nil {
 		return

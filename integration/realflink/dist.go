@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,8 +52,9 @@ type Release struct {
 	Package string // where it comes from
 	File    string // the file downloaded
 	SHA256  string
-	Use     string // test, runs or fails
+	Use     string // test, runs, tried or fails
 	Note    string
+	Java    string // the Java major version it runs on: "17", the system's, or a row of flink/java.tsv
 }
 
 // Minor returns the release's major and minor numbers.
@@ -77,15 +79,40 @@ func RepoRoot() string {
 	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
 }
 
-// Releases reads the version table.
+// Releases reads the version table, checked against the Java table.
 func Releases() ([]Release, error) {
-	path := filepath.Join(RepoRoot(), "flink", "versions.tsv")
+	javas, err := readTable("java.tsv", 6)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := readTable("versions.tsv", 7)
+	if err != nil {
+		return nil, err
+	}
+	var out []Release
+	for _, c := range rows {
+		r := Release{Version: c[0], Package: c[1], File: c[2], SHA256: c[3], Use: c[4], Note: c[5], Java: c[6]}
+		if !slices.Contains([]string{"test", "runs", "tried", "fails"}, r.Use) {
+			return nil, fmt.Errorf("flink/versions.tsv: Flink %s: use %q, want test, runs, tried or fails", r.Version, r.Use)
+		}
+		if r.Java != "17" && !slices.ContainsFunc(javas, func(j []string) bool { return j[0] == r.Java }) {
+			return nil, fmt.Errorf("flink/versions.tsv: Flink %s runs on Java %q, which is neither the system's 17 nor a row of flink/java.tsv", r.Version, r.Java)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// readTable reads a tab-separated table of flink/: its rows, each of
+// exactly columns fields.
+func readTable(name string, columns int) ([][]string, error) {
+	path := filepath.Join(RepoRoot(), "flink", name)
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var out []Release
+	var out [][]string
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
@@ -93,10 +120,10 @@ func Releases() ([]Release, error) {
 			continue
 		}
 		c := strings.Split(line, "\t")
-		if len(c) != 6 {
-			return nil, fmt.Errorf("%s:%d: %d columns, want 6", path, n, len(c))
+		if len(c) != columns {
+			return nil, fmt.Errorf("%s:%d: %d columns, want %d", path, n, len(c), columns)
 		}
-		out = append(out, Release{Version: c[0], Package: c[1], File: c[2], SHA256: c[3], Use: c[4], Note: c[5]})
+		out = append(out, c)
 	}
 	return out, sc.Err()
 }
@@ -135,8 +162,10 @@ type Dist struct {
 }
 
 // FindDist returns the distribution of a release from the cache, checked
-// by flink/fetch.sh (its .sha256 matches the table). It skips in -short
-// mode.
+// by flink/fetch.sh (its .sha256 matches the table), with the Java it
+// runs on: the system's for 17, else the runtime fetch.sh put in the
+// cache. CKPTFS_FLINK_JAVA names another launcher for the releases on
+// 17. It skips in -short mode.
 func FindDist(t testing.TB, r Release) Dist {
 	t.Helper()
 	skipShort(t)
@@ -144,6 +173,13 @@ func FindDist(t testing.TB, r Release) Dist {
 	sum, err := os.ReadFile(filepath.Join(home, ".sha256"))
 	if err != nil || strings.TrimSpace(string(sum)) != r.SHA256 {
 		missing(t, fmt.Sprintf("Flink %s in %s", r.Version, home))
+	}
+	if r.Java != "17" {
+		java := filepath.Join(cacheDir(), "flink", "java", r.Java, "bin", "java")
+		if _, err := os.Stat(java); err != nil {
+			missing(t, fmt.Sprintf("Java %s for Flink %s (%s)", r.Java, r.Version, java))
+		}
+		return Dist{Release: r, Home: home, Java: java}
 	}
 	java, err := exec.LookPath("java")
 	if err != nil {

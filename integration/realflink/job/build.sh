@@ -27,17 +27,29 @@ fi
 
 shopt -s nullglob
 dists=("$libdir"/flink-dist-*.jar "$libdir"/flink-dist_*.jar)
+# A lib/ assembled from Maven Central's modules (flink/fetch.sh) has no
+# flink-dist jar: its flink-streaming-java jar names the version.
+[[ ${#dists[@]} -eq 0 ]] && dists=("$libdir"/flink-streaming-java_*.jar)
 shopt -u nullglob
 if [[ ${#dists[@]} -ne 1 ]]; then
-  echo "build.sh: want exactly one flink-dist jar in $libdir, found ${#dists[@]}" >&2
+  echo "build.sh: want exactly one flink-dist (or flink-streaming-java) jar in $libdir, found ${#dists[@]}" >&2
   exit 1
 fi
 dist=$(basename "${dists[0]}")
-# flink-dist-1.20.5.jar -> 1.20.5 ; flink-dist_2.12-1.15.4.jar -> 1.15.4
+# flink-dist-1.20.5.jar -> 1.20.5 ; flink-dist_2.12-1.15.4.jar -> 1.15.4 ;
+# flink-streaming-java_2.11-1.4.2.jar -> 1.4.2
 version=${dist%.jar}
 version=${version#flink-dist_*-}
 version=${version#flink-dist-}
+version=${version#flink-streaming-java_*-}
 major=${version%%.*}
+minor=${version#*.}
+minor=${minor%%.*}
+# Before 1.12 there is no NumberSequenceSource: src-1.4 holds the job for
+# the older API.
+if [[ $major == 1 && $minor -lt 12 ]]; then
+  src=$here/src-1.4
+fi
 case $major in
   1) release=8 ;;
   2) release=11 ;;

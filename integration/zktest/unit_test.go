@@ -269,3 +269,18 @@ func TestRequireInstallation_SkipsOrFailsWhenMissing(t *testing.T) {
 		t.Fatalf("-short with %s=1: skips %q, fatals %q; want one skip naming -short", EnvRequire, tb.skips, tb.fatals)
 	}
 }
+
+// TestFreePortsBelowEphemeralRange: no port is handed out from the
+// range the kernel gives outgoing connections, which could take it
+// before its server binds it.
+func TestFreePortsBelowEphemeralRange(t *testing.T) {
+	ps, err := FreePorts("127.0.0.1", 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if p < lowPort || p >= ephemeralStart() {
+			t.Errorf("port %d outside [%d, %d)", p, lowPort, ephemeralStart())
+		}
+	}
+}

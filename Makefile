@@ -47,8 +47,8 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; \
 	fi
 
-# The Flink distributions the real-Flink tests run (flink/versions.tsv,
-# use "test"), downloaded once into $(CKPTFS_CACHE)/flink and checked
+# The Flink distributions make test runs (flink/versions.tsv, use "test"
+# or "tried"), downloaded once into $(CKPTFS_CACHE)/flink and checked
 # against their sha256. FLINK_VERSIONS= names others from the table.
 CKPTFS_CACHE ?= /var/cache/ckptfs
 export CKPTFS_CACHE

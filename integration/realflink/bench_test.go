@@ -705,18 +705,7 @@ func benchCheckpointRun(b *testing.B, c *zktest.Cluster, d Dist, jar string, mou
 	} else if err := site.Bind(backing, flink); err != nil {
 		b.Fatal(err)
 	}
-	fl, err := NewCluster(site, benchConfig(sc, d, root, "dc1", c.ConnectString(), clusterID, flink))
-	if err != nil {
-		b.Fatal(err)
-	}
-	jm, err := fl.StartJobManager("jobmanager")
-	if err != nil {
-		b.Fatal(err)
-	}
-	tm, err := fl.StartTaskManager("taskmanager")
-	if err != nil {
-		b.Fatal(err)
-	}
+	fl, jm, tm := startCluster(b, site, benchConfig(sc, d, root, "dc1", c.ConnectString(), clusterID, flink))
 	procs = append(procs, jm, tm)
 	waitUntil(sc, benchStep, "the TaskManager to register", func() bool {
 		o, err := fl.REST.Overview(ctx)

@@ -42,6 +42,9 @@ type ClusterConfig struct {
 // Settings returns the configuration as Flink keys for the release: the
 // keys Flink renamed are written in the release's own spelling.
 func (c ClusterConfig) Settings() map[string]string {
+	if c.Dist.Legacy() {
+		return c.legacySettings()
+	}
 	r := c.Dist.Release
 	v2 := r.AtLeast(2, 0)
 	pick := func(old, current string, since bool) string {
@@ -72,12 +75,6 @@ func (c ClusterConfig) Settings() map[string]string {
 		"web.tmpdir":  c.TmpDir(),
 
 		pick("high-availability", "high-availability.type", r.AtLeast(1, 17)): "zookeeper",
-		"high-availability.storageDir":                                        "file://" + c.HADir,
-		"high-availability.zookeeper.quorum":                                  c.ZK,
-		"high-availability.zookeeper.path.root":                               c.PathRoot,
-		"high-availability.cluster-id":                                        c.ClusterID,
-		"high-availability.zookeeper.client.session-timeout":                  fmt.Sprint(c.SessionTimeout.Milliseconds()),
-		"high-availability.zookeeper.client.connection-timeout":               fmt.Sprint(c.SessionTimeout.Milliseconds()),
 
 		pick("state.backend", "state.backend.type", r.AtLeast(1, 17)):                      "rocksdb",
 		pick("state.backend.incremental", "execution.checkpointing.incremental", v2):       "true",
@@ -95,6 +92,54 @@ func (c ClusterConfig) Settings() map[string]string {
 		// would see it up to 3 s late, and the recovery times with it.
 		"web.refresh-interval": "100",
 	}
+	return c.withExtra(s)
+}
+
+// legacySettings are Settings for Flink 1.4: its keys, and its memory
+// settings for small JVMs. The state backend is the filesystem (heap)
+// backend, the user's; its checkpoint directory is
+// state.backend.fs.checkpointdir (1.4 reads state.checkpoints.dir only
+// for externalized checkpoints' metadata), and state of 0 bytes or more
+// goes to files, not inline into the HA file. 1.4 has no key for the
+// checkpoint interval (the job sets it) and ignores the restart strategy
+// of a job with checkpointing that sets none (it restarts for ever, 10 s
+// apart).
+func (c ClusterConfig) legacySettings() map[string]string {
+	s := map[string]string{
+		"jobmanager.rpc.address":            c.Addr,
+		"jobmanager.rpc.port":               fmt.Sprint(c.RPCPort),
+		"high-availability.jobmanager.port": fmt.Sprint(c.RPCPort),
+		"web.address":                       c.Addr,
+		"web.port":                          fmt.Sprint(c.RESTPort),
+		"web.tmpdir":                        c.TmpDir(),
+		"web.refresh-interval":              "100",
+		"taskmanager.hostname":              c.Addr,
+		"taskmanager.numberOfTaskSlots":     "2",
+		"taskmanager.memory.size":           "32",
+		"taskmanager.network.memory.min":    fmt.Sprint(8 << 20),
+		"taskmanager.network.memory.max":    fmt.Sprint(8 << 20),
+		"taskmanager.tmp.dirs":              c.TmpDir(),
+		"parallelism.default":               "1",
+
+		"high-availability": "zookeeper",
+
+		"state.backend":                     "filesystem",
+		"state.backend.fs.checkpointdir":    "file://" + c.CheckpointsDir,
+		"state.backend.fs.memory-threshold": "0",
+		"state.checkpoints.num-retained":    fmt.Sprint(c.Retained),
+	}
+	return c.withExtra(s)
+}
+
+// withExtra adds to s the ZooKeeper HA settings every release spells
+// alike, then the Extra settings.
+func (c ClusterConfig) withExtra(s map[string]string) map[string]string {
+	s["high-availability.storageDir"] = "file://" + c.HADir
+	s["high-availability.zookeeper.quorum"] = c.ZK
+	s["high-availability.zookeeper.path.root"] = c.PathRoot
+	s["high-availability.cluster-id"] = c.ClusterID
+	s["high-availability.zookeeper.client.session-timeout"] = fmt.Sprint(c.SessionTimeout.Milliseconds())
+	s["high-availability.zookeeper.client.connection-timeout"] = fmt.Sprint(c.SessionTimeout.Milliseconds())
 	for k, v := range c.Extra {
 		s[k] = v
 	}
@@ -133,8 +178,24 @@ func (c ClusterConfig) writeConf() error {
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "log4j.properties"), []byte(log4j), 0o644)
+	conf := log4j
+	if c.Dist.Legacy() {
+		conf = log4j1
+	}
+	return os.WriteFile(filepath.Join(dir, "log4j.properties"), []byte(conf), 0o644)
 }
+
+// log4j1 is log4j's configuration for Flink 1.4, which logs through
+// log4j 1.2.
+const log4j1 = `log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.file=${log.file}
+log4j.appender.file.append=true
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=%d{HH:mm:ss,SSS} %-5p %c{1} [%t] - %m%n
+log4j.logger.org.apache.flink.shaded.zookeeper=WARN
+log4j.logger.org.apache.flink.shaded.curator=WARN
+`
 
 const log4j = `rootLogger.level = INFO
 rootLogger.appenderRef.file.ref = File
@@ -163,27 +224,53 @@ func NewCluster(site *Site, cfg ClusterConfig) (*Cluster, error) {
 	if err := cfg.writeConf(); err != nil {
 		return nil, err
 	}
-	return &Cluster{Config: cfg, Site: site, REST: NewREST(fmt.Sprintf("http://%s:%d", cfg.Addr, cfg.RESTPort))}, nil
+	rest := NewREST(fmt.Sprintf("http://%s:%d", cfg.Addr, cfg.RESTPort))
+	rest.legacy = cfg.Dist.Legacy()
+	return &Cluster{Config: cfg, Site: site, REST: rest}, nil
 }
 
 // StartJobManager starts a JobManager (StandaloneSessionClusterEntrypoint,
-// what bin/jobmanager.sh start-foreground runs) in the site. name tells
-// its log apart from an earlier one's.
+// what bin/jobmanager.sh start-foreground runs; in Flink 1.4 the
+// JobManager actor of bin/jobmanager.sh start cluster) in the site. name
+// tells its log apart from an earlier one's.
 func (c *Cluster) StartJobManager(name string) (*Process, error) {
+	if c.Config.Dist.Legacy() {
+		return c.start(name, "", "org.apache.flink.runtime.jobmanager.JobManager", "--executionMode", "cluster")
+	}
 	return c.start(name, "GET_JM_RESOURCE_PARAMS", "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint")
 }
 
 // StartTaskManager starts a TaskManager (TaskManagerRunner, what
-// bin/taskmanager.sh start-foreground runs) in the site.
+// bin/taskmanager.sh start-foreground runs; in Flink 1.4 the TaskManager
+// actor) in the site.
 func (c *Cluster) StartTaskManager(name string) (*Process, error) {
+	if c.Config.Dist.Legacy() {
+		return c.start(name, "", "org.apache.flink.runtime.taskmanager.TaskManager")
+	}
 	return c.start(name, "GET_TM_RESOURCE_PARAMS", "org.apache.flink.runtime.taskexecutor.TaskManagerRunner")
 }
 
-func (c *Cluster) start(name, params, class string) (*Process, error) {
+// legacyHeap is the heap of Flink 1.4's processes, which its scripts
+// take from jobmanager.heap.mb and taskmanager.heap.mb: the processes
+// themselves do not read those keys.
+var legacyHeap = map[string]string{"org.apache.flink.runtime.jobmanager.JobManager": "-Xmx384m", "org.apache.flink.runtime.taskmanager.TaskManager": "-Xmx512m"}
+
+// start runs class in the site: with the JVM flags and dynamic properties
+// BashJavaUtils gives for params, or for Flink 1.4 (params "") with its
+// scripts' flags and log4j 1.2's configuration, and args after the
+// configuration directory.
+func (c *Cluster) start(name, params, class string, args ...string) (*Process, error) {
 	d := c.Config.Dist
-	jvm, dynamic, err := c.resourceParams(params)
-	if err != nil {
-		return nil, err
+	var jvm, dynamic []string
+	logConf := "-Dlog4j.configurationFile=file:"
+	if params == "" {
+		jvm, logConf = []string{legacyHeap[class]}, "-Dlog4j.configuration=file:"
+	} else {
+		var err error
+		if jvm, dynamic, err = c.resourceParams(params); err != nil {
+			return nil, err
+		}
+		jvm = append(slices.Clone(jvmModuleFlags), jvm...)
 	}
 	cp, err := d.Classpath()
 	if err != nil {
@@ -191,10 +278,10 @@ func (c *Cluster) start(name, params, class string) (*Process, error) {
 	}
 	logFile := filepath.Join(c.Site.logDir, name+".flink.log")
 	argv := []string{d.Java}
-	argv = append(argv, jvmModuleFlags...)
 	argv = append(argv, jvm...)
-	argv = append(argv, "-Dlog.file="+logFile, "-Dlog4j.configurationFile=file:"+filepath.Join(c.Config.ConfDir(), "log4j.properties"),
+	argv = append(argv, "-Dlog.file="+logFile, logConf+filepath.Join(c.Config.ConfDir(), "log4j.properties"),
 		"-classpath", cp, class, "--configDir", c.Config.ConfDir())
+	argv = append(argv, args...)
 	argv = append(argv, dynamic...)
 	cmd := c.Site.Command(argv...)
 	cmd.Env = append(os.Environ(), "FLINK_CONF_DIR="+c.Config.ConfDir(), "FLINK_HOME="+d.Home)

@@ -285,18 +285,7 @@ func corpusRun(t *testing.T, c *zktest.Cluster, d Dist, k corpusKind, outDir str
 		CheckpointsDir: filepath.Join(root, "checkpoints"), HADir: filepath.Join(root, "ha"),
 		Interval: cmp.Or(k.interval, corpusInterval), Retained: corpusRetained, Extra: extra,
 	}
-	fl, err := NewCluster(site, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jm, err := fl.StartJobManager("jobmanager")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tm, err := fl.StartTaskManager("taskmanager")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fl, jm, tm := startCluster(t, site, cfg)
 	var overview *Overview
 	waitUntil(t, corpusStep, "the TaskManager to register", func() bool {
 		o, err := fl.REST.Overview(ctx)

@@ -191,10 +191,23 @@ func FindDist(t testing.TB, r Release) Dist {
 	return Dist{Release: r, Home: home, Java: java}
 }
 
-// Classpath is the distribution's lib/ jars, as Flink's scripts build it.
+// Legacy reports whether the release runs the JobManager of Flink 1.4
+// and before (Akka actors, the web monitor's REST API, flink-conf.yaml
+// without memory model or BashJavaUtils) rather than the 1.5+ cluster
+// entrypoints.
+func (d Dist) Legacy() bool { return !d.AtLeast(1, 5) }
+
+// Classpath is the distribution's lib/ jars, as Flink's scripts build it,
+// after the shims fetch.sh compiled for it (shim/, flink/assemble): a
+// shim replaces a class of a jar in lib/, so it comes first.
 func (d Dist) Classpath() (string, error) {
-	var jars []string
-	err := filepath.WalkDir(filepath.Join(d.Home, "lib"), func(p string, e fs.DirEntry, err error) error {
+	shims, err := filepath.Glob(filepath.Join(d.Home, "shim", "*.jar"))
+	if err != nil {
+		return "", err
+	}
+	slices.Sort(shims)
+	jars := shims
+	err = filepath.WalkDir(filepath.Join(d.Home, "lib"), func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -206,7 +219,7 @@ func (d Dist) Classpath() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(jars) == 0 {
+	if len(jars) == len(shims) {
 		return "", errors.New("no jar in " + filepath.Join(d.Home, "lib"))
 	}
 	return strings.Join(jars, ":"), nil

@@ -139,18 +139,7 @@ func harvestRelease(t *testing.T, c *zktest.Cluster, d Dist, outDir string) {
 		Interval: harvestInterval, Retained: harvestRetained,
 		Extra: map[string]string{harvestInlineKey(d): harvestInline},
 	}
-	fl, err := NewCluster(site, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jm, err := fl.StartJobManager("jobmanager")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tm, err := fl.StartTaskManager("taskmanager")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fl, jm, tm := startCluster(t, site, cfg)
 	var overview *Overview
 	waitUntil(t, harvestStep, "the TaskManager to register", func() bool {
 		o, err := fl.REST.Overview(ctx)

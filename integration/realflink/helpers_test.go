@@ -25,6 +25,23 @@ func freePorts(tb testing.TB, addr string, n int) []int {
 	return ps
 }
 
+// startCluster writes a cluster's configuration in site and starts its
+// JobManager and TaskManager.
+func startCluster(tb testing.TB, site *Site, cfg ClusterConfig) (fl *Cluster, jm, tm *Process) {
+	tb.Helper()
+	fl, err := NewCluster(site, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if jm, err = fl.StartJobManager("jobmanager"); err != nil {
+		tb.Fatal(err)
+	}
+	if tm, err = fl.StartTaskManager("taskmanager"); err != nil {
+		tb.Fatal(err)
+	}
+	return fl, jm, tm
+}
+
 // waitUntil polls ok until it holds, failing after timeout or as soon as
 // one of procs ends (with its output's and its Flink log's tail).
 func waitUntil(tb testing.TB, timeout time.Duration, what string, ok func() bool, procs ...*Process) {

@@ -48,26 +48,15 @@ func TestIntegration_RealFlink115OldHAServices(t *testing.T) {
 	site := NewSite(t, "dc1", filepath.Join(tmp, "log"))
 	ports := freePorts(t, harvestAddr, 2)
 	const clusterID = "/oldha"
-	fl, err := NewCluster(site, ClusterConfig{
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	fl, jm, tm := startCluster(t, site, ClusterConfig{
 		Dist: d, Dir: filepath.Join(tmp, "dc1"), Addr: harvestAddr, RESTPort: ports[0], RPCPort: ports[1],
 		ZK: c.ConnectString(), PathRoot: pathRoot, ClusterID: clusterID, SessionTimeout: session,
 		CheckpointsDir: filepath.Join(root, "checkpoints"), HADir: filepath.Join(root, "ha"),
 		Interval: 300 * time.Millisecond, Retained: 3,
 		Extra: map[string]string{"high-availability.use-old-ha-services": "true"},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	jm, err := fl.StartJobManager("jobmanager")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tm, err := fl.StartTaskManager("taskmanager")
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitUntil(t, time.Minute, "the TaskManager to register", func() bool {
 		o, err := fl.REST.Overview(ctx)
 		return err == nil && o.TaskManagers >= 1

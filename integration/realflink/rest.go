@@ -8,8 +8,10 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -18,6 +20,9 @@ import (
 type REST struct {
 	Base string // http://host:port
 	c    *http.Client
+	// legacy: the web monitor of Flink 1.4 (Dist.Legacy), whose paths
+	// and shapes differ where the methods below say.
+	legacy bool
 }
 
 // NewREST returns a client for the API at base.
@@ -80,8 +85,27 @@ type JobStatus struct {
 	Status string `json:"status"`
 }
 
-// Jobs lists the cluster's jobs and their states.
+// Jobs lists the cluster's jobs and their states (Flink 1.4:
+// /joboverview, whose entries give jid and state).
 func (r *REST) Jobs(ctx context.Context) ([]JobStatus, error) {
+	if r.legacy {
+		type details struct {
+			ID    string `json:"jid"`
+			State string `json:"state"`
+		}
+		var out struct {
+			Running  []details `json:"running"`
+			Finished []details `json:"finished"`
+		}
+		if err := r.Get(ctx, "/joboverview", &out); err != nil {
+			return nil, err
+		}
+		var jobs []JobStatus
+		for _, d := range append(out.Running, out.Finished...) {
+			jobs = append(jobs, JobStatus{ID: d.ID, Status: d.State})
+		}
+		return jobs, nil
+	}
 	var out struct {
 		Jobs []JobStatus `json:"jobs"`
 	}
@@ -134,8 +158,21 @@ type Exception struct {
 	Millis     int64  `json:"timestamp"`
 }
 
-// Exceptions returns a job's exception history, newest first.
+// Exceptions returns a job's exception history, newest first (Flink 1.4:
+// only its root exception, whose name is its first line).
 func (r *REST) Exceptions(ctx context.Context, job string) ([]Exception, error) {
+	if r.legacy {
+		var out struct {
+			Root   string `json:"root-exception"`
+			Millis int64  `json:"timestamp"`
+		}
+		if err := r.Get(ctx, "/jobs/"+job+"/exceptions", &out); err != nil || out.Root == "" {
+			return nil, err
+		}
+		name, _, _ := strings.Cut(out.Root, "\n")
+		name, _, _ = strings.Cut(name, ":")
+		return []Exception{{Name: strings.TrimSpace(name), Stacktrace: out.Root, Millis: out.Millis}}, nil
+	}
 	var out struct {
 		History struct {
 			Entries []Exception `json:"entries"`
@@ -171,11 +208,39 @@ func (r *REST) SubmitAs(ctx context.Context, jar string, args []string, jobID st
 	}
 	var up struct {
 		Filename string `json:"filename"`
+		Error    string `json:"error"` // Flink 1.4 answers 200 with it
 	}
 	if err := r.do(ctx, http.MethodPost, "/jars/upload", &body, mw.FormDataContentType(), &up); err != nil {
 		return "", err
 	}
+	if up.Filename == "" {
+		return "", fmt.Errorf("the jar upload did not name the jar: %s", up.Error)
+	}
 	id := filepath.Base(up.Filename)
+	if r.legacy {
+		// Flink 1.4 takes the run's parameters from the query only, the
+		// arguments as one string split at spaces, and picks the job id.
+		if jobID != "" {
+			return "", fmt.Errorf("Flink 1.4 cannot run a job with a given id (%s)", jobID)
+		}
+		for _, a := range args {
+			if strings.ContainsAny(a, " \t\"") {
+				return "", fmt.Errorf("Flink 1.4 splits program-args at spaces: argument %q", a)
+			}
+		}
+		var run struct {
+			JobID string `json:"jobid"`
+			Error string `json:"error"`
+		}
+		q := url.Values{"program-args": {strings.Join(args, " ")}}
+		if err := r.do(ctx, http.MethodPost, "/jars/"+id+"/run?"+q.Encode(), strings.NewReader("{}"), "application/json", &run); err != nil {
+			return "", err
+		}
+		if run.JobID == "" {
+			return "", fmt.Errorf("Flink 1.4 did not run the job: %s", run.Error)
+		}
+		return run.JobID, nil
+	}
 	runReq := map[string]any{"programArgsList": args}
 	if jobID != "" {
 		runReq["jobId"] = jobID
@@ -195,5 +260,8 @@ func (r *REST) SubmitAs(ctx context.Context, jar string, args []string, jobID st
 
 // Cancel cancels a job.
 func (r *REST) Cancel(ctx context.Context, job string) error {
+	if r.legacy {
+		return r.do(ctx, http.MethodDelete, "/jobs/"+job+"/cancel", nil, "", nil)
+	}
 	return r.do(ctx, http.MethodPatch, "/jobs/"+job+"?mode=cancel", nil, "", nil)
 }

@@ -45,9 +45,10 @@ version=${version#flink-streaming-java_*-}
 major=${version%%.*}
 minor=${version#*.}
 minor=${minor%%.*}
-# Before 1.12 there is no NumberSequenceSource: src-1.4 holds the job for
-# the older API.
-if [[ $major == 1 && $minor -lt 12 ]]; then
+# Before 1.14 Flink does not tell a function which checkpoint it
+# restored (getRestoredCheckpointId), before 1.12 there is no
+# NumberSequenceSource: src-1.4 holds the job for the older API.
+if [[ $major == 1 && $minor -lt 14 ]]; then
   src=$here/src-1.4
 fi
 case $major in

@@ -25,7 +25,7 @@ import org.apache.flink.streaming.api.functions.source.SourceFunction;
 import org.apache.flink.util.Collector;
 
 /**
- * The sequence job of ../src for the API of Flink 1.4 to 1.11, with the
+ * The sequence job of ../src for the API of Flink 1.4 to 1.13, with the
  * same state function and report format (README.md), so that the same Go
  * code checks a restore: a SourceFunction with ListCheckpointed instead
  * of NumberSequenceSource (FLIP-27, 1.12), a RichFlatMapFunction with

@@ -66,6 +66,16 @@ download() {
 	trap - EXIT
 }
 
+# settle TMP DEST SHA256: TMP/d, unpacked from the download of SHA256,
+# marked so and put at DEST in one rename; TMP and its trap go.
+settle() {
+	echo "$3" >"$1/d/.sha256"
+	rm -rf "$2"
+	mv "$1/d" "$2"
+	rm -rf "$1"
+	trap - EXIT
+}
+
 # fetch_java MAJOR: the runtime of java.tsv's row MAJOR in java/MAJOR (bin/java).
 fetch_java() {
 	local major=$1 r pkg v file sum dir="$cache/java/$1" tmp
@@ -86,11 +96,7 @@ fetch_java() {
 		echo "fetch.sh: the Java $major runtime in $file does not start" >&2
 		exit 1
 	fi
-	echo "$sum" >"$tmp/d/.sha256"
-	rm -rf "$dir"
-	mv "$tmp/d" "$dir"
-	rm -rf "$tmp"
-	trap - EXIT
+	settle "$tmp" "$dir" "$sum"
 }
 
 # assemble VERSION LOCK SHA256 DIST: a release Maven Central serves only as
@@ -129,11 +135,7 @@ assemble() {
 			jar cf "$tmp/d/shim/$name.jar" -C "$tmp/c/$name" .
 		done
 	fi
-	echo "$sum" >"$tmp/d/.sha256"
-	rm -rf "$dist"
-	mv "$tmp/d" "$dist"
-	rm -rf "$tmp"
-	trap - EXIT
+	settle "$tmp" "$dist" "$sum"
 }
 
 if [ $# -eq 0 ]; then
@@ -188,10 +190,6 @@ for v in "$@"; do
 	for d in lib opt plugins bin; do
 		[ -d "$src/$d" ] && mv "$src/$d" "$tmp/d/"
 	done
-	echo "$sum" >"$tmp/d/.sha256"
-	rm -rf "$dist"
-	mv "$tmp/d" "$dist"
-	rm -rf "$tmp"
-	trap - EXIT
+	settle "$tmp" "$dist" "$sum"
 	echo "$v $dist"
 done

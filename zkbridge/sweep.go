@@ -28,10 +28,12 @@ type SweepStats struct {
 	// the takeover lock held: a lock held for ever (a stuck takeover, or
 	// a node another client made under takeover/) keeps the sweeper off.
 	SkippedLocked uint64 `json:"skipped_locked"`
-	// LeftNoComplete counts jobs, once a pass, whose pointers since the
-	// activation are all incomplete here but were left because this
-	// site's marker names a complete checkpoint of the job: retracting
-	// them would start the job from empty state (design §5.5.2).
+	// LeftNoComplete counts each judgement (one a pass, two when the
+	// pass also retracts other strays under the lock) of a job whose
+	// pointers since the activation are all incomplete here, left
+	// because this site's marker names a complete checkpoint of the job:
+	// retracting them would start the job from empty state (design
+	// §5.5.2).
 	LeftNoComplete uint64 `json:"left_no_complete"`
 	// LockHolder names the lock node that made the last pass skip, and
 	// who holds it; LockForeign is set when its data is not a ckptfs

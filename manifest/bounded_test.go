@@ -234,8 +234,8 @@ func TestJudgeHAFileRefusesWhatHasNoEnd(t *testing.T) {
 			}
 			withinDeadline(t, "judging "+name, func() {
 				if tc.kind == "checkpoint" {
-					if dir := c.haCheckpointDir(context.Background(), rel); dir != "" {
-						t.Errorf("names checkpoint directory %q", dir)
+					if j := c.judgeDescription(context.Background(), rel, haStat{}); j.chkDir != "" || j.legacy != nil {
+						t.Errorf("names checkpoint directory %q", j.chkDir)
 					}
 					return
 				}

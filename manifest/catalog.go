@@ -122,8 +122,7 @@ type Catalog struct {
 
 	mu sync.RWMutex
 	// jobs: GUARDED_BY(mu). Job directory (relative) -> chk-N name ->
-	// verdict. INVARIANT: a name is visible only if its verdict is
-	// complete.
+	// verdict. INVARIANT: a name is visible only if shown(verdict).
 	jobs map[string]map[string]*Verdict
 	// savepoints: GUARDED_BY(mu). Directory holding savepoint
 	// directories (relative) -> savepoint-... name -> verdict; the same
@@ -260,10 +259,49 @@ func (c *Catalog) Visible(dir, name string) error {
 	c.mu.RLock()
 	v := (*verdicts)[dir][name]
 	c.mu.RUnlock()
-	if v == nil || !v.Complete {
+	if !shown(v) {
 		return ErrIncomplete
 	}
 	return nil
+}
+
+// shown is the one rule of what a replica shows of a checkpoint or
+// savepoint directory: a complete one, and one holding files a complete
+// checkpoint needs (HoldsFilesOf, design §4.2.1).
+func shown(v *Verdict) bool {
+	return v != nil && (v.Complete || v.HoldsFilesOf != 0)
+}
+
+// applyDescriptions replaces, in found (job directory -> chk-N ->
+// verdict), the verdict of each chk-N that has no _metadata by the
+// verdict of the Flink 1.3/1.4 HA file describing it, and marks the
+// incomplete directories that hold files of a complete one (design
+// §4.2.1).
+func (c *Catalog) applyDescriptions(found map[string]map[string]*Verdict, described map[string]*Verdict) {
+	split := func(dir string) (string, string) {
+		job, name := path.Split(dir)
+		return strings.TrimSuffix(job, "/"), name
+	}
+	for dir, d := range described {
+		job, name := split(dir)
+		if own := found[job][name]; own != nil && !own.Complete && lacksMetadata(own) {
+			found[job][name] = d
+		}
+	}
+	for dir, id := range c.holders(described) {
+		job, name := split(dir)
+		if own := found[job][name]; own != nil && !own.Complete {
+			held := *own
+			held.HoldsFilesOf = id
+			found[job][name] = &held
+		}
+	}
+}
+
+// lacksMetadata reports whether a directory verdict failed only because
+// the directory has no _metadata.
+func lacksMetadata(v *Verdict) bool {
+	return len(v.Problems) == 1 && v.Problems[0].Kind == ProblemMissing && v.Problems[0].Path == MetadataFile
 }
 
 func (c *Catalog) isHiddenName(name string) bool {
@@ -400,13 +438,8 @@ func (c *Catalog) Refresh(ctx context.Context) {
 	c.mu.RLock()
 	prevHA := c.haJudged
 	c.mu.RUnlock()
-	type haScan struct {
-		complete map[string]bool
-		judged   map[string]haJudged
-	}
 	ha, haErr := Bounded(ctx, c.backing, haFilesKey, func(ctx context.Context) (haScan, error) {
-		complete, judged := c.scanHAFiles(ctx, prevHA)
-		return haScan{complete, judged}, ctx.Err()
+		return c.scanHAFiles(ctx, prevHA), ctx.Err()
 	})
 	if ctx.Err() != nil {
 		return
@@ -417,6 +450,7 @@ func (c *Catalog) Refresh(ctx context.Context) {
 	judged := prevHA
 	if haErr == nil {
 		judged = ha.judged
+		c.applyDescriptions(found, ha.described)
 	}
 	protected := c.protectionOf(found, judged)
 	c.mu.Lock()
@@ -499,8 +533,7 @@ func (c *Catalog) hung(now time.Time) []HungWork {
 func diffVisibility(old, cur map[string]map[string]*Verdict) []Change {
 	var out []Change
 	visible := func(m map[string]map[string]*Verdict, dir, name string) bool {
-		v := m[dir][name]
-		return v != nil && v.Complete
+		return shown(m[dir][name])
 	}
 	for dir, chks := range cur {
 		for name := range chks {

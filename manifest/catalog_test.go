@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"hash/crc32"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/integration/flinkdata"
+	"github.com/ckptfs/ckptfs/manifest/flinkha"
 	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
@@ -337,5 +339,120 @@ func TestIsSavepointDirName(t *testing.T) {
 		if got := IsSavepointDirName(name); got != want {
 			t.Errorf("IsSavepointDirName(%q) = %v, want %v", name, got, want)
 		}
+	}
+}
+
+// legacySite lays out a Flink 1.4 job directory: chk-N directories of
+// state files and no _metadata, and in ha/ the HA file of checkpoint 7,
+// which references two files of chk-7 and an sst file that checkpoint 5
+// uploaded into chk-5 (1.4's incremental RocksDB has no shared/).
+func legacySite(t *testing.T, fs flinkha.FieldSet) (backing, job string, m *metadata.Metadata) {
+	t.Helper()
+	backing = t.TempDir()
+	job = filepath.Join(backing, "checkpoints", haJob)
+	for rel, size := range map[string]int{"chk-7/k0": 100, "chk-7/op": 50, "chk-5/sst": 300, "chk-8/k0": 10} {
+		p := filepath.Join(job, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, bytes.Repeat([]byte{'x'}, size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := func(rel string, size int64) *metadata.StreamHandle {
+		return &metadata.StreamHandle{Tag: metadata.TagFileStream, Path: "file:" + filepath.Join(job, rel), Size: size}
+	}
+	keyed := func(rel string, size int64) *metadata.KeyedHandle {
+		return &metadata.KeyedHandle{Tag: metadata.TagKeyGroupsV2, KeyGroupCount: 1, Offsets: []int64{0}, Delegate: file(rel, size)}
+	}
+	m = &metadata.Metadata{Version: 2, CheckpointID: 7, Operators: []metadata.Operator{{
+		IDLower: 1, IDUpper: 2, Parallelism: 2, MaxParallelism: 128,
+		Subtasks: []metadata.Subtask{
+			{Index: 0, ManagedKeyed: keyed("chk-7/k0", 100), ManagedOperatorFlag: 1, ManagedOperator: &metadata.OperatorHandle{
+				Tag: metadata.TagPartitionableOperator, States: []metadata.OperatorStateMeta{{Name: "s", Offsets: []int64{0}}}, Delegate: file("chk-7/op", 50),
+			}},
+			{Index: 1, ManagedKeyed: keyed("chk-5/sst", 300)},
+		},
+	}}}
+	spec := flinkha.CheckpointSpec{FieldSet: fs, JobID: haJob, CheckpointID: 7, Timestamp: 1000, CompletionTimestamp: 2000, Metadata: m}
+	if fs != flinkha.FieldSet14 {
+		spec.ExternalPointer = "file:" + filepath.Join(job, "chk-7")
+	}
+	ha, err := flinkha.EncodeCompletedCheckpoint(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(backing, "ha"), 0o755)
+	if err := os.WriteFile(filepath.Join(backing, "ha", "completedCheckpoint0a1b2c3d4e5f"), ha, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return backing, job, m
+}
+
+// A Flink 1.4 chk-N is shown on a replica when the HA file describing it
+// is complete, with the chk-M holding files it needs; nothing else is,
+// and a 1.5 HA file shows no directory without _metadata (design
+// §4.2.1).
+func TestCatalogShowsFlink14Checkpoints(t *testing.T) {
+	ctx := context.Background()
+	backing, job, m := legacySite(t, flinkha.FieldSet14)
+	c := newCatalog(t, backing)
+	rel := "checkpoints/" + haJob
+	visible := func(name string) bool { return c.Visible(rel, name) == nil }
+	c.Refresh(ctx)
+	if !visible("chk-7") || !visible("chk-5") || visible("chk-8") {
+		t.Fatalf("visible: chk-7 %v, chk-5 %v, chk-8 %v; want true, true, false", visible("chk-7"), visible("chk-5"), visible("chk-8"))
+	}
+	js := c.Jobs()
+	if len(js) != 1 {
+		t.Fatalf("jobs %+v", js)
+	}
+	newest := js[0].NewestComplete()
+	if newest == nil || newest.CheckpointID != 7 || newest.Level != L2 || newest.Files != 4 {
+		t.Fatalf("newest complete %v", newest)
+	}
+	for _, v := range js[0].Checkpoints {
+		if v.CheckpointID == 5 && (v.Complete || v.HoldsFilesOf != 7) {
+			t.Errorf("chk-5: %v, holds files of %d; want incomplete, holding 7's", v, v.HoldsFilesOf)
+		}
+	}
+	if err := c.ProtectsDeletion(rel + "/chk-5/sst"); err == nil {
+		t.Error("the deletion guard lets the newest checkpoint's sst file go")
+	}
+
+	// A file it needs still arriving: neither directory is shown.
+	if err := os.Truncate(filepath.Join(job, "chk-5", "sst"), 299); err != nil {
+		t.Fatal(err)
+	}
+	c.Refresh(ctx)
+	if visible("chk-7") || visible("chk-5") {
+		t.Fatalf("with chk-5/sst short: chk-7 %v, chk-5 %v; want both hidden", visible("chk-7"), visible("chk-5"))
+	}
+
+	// Without its HA file (a job cancelled with its checkpoint retained),
+	// the checkpoint's externalized metadata file describes it, at L1.
+	os.Truncate(filepath.Join(job, "chk-5", "sst"), 300)
+	os.Remove(filepath.Join(backing, "ha", "completedCheckpoint0a1b2c3d4e5f"))
+	c.Refresh(ctx)
+	if visible("chk-7") {
+		t.Fatal("chk-7 shown with no description")
+	}
+	var buf bytes.Buffer
+	if err := metadata.Encode(&buf, m); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(backing, "ext"), 0o755)
+	if err := os.WriteFile(filepath.Join(backing, "ext", "checkpoint_metadata-0a1b2c3d4e5f"), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.Refresh(ctx)
+	if newest := c.Jobs()[0].NewestComplete(); !visible("chk-7") || !visible("chk-5") || newest == nil || newest.CheckpointID != 7 || newest.Level != L1 {
+		t.Fatalf("externalized: chk-7 %v, chk-5 %v, newest %v; want shown, shown, 7 at L1", visible("chk-7"), visible("chk-5"), newest)
+	}
+
+	// From 1.5 on the directory must hold _metadata (design §3.2 step 5).
+	backing, _, _ = legacySite(t, flinkha.FieldSet15)
+	c = newCatalog(t, backing)
+	c.Refresh(ctx)
+	if visible("chk-7") || visible("chk-5") {
+		t.Fatalf("1.5 HA file: chk-7 %v, chk-5 %v; want both hidden", visible("chk-7"), visible("chk-5"))
 	}
 }

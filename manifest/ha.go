@@ -164,6 +164,20 @@ func (v *Verifier) verifyHA(ctx context.Context, pointerID int64, znode flinkha.
 		return verdict, nil, int64(len(data))
 	}
 	man := haManifest(cc)
+	v.verifyFiles(ctx, man, verdict)
+	verdict.Files = len(man.Files) + 1
+	verdict.Bytes = man.Bytes() + int64(len(data))
+	if len(verdict.Problems) == 0 {
+		verdict.Complete = true
+		verdict.Level = L2
+	}
+	return verdict, cc, int64(len(data))
+}
+
+// verifyFiles sets man as verdict's manifest and checks that every file
+// it lists (by absolute path) is present with its size, adding a problem
+// for each that is not.
+func (v *Verifier) verifyFiles(ctx context.Context, man *Manifest, verdict *Verdict) {
 	verdict.Manifest = man
 	judge := v.judgeAt(v.cfg.Now().UnixNano())
 	entries := make([]*pathEntry, len(man.Files))
@@ -176,13 +190,6 @@ func (v *Verifier) verifyHA(ctx context.Context, pointerID int64, znode flinkha.
 	probes := v.newProber(ctx)
 	defer probes.stop()
 	v.checkFiles(ctx, judge, probes, man.Files, entries, need, verdict)
-	verdict.Files = len(man.Files) + 1
-	verdict.Bytes = man.Bytes() + int64(len(data))
-	if len(verdict.Problems) == 0 {
-		verdict.Complete = true
-		verdict.Level = L2
-	}
-	return verdict, cc, int64(len(data))
 }
 
 // readHAFile reads the HA file at the Flink path name, which must be a

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/ckptfs/ckptfs/manifest/flinkha"
+	"github.com/ckptfs/ckptfs/manifest/metadata"
 )
 
 // A replica mount hides the HA state files of jobs that are not complete
@@ -57,15 +59,31 @@ type haJudged struct {
 	// directory ("" when it does not decode or names none here): the
 	// deletion guard keeps the HA file with the checkpoint.
 	chkDir string
+	// legacy is, for the HA file of a Flink 1.3 or 1.4 checkpoint or a
+	// 1.4 externalized metadata file, what it references: a description
+	// of the checkpoint outside its directory (design §4.2.1).
+	legacy *Manifest
+}
+
+// haScan is what one pass's scan of the HA state files found.
+type haScan struct {
+	// complete: the complete HA state files, by relative path.
+	complete map[string]bool
+	// judged: every file judged, for the next pass.
+	judged map[string]haJudged
+	// described: chk-N directory (relative) -> the verdict of the Flink
+	// 1.3/1.4 HA file or externalized metadata describing it (§4.2.1).
+	described map[string]*Verdict
 }
 
 // scanHAFiles finds and judges the HA state files below the backing
 // directory, down to MaxDepth+3 (<storageDir>/<cluster>/blob/job_<job>),
 // without descending into checkpoint, shared, task-owned or hidden
-// directories. It returns the complete ones by relative path and what it
-// judged, for the next pass.
-func (c *Catalog) scanHAFiles(ctx context.Context, prev map[string]haJudged) (complete map[string]bool, judged map[string]haJudged) {
-	complete, judged = map[string]bool{}, map[string]haJudged{}
+// directories. Files judged in prev are judged again only when their
+// stat changed; the files a Flink 1.3/1.4 HA file references are checked
+// on every pass.
+func (c *Catalog) scanHAFiles(ctx context.Context, prev map[string]haJudged) haScan {
+	complete, judged := map[string]bool{}, map[string]haJudged{}
 	var walk func(rel string, depth int)
 	walk = func(rel string, depth int) {
 		if ctx.Err() != nil {
@@ -86,8 +104,12 @@ func (c *Catalog) scanHAFiles(ctx context.Context, prev map[string]haJudged) (co
 				continue
 			}
 			kind := haFileKind(rel, name)
-			if kind == "" && strings.HasPrefix(name, "completedCheckpoint") {
+			switch {
+			case kind != "":
+			case strings.HasPrefix(name, "completedCheckpoint"):
 				kind = "checkpoint"
+			case strings.HasPrefix(name, externalizedPrefix):
+				kind = "externalized"
 			}
 			if kind == "" || !e.Type().IsRegular() {
 				continue
@@ -103,8 +125,8 @@ func (c *Catalog) scanHAFiles(ctx context.Context, prev map[string]haJudged) (co
 			}
 			j, ok := prev[child]
 			if !ok || j.st != st {
-				if kind == "checkpoint" {
-					j = haJudged{st: st, chkDir: c.haCheckpointDir(ctx, child)}
+				if kind == "checkpoint" || kind == "externalized" {
+					j = c.judgeDescription(ctx, child, st)
 				} else {
 					j = haJudged{st: st, complete: c.judgeHAFile(ctx, child, kind)}
 				}
@@ -116,7 +138,38 @@ func (c *Catalog) scanHAFiles(ctx context.Context, prev map[string]haJudged) (co
 		}
 	}
 	walk("", 0)
-	return complete, judged
+	return haScan{complete: complete, judged: judged, described: c.describe(ctx, judged)}
+}
+
+// describe verifies what each description in judged (a Flink 1.3/1.4
+// HA file or externalized metadata file) references and returns, by the
+// chk-N directory it describes, its verdict: complete (L2 for an HA
+// file, L1 for metadata) when every file is present with its size. A
+// directory described by several files gets a complete verdict if any
+// is.
+func (c *Catalog) describe(ctx context.Context, judged map[string]haJudged) map[string]*Verdict {
+	out := map[string]*Verdict{}
+	for _, j := range judged {
+		if j.legacy == nil || j.chkDir == "" || ctx.Err() != nil {
+			continue
+		}
+		if v := out[j.chkDir]; v != nil && v.Complete {
+			continue
+		}
+		v := &Verdict{CheckpointID: j.legacy.CheckpointID, Dir: filepath.Join(c.cfg.Backing, j.chkDir)}
+		c.cfg.Verifier.verifyFiles(ctx, j.legacy, v)
+		v.Files, v.Bytes = len(j.legacy.Files)+1, j.legacy.Bytes()+j.st.size
+		if len(v.Problems) == 0 {
+			// An HA file restores by ZooKeeper failover, externalized
+			// metadata with flink run -s.
+			v.Complete, v.Level = true, L2
+			if j.legacy.Source == SourceMetadata {
+				v.Level = L1
+			}
+		}
+		out[j.chkDir] = v
+	}
+	return out
 }
 
 // judgeHAFile reads the HA state file rel (below the backing directory)
@@ -155,30 +208,89 @@ func (c *Catalog) judgeHAFile(ctx context.Context, rel, kind string) bool {
 	return false
 }
 
-// haCheckpointDir decodes the checkpoint's HA file rel (below the backing
-// directory) and returns the checkpoint directory it names, relative to
-// the backing directory, or "".
-func (c *Catalog) haCheckpointDir(ctx context.Context, rel string) string {
+// externalizedPrefix starts the name of a Flink 1.4 externalized
+// checkpoint's metadata file, in a flat directory of all jobs
+// (docs/flink-formats.md §2.9).
+const externalizedPrefix = "checkpoint_metadata-"
+
+// judgeDescription decodes a checkpoint's HA file, or a Flink 1.4
+// externalized metadata file, rel (below the backing directory), whose
+// stat is st. It returns the checkpoint directory the file names
+// (relative to the backing directory) and, when the file is that
+// checkpoint's only description (Flink 1.3/1.4), what it references. A
+// file that could not be read is judged again on the next pass (its
+// stat is not kept).
+func (c *Catalog) judgeDescription(ctx context.Context, rel string, st haStat) haJudged {
 	f, err := openRegularAt(c.cfg.Backing, rel)
 	if err != nil {
-		return ""
+		return haJudged{}
 	}
 	defer f.Close()
 	data, err := f.readAll(ctx, MaxHAFileSize)
 	if err != nil {
+		return haJudged{}
+	}
+	j := haJudged{st: st}
+	if strings.HasPrefix(path.Base(rel), externalizedPrefix) {
+		if m, err := metadata.Decode(bytes.NewReader(data), int64(len(data)), metadata.Options{}); err == nil {
+			j.legacy = FromMetadata(m, int64(len(data)))
+		}
+	} else if cc, err := flinkha.DecodeCompletedCheckpoint(data); err == nil {
+		if cc.FieldSet != flinkha.FieldSet14 {
+			j.chkDir = c.relative(cc.ExternalPointer)
+			return j
+		}
+		j.legacy = haManifest(cc)
+	}
+	if j.legacy == nil {
+		return j
+	}
+	// 1.4 names its directory only through the state files it
+	// references: <dir>/<job>/chk-N/<uuid>.
+	for _, ref := range j.legacy.Files {
+		dir := path.Dir(c.relative(ref.Path))
+		if id, ok := CheckpointIDFromDirName(path.Base(dir)); ok && id == j.legacy.CheckpointID {
+			j.chkDir = dir
+			break
+		}
+	}
+	return j
+}
+
+// relative returns the Flink path p as a path relative to the backing
+// directory, or "" when it maps outside it.
+func (c *Catalog) relative(p string) string {
+	if p == "" {
 		return ""
 	}
-	cc, err := flinkha.DecodeCompletedCheckpoint(data)
-	if err != nil || cc.ExternalPointer == "" {
-		return ""
-	}
-	dir, err := c.cfg.Verifier.Resolver().Local(cc.ExternalPointer)
+	local, err := c.cfg.Verifier.Resolver().Local(p)
 	if err != nil {
 		return ""
 	}
-	rel, err = filepath.Rel(c.cfg.Backing, dir)
-	if err != nil || strings.HasPrefix(rel, "..") {
+	rel, err := filepath.Rel(c.cfg.Backing, local)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
 		return ""
 	}
 	return filepath.ToSlash(rel)
+}
+
+// holders returns the checkpoint directories (relative) that hold files
+// of the complete checkpoints described outside their directories, with
+// the highest such checkpoint's id (design §4.2.1: Flink 1.4's
+// incremental RocksDB checkpoints reference sst files in the chk-M that
+// uploaded them).
+func (c *Catalog) holders(described map[string]*Verdict) map[string]int64 {
+	out := map[string]int64{}
+	for _, v := range described {
+		if !v.Complete {
+			continue
+		}
+		for _, f := range v.Manifest.Files {
+			dir := path.Dir(c.relative(f.Path))
+			if _, ok := CheckpointIDFromDirName(path.Base(dir)); ok && out[dir] < v.CheckpointID {
+				out[dir] = v.CheckpointID
+			}
+		}
+	}
+	return out
 }

@@ -99,6 +99,11 @@ type Verdict struct {
 	Files    int       `json:"files"`
 	Bytes    int64     `json:"bytes"`
 	Problems []Problem `json:"problems"`
+	// HoldsFilesOf is, for an incomplete checkpoint directory, the id of
+	// a complete checkpoint described outside its own directory (Flink
+	// 1.3/1.4) that needs files in it, 0 for none: a replica shows the
+	// directory (docs/design.md §4.2.1).
+	HoldsFilesOf int64 `json:"holds_files_of,omitempty"`
 	// Manifest is what the checkpoint needs (nil when _metadata could not
 	// be parsed).
 	Manifest *Manifest `json:"-"`

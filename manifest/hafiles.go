@@ -145,15 +145,11 @@ func (c *Catalog) scanHAFiles(ctx context.Context, prev map[string]haJudged) haS
 // HA file or externalized metadata file) references and returns, by the
 // chk-N directory it describes, its verdict: complete (L2 for an HA
 // file, L1 for metadata) when every file is present with its size. A
-// directory described by several files gets a complete verdict if any
-// is.
+// directory described by several files gets the best of their verdicts.
 func (c *Catalog) describe(ctx context.Context, judged map[string]haJudged) map[string]*Verdict {
 	out := map[string]*Verdict{}
 	for _, j := range judged {
 		if j.legacy == nil || j.chkDir == "" || ctx.Err() != nil {
-			continue
-		}
-		if v := out[j.chkDir]; v != nil && v.Complete {
 			continue
 		}
 		v := &Verdict{CheckpointID: j.legacy.CheckpointID, Dir: filepath.Join(c.cfg.Backing, j.chkDir)}
@@ -167,7 +163,9 @@ func (c *Catalog) describe(ctx context.Context, judged map[string]haJudged) map[
 				v.Level = L1
 			}
 		}
-		out[j.chkDir] = v
+		if prev := out[j.chkDir]; prev == nil || better(v, prev) {
+			out[j.chkDir] = v
+		}
 	}
 	return out
 }
@@ -212,6 +210,15 @@ func (c *Catalog) judgeHAFile(ctx context.Context, rel, kind string) bool {
 // checkpoint's metadata file, in a flat directory of all jobs
 // (docs/flink-formats.md §2.9).
 const externalizedPrefix = "checkpoint_metadata-"
+
+// better reports whether verdict a outranks b: complete over
+// incomplete, then the higher level.
+func better(a, b *Verdict) bool {
+	if a.Complete != b.Complete {
+		return a.Complete
+	}
+	return a.Level > b.Level
+}
 
 // judgeDescription decodes a checkpoint's HA file, or a Flink 1.4
 // externalized metadata file, rel (below the backing directory), whose

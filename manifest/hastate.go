@@ -32,6 +32,10 @@ type JobHARef struct {
 	// (<storageDir>/<cluster-id>), which holds when the cluster id is one
 	// path element.
 	JobResultStore string
+	// ClusterID is Flink's high-availability.cluster-id. Before 1.10
+	// the job graph's HA file lies in the storage directory itself, and
+	// the blobs below <storageDir>/<cluster-id> as from 1.10 on.
+	ClusterID string
 }
 
 // JobHAVerdict is the verdict on what a JobManager recovering a job reads
@@ -100,7 +104,11 @@ func (v *Verifier) VerifyJobHA(ctx context.Context, ref JobHARef) *JobHAVerdict 
 		}
 	}
 	if jv.JobGraph != nil {
-		jv.BlobDir = haDir + "/blob/job_" + ref.JobID
+		blobs := haDir
+		if jv.JobGraph.Submitted {
+			blobs += "/" + strings.Trim(ref.ClusterID, "/")
+		}
+		jv.BlobDir = blobs + "/blob/job_" + ref.JobID
 		jv.Blobs = v.verifyBlobs(ctx, jv.BlobDir, jv.JobGraph.Blobs)
 	}
 	jv.ResultDir = ref.JobResultStore

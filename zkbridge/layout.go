@@ -17,8 +17,12 @@ type Generation int
 const (
 	// GenUnknown: not (yet) known.
 	GenUnknown Generation = iota
-	// Gen1_4 is Flink 1.4 (legacy JobManager mode): latch children
-	// directly under leaderlatch, the leader node is leader itself.
+	// Gen1_4 is Flink 1.4 (legacy JobManager mode): pointers as 1.5-1.13;
+	// real 1.4.2 elects its JobManager under leader/<job 0>/
+	// job_manager_lock and leaderlatch/<job 0>/job_manager_lock, as 1.5
+	// and 1.6 do in legacy mode (legacyJobID). Latch children directly
+	// under leaderlatch and a leader node that is leader itself are
+	// older layouts, taken as 1.4's.
 	Gen1_4
 	// Gen1_5 is Flink 1.5-1.13: checkpoints/<job>/<%019d> with ephemeral
 	// lock children, leaderlatch/<suffix> and leader/<suffix>.
@@ -204,6 +208,11 @@ var (
 	// version.
 	ErrAmbiguousLayout = errors.New("zkbridge: cannot tell the Flink version from ZooKeeper")
 )
+
+// legacyJobID is the job id under which Flink's legacy JobManager (1.4;
+// 1.5 and 1.6 in legacy mode) elects itself:
+// HighAvailabilityServices.DEFAULT_JOB_ID.
+const legacyJobID = "00000000000000000000000000000000"
 
 // Children of a namespace that only Flink creates.
 var flinkNamespaceChildren = []string{
@@ -496,11 +505,13 @@ func (b *Bridge) leaderEvidence(ctx context.Context, ns string, has func(string)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return err
 		}
-		direct, perComponent := false, false
+		direct, perComponent, legacy := false, false, false
 		for _, k := range kids {
 			switch {
 			case strings.Contains(k, "latch-"):
 				direct = true
+			case k == legacyJobID:
+				legacy = true
 			case strings.HasSuffix(k, "_lock") || isJobID(k):
 				perComponent = true
 			}
@@ -510,6 +521,8 @@ func (b *Bridge) leaderEvidence(ctx context.Context, ns string, has func(string)
 			ev.add(false, "latch nodes directly under leaderlatch", Gen1_4)
 		case perComponent:
 			ev.add(false, "leaderlatch/<component> exists", Gen1_5)
+		case legacy:
+			ev.add(false, "leaderlatch/<job 0> exists (the legacy JobManager)", Gen1_4, Gen1_5)
 		default:
 			ev.add(false, "leaderlatch/ exists", Gen1_4, Gen1_5)
 		}
@@ -544,6 +557,8 @@ func (b *Bridge) leaderEvidence(ctx context.Context, ns string, has func(string)
 			switch {
 			case slices.Contains(sub, "latch"):
 				ev.add(false, "leader/"+k+"/latch exists (one latch per component)", Gen1_14)
+			case slices.Contains(sub, "job_manager_lock") && k == legacyJobID:
+				ev.add(false, "leader/<job 0>/job_manager_lock exists (the legacy JobManager)", Gen1_4, Gen1_5)
 			case slices.Contains(sub, "job_manager_lock"):
 				ev.add(false, "leader/"+k+"/job_manager_lock exists", Gen1_5)
 			case slices.Contains(sub, "connection_info") && isJobID(k):

@@ -252,12 +252,12 @@ func (b *Bridge) lockChildren(ctx context.Context, node string, kind EphemeralKi
 
 // verifyJob fills every pointer's verdict. Undecodable znode data is an
 // unreadable HA file: Flink fails on it too.
-func (b *Bridge) verifyJob(ctx context.Context, js *JobState) {
+func (b *Bridge) verifyJob(ctx context.Context, l *Layout, js *JobState) {
 	for _, p := range js.Pointers {
 		p.Verdict = b.verifyPointer(ctx, p)
 	}
 	if b.verifier != nil && (js.Graph != nil || b.cfg.JobResultStore != "") {
-		js.HA = b.verifier.VerifyJobHA(ctx, manifest.JobHARef{JobID: js.JobID, Graph: js.Graph, JobResultStore: b.cfg.JobResultStore})
+		js.HA = b.verifier.VerifyJobHA(ctx, manifest.JobHARef{JobID: js.JobID, Graph: js.Graph, JobResultStore: b.cfg.JobResultStore, ClusterID: l.ClusterID})
 	}
 }
 

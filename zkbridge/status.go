@@ -120,7 +120,7 @@ func (b *Bridge) Status(ctx context.Context) (*StatusReport, error) {
 		if err != nil {
 			return nil, err
 		}
-		b.verifyJob(ctx, js)
+		b.verifyJob(ctx, l, js)
 		st := jobStatus(js)
 		for site, byJob := range markers {
 			if m, ok := byJob[jl.JobID]; ok {

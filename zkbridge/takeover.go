@@ -484,7 +484,7 @@ func (b *Bridge) takeoverJob(ctx context.Context, paths ckptfsPaths, lock *takeo
 		if err := ambiguous(l, js); err != nil {
 			return nil, err
 		}
-		b.verifyJob(ctx, js)
+		b.verifyJob(ctx, l, js)
 		plan := PlanJob(facts(js))
 		jt.Ignored = plan.Ignored
 		if plan.NewestComplete >= 0 {

@@ -26,12 +26,14 @@ import (
 // a PermanentBlobKey serialized once more into a byte[]).
 
 const (
-	classJobGraph      = "org.apache.flink.runtime.jobgraph.JobGraph"
-	classStreamGraph   = "org.apache.flink.streaming.api.graph.StreamGraph"
-	classBlobKey       = "org.apache.flink.runtime.blob.BlobKey"
-	classPermanentBlob = "org.apache.flink.runtime.blob.PermanentBlobKey"
-	classCacheEntry    = "org.apache.flink.api.common.cache.DistributedCache$DistributedCacheEntry"
-	suidGraph          = 1 // JobGraph and StreamGraph both declare 1
+	classJobGraph    = "org.apache.flink.runtime.jobgraph.JobGraph"
+	classStreamGraph = "org.apache.flink.streaming.api.graph.StreamGraph"
+	// classSubmittedJobGraph wraps the JobGraph in Flink 1.4 to 1.9.
+	classSubmittedJobGraph = "org.apache.flink.runtime.jobmanager.SubmittedJobGraph"
+	classBlobKey           = "org.apache.flink.runtime.blob.BlobKey"
+	classPermanentBlob     = "org.apache.flink.runtime.blob.PermanentBlobKey"
+	classCacheEntry        = "org.apache.flink.api.common.cache.DistributedCache$DistributedCacheEntry"
+	suidGraph              = 1 // JobGraph and StreamGraph both declare 1
 )
 
 // BlobKey is a blob of a job in Flink's HA blob store: its SHA-1 and a
@@ -69,11 +71,15 @@ type JobGraph struct {
 	JobName string
 	// Blobs are the distinct blobs the job needs, in stream order.
 	Blobs []BlobKey
+	// Submitted: the HA file held a SubmittedJobGraph (Flink 1.4 to 1.9),
+	// which Flink keeps directly in high-availability.storageDir.
+	Submitted bool
 }
 
 // DecodeJobGraph decodes a job graph (submittedJobGraph<hex>) or
 // execution plan (submittedExecutionPlan<hex>) HA file: the stream must
-// hold exactly one JobGraph or StreamGraph and end at the end of data.
+// hold exactly one JobGraph or StreamGraph (before 1.10 wrapped in a
+// SubmittedJobGraph) and end at the end of data.
 // Every blob key reachable from it is collected, including those of user
 // artifacts, which are serialized once more inside the stream.
 func DecodeJobGraph(data []byte) (*JobGraph, error) {
@@ -88,7 +94,17 @@ func DecodeJobGraph(data []byte) (*JobGraph, error) {
 	if err != nil {
 		return nil, fmt.Errorf("flinkha: job graph: %w", err)
 	}
-	jg := &JobGraph{Class: root.ClassName()}
+	graph := root
+	if root.ClassName() == classSubmittedJobGraph {
+		// Flink 1.4 to 1.9 store the JobGraph with its JobInfo.
+		if graph, err = javaser.FieldAs[*javaser.Object](root, "jobGraph"); err != nil {
+			return nil, fmt.Errorf("flinkha: job graph: %w", err)
+		}
+		if graph == nil || graph.Class == nil {
+			return nil, fmt.Errorf("flinkha: job graph: %s holds no job graph", classSubmittedJobGraph)
+		}
+	}
+	jg := &JobGraph{Class: graph.ClassName(), Submitted: graph != root}
 	idField := ""
 	switch jg.Class {
 	case classJobGraph:
@@ -98,13 +114,13 @@ func DecodeJobGraph(data []byte) (*JobGraph, error) {
 	default:
 		return nil, fmt.Errorf("flinkha: job graph: stream holds a %s, want a JobGraph or StreamGraph", jg.Class)
 	}
-	if root.SerialVersionUID() != suidGraph {
-		return nil, fmt.Errorf("flinkha: job graph: %s has serialVersionUID %d, want %d", jg.Class, root.SerialVersionUID(), suidGraph)
+	if graph.SerialVersionUID() != suidGraph {
+		return nil, fmt.Errorf("flinkha: job graph: %s has serialVersionUID %d, want %d", jg.Class, graph.SerialVersionUID(), suidGraph)
 	}
-	if jg.JobID, err = abstractIDField(root, idField, classJobID); err != nil {
+	if jg.JobID, err = abstractIDField(graph, idField, classJobID); err != nil {
 		return nil, fmt.Errorf("flinkha: job graph: %w", err)
 	}
-	if name, err := javaser.FieldAs[*javaser.String](root, "jobName"); err != nil {
+	if name, err := javaser.FieldAs[*javaser.String](graph, "jobName"); err != nil {
 		return nil, fmt.Errorf("flinkha: job graph: %w", err)
 	} else if name != nil {
 		jg.JobName = name.Value

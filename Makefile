@@ -47,8 +47,8 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; \
 	fi
 
-# The Flink distributions make test runs (flink/versions.tsv, use "test"
-# or "tried"), downloaded once into $(CKPTFS_CACHE)/flink and checked
+# The Flink distributions make test runs (flink/versions.tsv, use "test",
+# "cold" or "tried"), downloaded once into $(CKPTFS_CACHE)/flink and checked
 # against their sha256. FLINK_VERSIONS= names others from the table.
 CKPTFS_CACHE ?= /var/cache/ckptfs
 export CKPTFS_CACHE
@@ -141,7 +141,7 @@ chaos: deps build
 # MODE=hotstandby: Flink on both sites, takeover auto, no command after
 # the loss (TestIntegration_HotStandby's run), no baseline runs.
 chaos-flink: deps build
-	@bash flink/fetch.sh $$(awk -F'\t' '!/^#/ && ($$5 == "test" || $$5 == "runs") { print $$1 }' flink/versions.tsv) >/dev/null
+	@bash flink/fetch.sh $$(awk -F'\t' '!/^#/ && ($$5 == "test" || $$5 == "cold" || $$5 == "runs") { print $$1 }' flink/versions.tsv) >/dev/null
 	@bash -o pipefail -c "CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FLINK=1 CKPTFS_CHAOS_FLINK_RUNS=$(RUNS) CKPTFS_CHAOS_FLINK_SEED=$(SEED) \
 		CKPTFS_CHAOS_FLINK_MODE=$(MODE) \
 		$(GO) test -count=1 -run '^TestChaosFlink$$' -v -timeout 600m ./integration/realflink/ \
@@ -226,7 +226,7 @@ corpus-restore: deps flink build
 # CORPUS_ALL_DIR outside the repository (too large to commit), then
 # corpus-walk on it. About 5 to 10 minutes per release; not in make test.
 CORPUS_ALL_DIR ?= $(CKPTFS_CACHE)/corpus
-RUNS_VERSIONS = $(shell awk -F'\t' '!/^\#/ && ($$5 == "test" || $$5 == "runs") { print $$1 }' flink/versions.tsv)
+RUNS_VERSIONS = $(shell awk -F'\t' '!/^\#/ && ($$5 == "test" || $$5 == "cold" || $$5 == "runs") { print $$1 }' flink/versions.tsv)
 corpus-all: deps flink build
 	@bash flink/fetch.sh $(or $(CORPUS_VERSIONS),$(RUNS_VERSIONS)) >/dev/null
 	CKPTFS_CORPUS=$(CORPUS_ALL_DIR) CKPTFS_CORPUS_VERSIONS="$(or $(CORPUS_VERSIONS),$(RUNS_VERSIONS))" CKPTFS_CORPUS_KINDS="$(CORPUS_KINDS)" \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fetch.sh [VERSION...]: brings the Flink distributions named in
-# versions.tsv (default: the rows whose use is "test" or "tried", which
-# make test runs) into the cache,
+# versions.tsv (default: the rows whose use is "test", "cold" or "tried",
+# which make test runs) into the cache,
 # with the Java runtime each one runs on when that is not the system's
 # (java.tsv), and prints one line per release: VERSION DIR, DIR holding
 # lib/ opt/ plugins/ bin/ of that distribution.
@@ -139,7 +139,7 @@ assemble() {
 }
 
 if [ $# -eq 0 ]; then
-	set -- $(awk -F'\t' '!/^#/ && ($5 == "test" || $5 == "tried") { print $1 }' "$table")
+	set -- $(awk -F'\t' '!/^#/ && ($5 == "test" || $5 == "cold" || $5 == "tried") { print $1 }' "$table")
 fi
 
 for v in "$@"; do

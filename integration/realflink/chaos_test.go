@@ -45,7 +45,7 @@ func TestChaosFlink(t *testing.T) {
 	only := strings.Fields(os.Getenv("CKPTFS_CHAOS_FLINK_VERSIONS"))
 	var dists []Dist
 	for _, r := range all {
-		if (r.Use == "test" || r.Use == "runs") && (len(only) == 0 || slices.Contains(only, r.Version)) {
+		if (r.Use == "test" || r.Use == "cold" || r.Use == "runs") && (len(only) == 0 || slices.Contains(only, r.Version)) {
 			dists = append(dists, FindDist(t, r))
 		}
 	}

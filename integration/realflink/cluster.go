@@ -23,6 +23,9 @@ type ClusterConfig struct {
 	Addr string
 	// RESTPort, RPCPort: the JobManager's REST and RPC ports.
 	RESTPort, RPCPort int
+	// StandbyRESTPort and StandbyRPCPort, when set, are a second
+	// JobManager's (StartStandbyJobManager; Flink 1.4 only).
+	StandbyRESTPort, StandbyRPCPort int
 	// ZK is the connect string, PathRoot and ClusterID Flink's ZooKeeper
 	// namespace (high-availability.zookeeper.path.root, cluster-id).
 	ZK, PathRoot, ClusterID string
@@ -108,7 +111,7 @@ func (c ClusterConfig) legacySettings() map[string]string {
 	s := map[string]string{
 		"jobmanager.rpc.address":            c.Addr,
 		"jobmanager.rpc.port":               fmt.Sprint(c.RPCPort),
-		"high-availability.jobmanager.port": fmt.Sprint(c.RPCPort),
+		"high-availability.jobmanager.port": c.legacyRPCPorts(),
 		"web.address":                       c.Addr,
 		"web.port":                          fmt.Sprint(c.RESTPort),
 		"web.tmpdir":                        c.TmpDir(),
@@ -129,6 +132,16 @@ func (c ClusterConfig) legacySettings() map[string]string {
 		"state.checkpoints.num-retained":    fmt.Sprint(c.Retained),
 	}
 	return c.withExtra(s)
+}
+
+// legacyRPCPorts is Flink 1.4's high-availability.jobmanager.port: a
+// list a JobManager takes the first free port of, so that a standby
+// JobManager of the same machine finds its own.
+func (c ClusterConfig) legacyRPCPorts() string {
+	if c.StandbyRPCPort == 0 {
+		return fmt.Sprint(c.RPCPort)
+	}
+	return fmt.Sprintf("%d,%d", c.RPCPort, c.StandbyRPCPort)
 }
 
 // withExtra adds to s the ZooKeeper HA settings every release spells
@@ -240,6 +253,17 @@ func (c *Cluster) StartJobManager(name string) (*Process, error) {
 	return c.start(name, "GET_JM_RESOURCE_PARAMS", "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint")
 }
 
+// StartStandbyJobManager starts a second JobManager of a Flink 1.4
+// cluster in the site, on StandbyRESTPort (its web monitor) and
+// StandbyRPCPort, as a user's second machine runs one: it leads when
+// the first loses ZooKeeper's leader election.
+func (c *Cluster) StartStandbyJobManager(name string) (*Process, error) {
+	if !c.Config.Dist.Legacy() || c.Config.StandbyRESTPort == 0 || c.Config.StandbyRPCPort == 0 {
+		return nil, fmt.Errorf("a standby JobManager needs Flink 1.4 and StandbyRESTPort and StandbyRPCPort (Flink %s)", c.Config.Dist.Version)
+	}
+	return c.start(name, "", "org.apache.flink.runtime.jobmanager.JobManager", "--executionMode", "cluster", "--webui-port", fmt.Sprint(c.Config.StandbyRESTPort))
+}
+
 // StartTaskManager starts a TaskManager (TaskManagerRunner, what
 // bin/taskmanager.sh start-foreground runs; in Flink 1.4 the TaskManager
 // actor) in the site.
@@ -337,6 +361,24 @@ func resourceKey(cfg ClusterConfig, what string) string {
 		}
 	}
 	return strings.Join(key, "\x00")
+}
+
+// Chain is the exception chain of the error logged on lines[i]: the
+// exception that follows it and each "Caused by", outermost first.
+func Chain(lines []string, i int) []string {
+	var chain []string
+	for _, m := range lines[i+1:] {
+		if m != "" && m[0] != '\t' && !strings.HasPrefix(m, "Caused by") && !strings.HasPrefix(m, "java.") && !strings.HasPrefix(m, "org.") {
+			break
+		}
+		switch c, ok := strings.CutPrefix(m, "Caused by: "); {
+		case ok:
+			chain = append(chain, c)
+		case m != "" && m[0] != '\t' && len(chain) == 0:
+			chain = append(chain, m)
+		}
+	}
+	return chain
 }
 
 // Cause is what a Flink log says caused the error logged on lines[i]:

@@ -92,8 +92,8 @@ func Releases() ([]Release, error) {
 	var out []Release
 	for _, c := range rows {
 		r := Release{Version: c[0], Package: c[1], File: c[2], SHA256: c[3], Use: c[4], Note: c[5], Java: c[6]}
-		if !slices.Contains([]string{"test", "runs", "tried", "fails"}, r.Use) {
-			return nil, fmt.Errorf("flink/versions.tsv: Flink %s: use %q, want test, runs, tried or fails", r.Version, r.Use)
+		if !slices.Contains([]string{"test", "cold", "runs", "tried", "fails"}, r.Use) {
+			return nil, fmt.Errorf("flink/versions.tsv: Flink %s: use %q, want test, cold, runs, tried or fails", r.Version, r.Use)
 		}
 		if r.Java != "17" && !slices.ContainsFunc(javas, func(j []string) bool { return j[0] == r.Java }) {
 			return nil, fmt.Errorf("flink/versions.tsv: Flink %s runs on Java %q, which is neither the system's 17 nor a row of flink/java.tsv", r.Version, r.Java)
@@ -128,8 +128,22 @@ func readTable(name string, columns int) ([][]string, error) {
 	return out, sc.Err()
 }
 
-// TestReleases returns the releases make test runs.
+// TestReleases returns the releases make test runs in every real-Flink
+// test (use test).
 func TestReleases(t testing.TB) []Release {
+	t.Helper()
+	return releasesFor(t, "test")
+}
+
+// FailoverReleases returns the releases make test runs the cold
+// failover of: those of TestReleases, and one release of each older
+// ZooKeeper layout family (use cold).
+func FailoverReleases(t testing.TB) []Release {
+	t.Helper()
+	return releasesFor(t, "test", "cold")
+}
+
+func releasesFor(t testing.TB, uses ...string) []Release {
 	t.Helper()
 	all, err := Releases()
 	if err != nil {
@@ -137,12 +151,12 @@ func TestReleases(t testing.TB) []Release {
 	}
 	var out []Release
 	for _, r := range all {
-		if r.Use == "test" {
+		if slices.Contains(uses, r.Use) {
 			out = append(out, r)
 		}
 	}
 	if len(out) == 0 {
-		t.Fatal("realflink: no release with use=test in flink/versions.tsv")
+		t.Fatalf("realflink: no release with use %v in flink/versions.tsv", uses)
 	}
 	return out
 }

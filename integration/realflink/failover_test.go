@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,10 +91,10 @@ var kinds = []string{"snapshot", "filelevel", "perobject"}
 // mount, DC1 is lost, `ckptfs takeover` runs on DC2, and a JobManager and
 // TaskManager started on DC2 with the same configuration recover the job
 // from ZooKeeper through DC2's replica mount. One run per release of
-// flink/versions.tsv marked "test", and one baseline: the same loss with
-// no ckptfs on DC2.
+// flink/versions.tsv marked "test" or "cold", and one baseline: the same
+// loss with no ckptfs on DC2.
 func TestIntegration_RealFlinkFailover(t *testing.T) {
-	releases := TestReleases(t)
+	releases := FailoverReleases(t)
 	dists := make([]Dist, len(releases))
 	for i, r := range releases {
 		dists[i] = FindDist(t, r)
@@ -146,6 +147,13 @@ type run struct {
 	failRestore, noGuard bool
 	// lease, when set, is the liveness lease of a hot-standby run.
 	lease time.Duration
+	// standby: each site runs a second JobManager beside the first (the
+	// user's JM1 and JM2 on DC1, JM3 and JM4 on DC2; Flink 1.4).
+	standby bool
+	// deleteNewest is the user's experiment: once DC2 holds two
+	// complete checkpoints, DC1 is lost and the files of the newest
+	// checkpoint ZooKeeper points at are deleted on DC2's NAS.
+	deleteNewest bool
 	// out is what the run measured, as far as it got.
 	out outcome
 	// story narrates the run (make demo); nil in tests.
@@ -166,6 +174,11 @@ func newRun(t *testing.T, d Dist, ckptfs bool) *run {
 	// Drawn last, so the draws above stay what they were for a seed.
 	if ckptfs && rng.IntN(4) == 0 {
 		r.heldBack = heldBackParts[rng.IntN(len(heldBackParts))]
+	}
+	if d.Legacy() {
+		// Where Flink 1.4 keeps the job graph and blobs is not held
+		// back here yet.
+		r.heldBack = ""
 	}
 	return r
 }
@@ -190,8 +203,14 @@ func (r *run) String() string {
 		dc2 = "plain replica directory (no ckptfs)"
 	}
 	loss := fmt.Sprintf("once DC2 holds a complete checkpoint, DC1 lost at the moment %q (+%v)", r.moment, r.lossDelay.Round(time.Millisecond))
-	if r.ahead {
+	switch {
+	case r.ahead:
 		loss = "the replication stops once DC2 holds a complete checkpoint, DC1 lost two checkpoints later"
+	case r.deleteNewest:
+		loss = "once DC2 holds two complete checkpoints DC1 is lost, and the newest checkpoint's files are deleted on DC2's NAS"
+	}
+	if r.standby {
+		loss = "two JobManagers per site, " + loss
 	}
 	if r.heldBack != "" {
 		loss += fmt.Sprintf(", the job's %s not yet on DC2", r.heldBack)
@@ -227,6 +246,8 @@ type world struct {
 	backing  map[string]string // site -> its NAS
 	local    map[string]string // site -> its machine's local disk (host path)
 	mounts   map[string]*Process
+	// standbys: site -> its standby JobManagers (run.standby).
+	standbys map[string][]*Process
 }
 
 // say narrates: to the test log, and in the demo to the terminal.
@@ -281,6 +302,8 @@ type outcome struct {
 	// Failures: the baseline's failed restore attempts (it stops
 	// counting at baselineTries).
 	Failures int
+	// Attempts are the baseline's failed attempts, as Flink said them.
+	Attempts []string
 	// LossToRunning is the time from DC1's loss to the job RUNNING on
 	// DC2 from its restored checkpoint; Takeover is ckptfs's part of it.
 	LossToRunning, Takeover time.Duration
@@ -305,6 +328,7 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 		r: r, root: root, flink: filepath.Join(root, "storage", "flink"),
 		clusterID: fmt.Sprintf("/realflink-%s-%d", strings.ReplaceAll(r.dist.Version, ".", "_"), r.seed),
 		backing:   map[string]string{}, local: map[string]string{}, mounts: map[string]*Process{},
+		standbys: map[string][]*Process{},
 	}
 	t.Cleanup(func() { restartDC1(t, c) })
 	w.dc1 = NewSite(t, "dc1", filepath.Join(root, "dc1", "log"))
@@ -343,8 +367,7 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 	fl1 := w.cluster(t, c, w.dc1)
 	jm1, tm1 := w.startFlink(t, fl1, "dc1")
 	jar := JobJar(t, r.dist)
-	w.job, err = fl1.REST.Submit(ctx, jar, []string{"--report", w.reportPath(), "--rate", strconv.Itoa(rate),
-		"--keys", strconv.Itoa(keys), "--payload", strconv.Itoa(payload), "--parallelism", strconv.Itoa(parallelism)})
+	w.job, err = fl1.REST.Submit(ctx, jar, jobArgs(r.dist, w.reportPath()))
 	if err != nil {
 		t.Fatalf("submit the job to DC1: %v", err)
 	}
@@ -370,7 +393,8 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 	v2 := newVerifier(t, w.uri(), w.backing["dc2"])
 	first := w.waitComplete(ctx, t, zc.Conn, v2)
 	w.say(t, "DC2 holds checkpoint %d L2-complete", first)
-	if r.ahead {
+	switch {
+	case r.ahead:
 		// The link falls behind: nothing more reaches DC2 while DC1's
 		// Flink completes more checkpoints.
 		stopReplication()
@@ -378,7 +402,18 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 			ids, _ := w.pointerIDs(zc.Conn)
 			return len(ids) > 0 && ids[len(ids)-1] > first+1
 		})
-	} else {
+	case r.deleteNewest:
+		// Once ZooKeeper points past DC2's first complete checkpoint,
+		// DC1's TaskManager pauses, so that no checkpoint completes while
+		// the replication catches up with ZooKeeper's newest.
+		waitUntil(t, stepTimeout, fmt.Sprintf("ZooKeeper to point past checkpoint %d", first), func() bool {
+			ids, _ := w.pointerIDs(zc.Conn)
+			return len(ids) > 0 && ids[len(ids)-1] > first
+		})
+		tm1.Signal(syscall.SIGSTOP)
+		newest := w.waitNewestComplete(ctx, t, zc.Conn, v2)
+		w.say(t, "DC1's TaskManager paused; DC2 holds checkpoint %d, ZooKeeper's newest, L2-complete", newest)
+	default:
 		w.awaitMoment(ctx, t, zc.Conn)
 	}
 
@@ -387,7 +422,7 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 	lostAt := time.Now()
 	out.Lost = true
 	stopReplication()
-	for _, p := range []*Process{jm1, tm1, w.mounts["dc1"]} {
+	for _, p := range append([]*Process{jm1, tm1, w.mounts["dc1"]}, w.standbys["dc1"]...) {
 		p.Kill()
 	}
 	for _, i := range []int{0, 1} {
@@ -402,13 +437,21 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 	zc2 := zktest.Connect(t, c.Servers(2, 3, 4))
 	out.Hit = w.hit(zc2.Conn)
 	w.say(t, "  the loss caught on DC1's NAS: %s", out.Hit)
+	if r.deleteNewest {
+		w.deleteNewestOnDC2(t, zc2.Conn)
+	}
 	loss := w.observe(ctx, t, zc2.Conn, v2)
 	for _, id := range loss.ids {
 		w.say(t, "  ZooKeeper points at checkpoint %d; on DC2 it is %v", id, loss.verdicts[id].Verdict)
 	}
 	if loss.optimal >= 0 {
-		// _metadata and the HA file, and state files beside them.
-		if n := loss.verdicts[loss.optimal].Verdict.Files; n < 3 {
+		// _metadata (none in 1.4) and the HA file, and state files
+		// beside them.
+		least := 3
+		if r.dist.Legacy() {
+			least = 2
+		}
+		if n := loss.verdicts[loss.optimal].Verdict.Files; n < least {
 			t.Fatalf("checkpoint %d needs %d files: its state is inline, the restore would read no state file", loss.optimal, n)
 		}
 	}
@@ -485,12 +528,18 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 		last = cp.Latest.Completed.ID
 		return last >= restored.ID+afterTakeover
 	})
-	sealed := manifest.SealedPath(w.backing["dc2"], filepath.Join("checkpoints", w.job, "chk-"+strconv.FormatInt(last, 10)))
-	waitUntil(t, stepTimeout, fmt.Sprintf("DC2 to seal checkpoint %d", last), func() bool { _, err := os.Stat(sealed); return err == nil })
+	held := "in DC2's marker"
+	if !r.dist.Legacy() {
+		// A 1.4 checkpoint has no _metadata, the primary's commit (design
+		// §4.3), and is not sealed: its HA file describes it (§4.2.1).
+		sealed := manifest.SealedPath(w.backing["dc2"], filepath.Join("checkpoints", w.job, "chk-"+strconv.FormatInt(last, 10)))
+		waitUntil(t, stepTimeout, fmt.Sprintf("DC2 to seal checkpoint %d", last), func() bool { _, err := os.Stat(sealed); return err == nil })
+		held = "sealed, and " + held
+	}
 	waitUntil(t, stepTimeout, fmt.Sprintf("DC2's marker to name checkpoint %d or later", last), func() bool {
 		return w.marker(zc2.Conn, "dc2") >= last
 	})
-	w.say(t, "DC2: checkpoint %d written through the promoted mount, sealed, and in DC2's marker", last)
+	w.say(t, "DC2: checkpoint %d written through the promoted mount, %s", last, held)
 	return *out
 }
 
@@ -498,12 +547,15 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 // for the addresses each site's machines have.
 func (w *world) cluster(t *testing.T, c *zktest.Cluster, s *Site) *Cluster {
 	t.Helper()
-	ports := freePorts(t, siteAddr, 2)
+	ports := freePorts(t, siteAddr, 4)
 	cfg := ClusterConfig{
 		Dist: w.r.dist, Dir: filepath.Join(w.root, s.Name), Addr: siteAddr, RESTPort: ports[0], RPCPort: ports[1],
 		ZK: c.ConnectString(), PathRoot: w.flinkRoot(), ClusterID: w.clusterID, SessionTimeout: flinkSession,
 		CheckpointsDir: filepath.Join(w.flink, "checkpoints"), HADir: filepath.Join(w.flink, "ha"),
 		Interval: interval, Retained: retained,
+	}
+	if w.r.standby {
+		cfg.StandbyRESTPort, cfg.StandbyRPCPort = ports[2], ports[3]
 	}
 	if w.r.failRestore {
 		// What lets Flink destroy the checkpoints (config check warns).
@@ -526,6 +578,18 @@ func (w *world) startFlink(t *testing.T, fl *Cluster, name string) (jm, tm *Proc
 	jm, err := fl.StartJobManager("jobmanager")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if w.r.standby {
+		// The first leads (its REST answers), the second stands by.
+		waitUntil(t, stepTimeout, name+"'s first JobManager to lead", func() bool {
+			_, err := fl.REST.Overview(context.Background())
+			return err == nil
+		}, jm)
+		sb, err := fl.StartStandbyJobManager("jobmanager-standby")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.standbys[name] = append(w.standbys[name], sb)
 	}
 	tm, err = fl.StartTaskManager("taskmanager")
 	if err != nil {
@@ -608,7 +672,12 @@ func (w *world) checkRestore(ctx context.Context, t *testing.T, fl *Cluster, dc1
 		w.say(t, "DC2's job restored exactly checkpoint %d's state: %d keys, records below %d", id, keys, next)
 	}
 	if ex, err := fl.REST.Exceptions(ctx, w.job); err == nil && len(ex) > 0 {
-		t.Errorf("DC2's job reported %d exceptions, the newest: %s", len(ex), firstLine(ex[0].Stacktrace))
+		// Flink 1.4 schedules a recovered job as soon as its JobManager
+		// leads, before the TaskManager registered: it fails for want
+		// of slots and restarts, having read no state.
+		if !(w.r.dist.Legacy() && len(ex) == 1 && strings.HasSuffix(ex[0].Name, "NoResourceAvailableException")) {
+			t.Errorf("DC2's job reported %d exceptions, the newest: %s", len(ex), firstLine(ex[0].Stacktrace))
+		}
 	}
 }
 
@@ -659,7 +728,15 @@ func (w *world) baseline(ctx context.Context, t *testing.T, fl *Cluster, loss *a
 			continue
 		case <-time.After(500 * time.Millisecond):
 		}
-		if ex, err := fl.REST.Exceptions(ctx, w.job); err == nil && len(ex) > len(attempts) {
+		if w.r.dist.Legacy() {
+			// 1.4's REST shows the current root exception only; its
+			// JobManager logs every failure with its causes.
+			if fails := legacyFailures(jm.FlinkLog); len(fails) > len(attempts) {
+				for _, f := range fails[len(attempts):] {
+					attempts = append(attempts, "job failed: "+f)
+				}
+			}
+		} else if ex, err := fl.REST.Exceptions(ctx, w.job); err == nil && len(ex) > len(attempts) {
 			for _, e := range ex[len(attempts):] {
 				attempts = append(attempts, "job failed: "+firstLine(e.Stacktrace))
 			}
@@ -671,14 +748,46 @@ func (w *world) baseline(ctx context.Context, t *testing.T, fl *Cluster, loss *a
 			t.Fatalf("baseline: Flink's keyed subtasks restored checkpoint(s) %v over a replica ZooKeeper points past", rep.Restores)
 		}
 	}
+	w.r.out.Attempts = attempts
 	for i, a := range attempts {
 		w.say(t, "baseline: restore attempt %d failed: %s", i+1, a)
-		if a != attempts[0] {
+		if rootCause(a) != rootCause(attempts[0]) {
 			t.Errorf("baseline: attempt %d failed otherwise than the first: %q, then %q", i+1, attempts[0], a)
 		}
 	}
 	return -1, len(attempts)
 }
+
+// legacyFailures lists the failures of the job that Flink 1.4's
+// JobManager logged in log ("switched from state RUNNING to FAILING"),
+// each as its exception chain (Chain), the names of state files cut
+// after their checkpoint directory, so that attempts failing on other
+// files of one checkpoint read alike.
+func legacyFailures(log string) []string {
+	data, err := os.ReadFile(log)
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(string(data), "\n")
+	var out []string
+	for i, l := range lines {
+		if strings.Contains(l, "switched from state RUNNING to FAILING") {
+			out = append(out, stateFile.ReplaceAllString(strings.Join(Chain(lines, i), " <- "), "$1/…"))
+		}
+	}
+	return out
+}
+
+// rootCause is the innermost cause of a failure legacyFailures listed
+// (1.4 fails a restore on the first of its tasks that fails: a missing
+// file fails the source's operator state or the keyed state first).
+func rootCause(failure string) string {
+	i := strings.LastIndex(failure, " <- ")
+	return failure[i+1:]
+}
+
+// stateFile is a state file's path in a checkpoint directory.
+var stateFile = regexp.MustCompile(`(chk-[0-9]+)/[^ ]+`)
 
 // flinkFailure is the cause a Flink process logged for its failure: the
 // innermost "Caused by" of its first fatal error.
@@ -785,9 +894,23 @@ func newVerifier(t *testing.T, uri, backing string) *manifest.Verifier {
 	return v
 }
 
-// pointerDir is where Flink 1.15+ and 2.x keep a job's pointers.
+// pointerDir is where the run's Flink keeps a job's pointers: from 1.14
+// on jobs/<job>/checkpoints, before checkpoints/<job>
+// (docs/flink-formats.md §1.1).
 func (w *world) pointerDir() string {
+	if !w.r.dist.AtLeast(1, 14) {
+		return w.flinkRoot() + w.clusterID + "/checkpoints/" + w.job
+	}
 	return w.flinkRoot() + w.clusterID + "/jobs/" + w.job + "/checkpoints"
+}
+
+// haDir is the directory of the run's HA files on site's NAS: from 1.10
+// on <storageDir>/<cluster-id>, before the storage directory itself.
+func (w *world) haDir(site string) string {
+	if !w.r.dist.AtLeast(1, 10) {
+		return filepath.Join(w.backing[site], "ha")
+	}
+	return filepath.Join(w.backing[site], "ha", w.clusterID)
 }
 
 func (w *world) pointerIDs(conn *zk.Conn) ([]int64, error) {
@@ -881,6 +1004,39 @@ func (w *world) waitComplete(ctx context.Context, t *testing.T, conn *zk.Conn, v
 	return got
 }
 
+// waitNewestComplete waits until DC2 holds the newest checkpoint
+// ZooKeeper points at L2-complete, and returns its id.
+func (w *world) waitNewestComplete(ctx context.Context, t *testing.T, conn *zk.Conn, v *manifest.Verifier) int64 {
+	t.Helper()
+	var got int64 = -1
+	waitUntil(t, stepTimeout, "DC2 to hold ZooKeeper's newest checkpoint", func() bool {
+		ids, err := w.pointerIDs(conn)
+		if err != nil || len(ids) == 0 {
+			return false
+		}
+		pv, err := w.verifyPointer(ctx, conn, v, ids[len(ids)-1])
+		got = ids[len(ids)-1]
+		return err == nil && pv.L2Complete()
+	})
+	return got
+}
+
+// deleteNewestOnDC2 is the user's experiment: the files of the newest
+// checkpoint ZooKeeper points at are deleted on DC2's NAS (its
+// directory with them), while its pointer and HA file stay.
+func (w *world) deleteNewestOnDC2(t *testing.T, conn *zk.Conn) {
+	t.Helper()
+	ids, err := w.pointerIDs(conn)
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("no pointer to delete the files of: %v", err)
+	}
+	dir := filepath.Join(w.backing["dc2"], "checkpoints", w.job, "chk-"+strconv.FormatInt(ids[len(ids)-1], 10))
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	w.say(t, "  the files of checkpoint %d, ZooKeeper's newest, deleted on DC2's NAS (%s)", ids[len(ids)-1], dir)
+}
+
 // takeover runs `ckptfs takeover` for DC2 against the survivors.
 func (w *world) takeover(t *testing.T, c *zktest.Cluster) (int, string) {
 	t.Helper()
@@ -905,7 +1061,7 @@ func (w *world) takeover(t *testing.T, c *zktest.Cluster) (int, string) {
 // ZooKeeper's pointers nor DC2's NAS; and delivers the part.
 func (w *world) holdBack(t *testing.T, c *zktest.Cluster, conn *zk.Conn) {
 	t.Helper()
-	ha := filepath.Join(w.backing["dc2"], "ha", w.clusterID)
+	ha := w.haDir("dc2")
 	var path string
 	switch w.r.heldBack {
 	case "job-graph":

@@ -15,8 +15,11 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/ckptfs/ckptfs/integration/mounttest"
 	"github.com/ckptfs/ckptfs/integration/zktest"
+	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/manifest/flinkha"
+	"github.com/ckptfs/ckptfs/zkbridge"
 )
 
 // legacyRelease is the release of the user's deployment (issue 30).
@@ -67,9 +70,7 @@ func TestIntegration_Flink14Recovers(t *testing.T) {
 		return err == nil && o.TaskManagers >= 1 && o.Version == legacyRelease
 	}, jm, tm)
 	report := filepath.Join(root, "report.txt")
-	job, err := fl.REST.Submit(ctx, JobJar(t, d), []string{"--report", report, "--rate", strconv.Itoa(rate),
-		"--keys", strconv.Itoa(keys), "--payload", strconv.Itoa(payload), "--parallelism", strconv.Itoa(parallelism),
-		"--interval", strconv.FormatInt(interval.Milliseconds(), 10)})
+	job, err := fl.REST.Submit(ctx, JobJar(t, d), jobArgs(d, report))
 	if err != nil {
 		t.Fatalf("submit the job: %v", err)
 	}
@@ -104,6 +105,19 @@ func TestIntegration_Flink14Recovers(t *testing.T) {
 			}
 		}
 	}
+	graphs, err := filepath.Glob(filepath.Join(cfg.HADir, "submittedJobGraph*"))
+	if err != nil || len(graphs) != 1 {
+		t.Errorf("job graph HA files directly in %s: %v (%v), want one", cfg.HADir, graphs, err)
+	}
+	for _, g := range graphs {
+		data, err := os.ReadFile(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if jg, err := flinkha.DecodeJobGraph(data); err != nil || jg.JobID != job || len(jg.Blobs) != 1 {
+			t.Errorf("%s: %+v, %v; want job %s's graph with its jar", g, jg, err, job)
+		}
+	}
 	has, err := filepath.Glob(filepath.Join(cfg.HADir, "completedCheckpoint*"))
 	if err != nil || len(has) == 0 {
 		t.Errorf("no completedCheckpoint<hex> HA file directly in %s (%v)", cfg.HADir, err)
@@ -127,6 +141,7 @@ func TestIntegration_Flink14Recovers(t *testing.T) {
 		checkHAFile14(t, zc.Conn, ns+"/checkpoints/"+job+"/"+p, job)
 	}
 	t.Logf("Flink %s: checkpoints %v on the NAS, pointers %v, HA files %d", d.Version, chks, ptrs, len(has))
+	checkDiscovery14(ctx, t, c, cfg, job)
 
 	// The JobManager dies; a new one recovers the job from ZooKeeper.
 	jm.Kill()
@@ -158,6 +173,69 @@ func TestIntegration_Flink14Recovers(t *testing.T) {
 		t.Fatalf("after the restore of checkpoint %d: %v", restored.ID, err)
 	}
 	t.Logf("the new JobManager restored checkpoint %d (of %d), the state exact", restored.ID, newest)
+}
+
+// checkDiscovery14 holds ckptfs's layout discovery and liveness to the
+// namespace a running Flink 1.4.2 JobManager wrote: the generation 1.4
+// (or 1.5-1.6 in legacy mode, which elect alike),
+// the job's pointers under checkpoints/<job> with their locks directly,
+// and the JobManager alive, none of its nodes foreign.
+func checkDiscovery14(ctx context.Context, t *testing.T, c *zktest.Cluster, cfg ClusterConfig, job string) {
+	t.Helper()
+	res, err := manifest.NewResolver([]manifest.Mapping{{Prefix: "file:" + filepath.Dir(cfg.CheckpointsDir), Dir: filepath.Dir(cfg.CheckpointsDir)}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vcfg := manifest.DefaultVerifierConfig()
+	vcfg.Resolver = res
+	v, err := manifest.NewVerifier(vcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bcfg := zkbridge.DefaultConfig()
+	bcfg.Servers, bcfg.PathRoot, bcfg.ClusterID, bcfg.Site, bcfg.CkptfsRoot = c.Servers(), cfg.PathRoot, cfg.ClusterID, "dc2", "/ckptfs"
+	bcfg.FlinkSessionTimeout = cfg.SessionTimeout
+	b, err := zkbridge.New(ctx, bcfg, zkbridge.NewSiteVerifier(v, manifest.DefaultCatalogConfig().BackingTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	zc := zktest.Connect(t, c.Servers())
+	ns := cfg.PathRoot + cfg.ClusterID
+	for _, dir := range []string{"leader", "leaderlatch"} {
+		var tree []string
+		var walk func(p string)
+		walk = func(p string) {
+			kids, _, err := zc.Conn.Children(p)
+			if err != nil {
+				return
+			}
+			for _, k := range kids {
+				tree = append(tree, strings.TrimPrefix(p+"/"+k, ns+"/"))
+				walk(p + "/" + k)
+			}
+		}
+		walk(ns + "/" + dir)
+		t.Logf("Flink 1.4.2's %s/: %v", dir, tree)
+	}
+	l, err := b.Discover(ctx)
+	if err != nil {
+		t.Fatalf("layout discovery on Flink 1.4.2's namespace: %v", err)
+	}
+	t.Logf("layout %s (candidates %v): %s", l.Generation, l.Candidates, strings.Join(l.Evidence, "; "))
+	want := zkbridge.JobLayout{JobID: job, PointerDir: ns + "/checkpoints/" + job, CounterPath: ns + "/checkpoint-counter/" + job,
+		LockStyle: zkbridge.LockDirect, JobGraph: ns + "/jobgraphs/" + job}
+	// ZooKeeper alone does not tell 1.4 from 1.5 or 1.6 in legacy mode.
+	if !slices.Equal(l.Candidates, []zkbridge.Generation{zkbridge.Gen1_4, zkbridge.Gen1_5}) || len(l.Jobs) != 1 || l.Jobs[0] != want {
+		t.Errorf("layout %s (candidates %v), jobs %+v; want 1.4 or 1.5-1.13 and [%+v]", l.Generation, l.Candidates, l.Jobs, want)
+	}
+	live, err := b.Liveness(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !live.Alive || len(live.Foreign) > 0 {
+		t.Errorf("liveness with Flink 1.4.2's JobManager running: alive %v, nodes %+v, foreign %+v", live.Alive, live.Nodes, live.Foreign)
+	}
 }
 
 // checkHAFile14 holds ckptfs's decoders to what Flink 1.4.2 wrote: the
@@ -206,5 +284,96 @@ func checkHAFile14(t *testing.T, conn *zk.Conn, pointer, job string) {
 		if f.Size >= 0 && st.Size() != f.Size {
 			t.Errorf("checkpoint %d: %s has %d bytes, its handle says %d", cc.CheckpointID, f.Path, st.Size(), f.Size)
 		}
+	}
+}
+
+// TestIntegration_UserFlink142 is the user's deployment (issue 30), for
+// real: Flink 1.4.2 on Java 11, five ZooKeeper servers 2 + 2 + 1, on DC1
+// two JobManagers (JM1 leads, JM2 stands by) and a TaskManager writing
+// the heap backend's checkpoints and high-availability.storageDir to
+// the NAS through DC1's primary mount, 3 checkpoints retained, the NAS
+// replicated asynchronously; DC1 is lost, ckptfs takeover runs on DC2,
+// and two JobManagers and a TaskManager started on DC2 recover the job
+// through DC2's mount, its state exact.
+//
+// Then the user's own experiment: once DC2 holds ZooKeeper's newest
+// checkpoint N, DC1 is lost and N's files are deleted on DC2's NAS,
+// while ZooKeeper still points at N. Without ckptfs, 1.4.2 tries N again
+// and again, each time failing with the user's exception chain
+// (IllegalStateException: Could not initialize keyed state backend,
+// caused by FileNotFoundException: .../chk-N/<uuid>). With ckptfs, the
+// takeover retracts N and Flink restores N-1 on its first attempt.
+func TestIntegration_UserFlink142(t *testing.T) {
+	d := findLegacy(t)
+	mounttest.RequireFUSE(t)
+	c := zktest.StartCluster(t, 5, func(cfg *zktest.Config) { cfg.MaxSessionTimeout = 5 * time.Second })
+	t.Run("failover", func(t *testing.T) {
+		r := newRun(t, d, true)
+		r.standby = true
+		runFailover(t, c, r)
+	})
+	experiment := func(t *testing.T, ckptfs bool) outcome {
+		r := newRun(t, d, ckptfs)
+		r.standby, r.deleteNewest = true, true
+		if r.kind == "snapshot" {
+			// A snapshot continues the TaskManager it stops for it.
+			r.kind = "filelevel"
+		}
+		return runFailover(t, c, r)
+	}
+	t.Run("experiment-without-ckptfs", func(t *testing.T) {
+		out := experiment(t, false)
+		if len(out.Attempts) < baselineTries {
+			t.Fatalf("%d failed attempts, want %d", len(out.Attempts), baselineTries)
+		}
+		// Every attempt fails on a file of N; the first task to fail it
+		// is the keyed one (the user's chain) or the source's operator
+		// state.
+		missing := "java.io.FileNotFoundException: "
+		chk := "chk-" + strconv.FormatInt(out.Newest, 10) + "/"
+		keyed := "java.lang.IllegalStateException: Could not initialize keyed state backend. <- " + missing
+		sawKeyed := false
+		for i, a := range out.Attempts {
+			if !strings.Contains(a, missing) || !strings.Contains(a, chk) {
+				t.Errorf("attempt %d failed with %q, not a missing file of %s", i+1, a, chk)
+			}
+			sawKeyed = sawKeyed || strings.Contains(a, keyed)
+		}
+		if !sawKeyed {
+			t.Errorf("no attempt failed with the user's chain %q…%s…", keyed, chk)
+		}
+	})
+	t.Run("experiment-with-ckptfs", func(t *testing.T) {
+		out := experiment(t, true)
+		if out.Restored != out.Newest-1 {
+			t.Errorf("restored checkpoint %d, want %d: the one before ZooKeeper's newest, %d, whose files are gone", out.Restored, out.Newest-1, out.Newest)
+		}
+	})
+}
+
+// TestLegacyFailures reads the failures out of Flink 1.4's JobManager log as
+// log4j 1.2 writes it (cluster.go's pattern): each job failure's chain,
+// the state file cut after its checkpoint directory.
+func TestLegacyFailures(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "jm.log")
+	text := `10:00:01,000 INFO  ExecutionGraph [flink-akka.actor.default-dispatcher-4] - Job SeqJob (0123) switched from state CREATED to RUNNING.
+10:00:02,000 INFO  ExecutionGraph [flink-akka.actor.default-dispatcher-4] - Job SeqJob (0123) switched from state RUNNING to FAILING.
+java.lang.IllegalStateException: Could not initialize keyed state backend.
+	at org.apache.flink.streaming.api.operators.AbstractStreamOperator.initKeyedState(AbstractStreamOperator.java:293)
+Caused by: java.io.FileNotFoundException: /nas/checkpoints/0123/chk-14/9a4b-77 (No such file or directory)
+	at java.base/java.io.FileInputStream.open0(Native Method)
+	... 5 more
+10:00:02,001 INFO  ExecutionGraph [flink-akka.actor.default-dispatcher-4] - Job SeqJob (0123) switched from state FAILING to RESTARTING.
+10:00:12,000 INFO  ExecutionGraph [flink-akka.actor.default-dispatcher-4] - Job SeqJob (0123) switched from state RUNNING to FAILING.
+java.lang.IllegalStateException: Could not initialize keyed state backend.
+Caused by: java.io.FileNotFoundException: /nas/checkpoints/0123/chk-14/c3d2-01 (No such file or directory)
+`
+	if err := os.WriteFile(log, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := legacyFailures(log)
+	want := "java.lang.IllegalStateException: Could not initialize keyed state backend. <- java.io.FileNotFoundException: /nas/checkpoints/0123/chk-14/… (No such file or directory)"
+	if len(got) != 2 || got[0] != want || got[1] != want {
+		t.Fatalf("failures %q, want twice %q", got, want)
 	}
 }

@@ -5,6 +5,7 @@ package realflink
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,18 @@ func startCluster(tb testing.TB, site *Site, cfg ClusterConfig) (fl *Cluster, jm
 		tb.Fatal(err)
 	}
 	return fl, jm, tm
+}
+
+// jobArgs are the sequence job's arguments in the tests' shape: its
+// report file, and for the job of Flink 1.4-1.13 (job/src-1.4) the
+// checkpoint interval, which 1.4 has no setting for.
+func jobArgs(d Dist, report string) []string {
+	args := []string{"--report", report, "--rate", strconv.Itoa(rate),
+		"--keys", strconv.Itoa(keys), "--payload", strconv.Itoa(payload), "--parallelism", strconv.Itoa(parallelism)}
+	if !d.AtLeast(1, 14) {
+		args = append(args, "--interval", strconv.FormatInt(interval.Milliseconds(), 10))
+	}
+	return args
 }
 
 // waitUntil polls ok until it holds, failing after timeout or as soon as

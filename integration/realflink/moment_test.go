@@ -61,7 +61,7 @@ func (w *world) awaitMoment(ctx context.Context, t *testing.T, conn *zk.Conn) {
 			return ok
 		})
 	case "ha-file":
-		event = awaitCreate(ctx, t, filepath.Join(w.backing["dc1"], "ha", w.clusterID), func(name string) bool {
+		event = awaitCreate(ctx, t, w.haDir("dc1"), func(name string) bool {
 			return strings.HasPrefix(name, "completedCheckpoint")
 		})
 	default:
@@ -137,7 +137,7 @@ func (w *world) hit(conn *zk.Conn) string {
 			}
 		}
 	}
-	entries, _ := os.ReadDir(filepath.Join(w.backing["dc1"], "ha", w.clusterID))
+	entries, _ := os.ReadDir(w.haDir("dc1"))
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), "completedCheckpoint") && !named[e.Name()] {
 			parts = append(parts, "HA file without pointer")

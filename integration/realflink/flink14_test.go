@@ -186,16 +186,8 @@ func TestIntegration_Flink14Recovers(t *testing.T) {
 // and the JobManager alive, none of its nodes foreign.
 func checkDiscovery14(ctx context.Context, t *testing.T, c *zktest.Cluster, cfg ClusterConfig, job string) {
 	t.Helper()
-	res, err := manifest.NewResolver([]manifest.Mapping{{Prefix: "file:" + filepath.Dir(cfg.CheckpointsDir), Dir: filepath.Dir(cfg.CheckpointsDir)}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vcfg := manifest.DefaultVerifierConfig()
-	vcfg.Resolver = res
-	v, err := manifest.NewVerifier(vcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	storage := filepath.Dir(cfg.CheckpointsDir)
+	v := newVerifier(t, "file:"+storage, storage)
 	bcfg := zkbridge.DefaultConfig()
 	bcfg.Servers, bcfg.PathRoot, bcfg.ClusterID, bcfg.Site, bcfg.CkptfsRoot = c.Servers(), cfg.PathRoot, cfg.ClusterID, "dc2", "/ckptfs"
 	bcfg.FlinkSessionTimeout = cfg.SessionTimeout

@@ -274,11 +274,42 @@ const (
 // jobName and userJarBlobKeys, each blob a PermanentBlobKey. Real Flink
 // writes many more fields; DecodeJobGraph reads both.
 func EncodeJobGraph(jobID, jobName string, stream bool, blobs []BlobKey) ([]byte, error) {
+	var c classes
+	o, err := c.jobGraph(jobID, jobName, stream, blobs)
+	if err != nil {
+		return nil, err
+	}
+	return javaser.Encode(javaser.NewStream(o))
+}
+
+// suidSubmittedJobGraph is SubmittedJobGraph's serialVersionUID
+// (flink-runtime .../jobmanager/SubmittedJobGraph.java, 1.4 to 1.9).
+const suidSubmittedJobGraph = 2836099271734771825
+
+// EncodeSubmittedJobGraph writes a job graph HA file as Flink 1.4 to 1.9
+// do: a SubmittedJobGraph (fields jobGraph and jobInfo) holding the
+// JobGraph EncodeJobGraph writes. Its jobInfo is null: in Flink it is the
+// legacy JobManager's JobInfo of the submitting client (its actor
+// reference, listening behaviour and start time), which the constructor
+// allows to be null and ckptfs never reads.
+func EncodeSubmittedJobGraph(jobID, jobName string, blobs []BlobKey) ([]byte, error) {
+	var c classes
+	graph, err := c.jobGraph(jobID, jobName, false, blobs)
+	if err != nil {
+		return nil, err
+	}
+	root := c.plain(classSubmittedJobGraph, suidSubmittedJobGraph, nil,
+		obj("jobGraph", "Lorg/apache/flink/runtime/jobgraph/JobGraph;"),
+		obj("jobInfo", "Lorg/apache/flink/runtime/jobmanager/JobInfo;"))
+	return javaser.Encode(javaser.NewStream(javaser.NewObject(root).With("jobGraph", graph)))
+}
+
+// jobGraph is the root object EncodeJobGraph writes.
+func (c *classes) jobGraph(jobID, jobName string, stream bool, blobs []BlobKey) (*javaser.Object, error) {
 	lower, upper, err := parseID(jobID)
 	if err != nil {
 		return nil, err
 	}
-	var c classes
 	idField, class := "jobID", classJobGraph
 	if stream {
 		idField, class = "jobId", classStreamGraph
@@ -303,9 +334,8 @@ func EncodeJobGraph(jobID, jobName string, stream bool, blobs []BlobKey) ([]byte
 			With("random", javaser.NewObject(c.abstractID()).With("lowerPart", rl).With("upperPart", ru)).
 			With("type", c.jdk.Enum("org.apache.flink.runtime.blob.BlobKey$BlobType", "PERMANENT_BLOB")))
 	}
-	o := javaser.NewObject(root).
+	return javaser.NewObject(root).
 		With(idField, javaser.NewObject(c.jobID()).With("lowerPart", lower).With("upperPart", upper)).
 		With("jobName", javaser.NewString(jobName)).
-		With("userJarBlobKeys", c.jdk.ArrayList(keys...))
-	return javaser.Encode(javaser.NewStream(o))
+		With("userJarBlobKeys", c.jdk.ArrayList(keys...)), nil
 }

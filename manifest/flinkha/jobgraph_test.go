@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ckptfs/ckptfs/manifest/javaser"
 )
 
 // realGraph is a job graph or execution plan HA file real Flink wrote
@@ -248,5 +250,45 @@ func TestEncodeJobGraph(t *testing.T) {
 		if jg.JobID != strings.Repeat("cd", 16) || jg.JobName != "j" || !reflect.DeepEqual(jg.Blobs, []BlobKey{k}) || (jg.Class == classStreamGraph) != stream {
 			t.Fatalf("%+v", jg)
 		}
+	}
+}
+
+// TestEncodeSubmittedJobGraph: the 1.4 job graph HA file the emulator
+// writes is a SubmittedJobGraph with 1.4's serialVersionUID and fields
+// (jobGraph, a null jobInfo), and decodes as real 1.4.2's does: Submitted,
+// the job's id and its jar.
+func TestEncodeSubmittedJobGraph(t *testing.T) {
+	k := BlobKey{Permanent: true, Hash: strings.Repeat("ab", 20), Random: strings.Repeat("01", 16)}
+	data, err := EncodeSubmittedJobGraph(strings.Repeat("cd", 16), "j", []BlobKey{k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jg, err := DecodeJobGraph(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !jg.Submitted || jg.Class != classJobGraph || jg.JobID != strings.Repeat("cd", 16) || jg.JobName != "j" || !reflect.DeepEqual(jg.Blobs, []BlobKey{k}) {
+		t.Fatalf("%+v", jg)
+	}
+	s, err := javaser.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := s.Object()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields []string
+	for _, f := range root.Class.Fields {
+		fields = append(fields, f.Name)
+	}
+	if root.ClassName() != classSubmittedJobGraph || root.SerialVersionUID() != 2836099271734771825 || !reflect.DeepEqual(fields, []string{"jobGraph", "jobInfo"}) {
+		t.Fatalf("root %s (serialVersionUID %d) with fields %v", root.ClassName(), root.SerialVersionUID(), fields)
+	}
+	if info, ok := root.Field("jobInfo"); !ok || info != nil {
+		t.Fatalf("jobInfo = %v (%v), want null", info, ok)
+	}
+	if _, err := EncodeSubmittedJobGraph("not an id", "j", nil); err == nil {
+		t.Fatal("a bad job id encodes")
 	}
 }

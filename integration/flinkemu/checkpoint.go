@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ckptfs/ckptfs/manifest/flinkha"
@@ -41,7 +43,7 @@ const (
 	StepMkdir    StepKind = "mkdir"      // the JobManager creates chk-N
 	StepState    StepKind = "state-file" // a task writes an exclusive file in chk-N
 	StepShared   StepKind = "shared-file"
-	StepMetadata StepKind = "metadata" // the JobManager writes _metadata
+	StepMetadata StepKind = "metadata" // the JobManager writes _metadata (1.4: the externalized metadata file)
 	StepHAFile   StepKind = "ha-file"
 	StepPointer  StepKind = "pointer" // the pointer znode and its lock
 	StepSubsume  StepKind = "subsume" // subsumption of older checkpoints
@@ -54,8 +56,8 @@ type CheckpointSpec struct {
 	StateSizes []int
 	// SharedSizes adds an operator with a RocksDB-style incremental
 	// handle: a meta file and a private file in chk-N, and new shared/
-	// files of these sizes. With none, the checkpoint has no such
-	// operator.
+	// files of these sizes (1.4: in chk-N, there is no shared/). With
+	// none, the checkpoint has no such operator.
 	SharedSizes []int
 	// KeepShared is how many of the previous checkpoint's shared files
 	// this one references again (the others were compacted away), as an
@@ -88,6 +90,13 @@ func Content(name string, size int) []byte {
 // file, then the pointer with its lock in one multi, and subsumes
 // checkpoints beyond Retained. Config.BeforeStep can stop it between any
 // two steps.
+//
+// Flink 1.4 writes no _metadata: chk-N holds the state files alone,
+// which the tasks reference by absolute FileStateHandles (there are no
+// relative handles before 1.10), and only the HA file (the 1.4 field set)
+// describes the checkpoint; a retained (externalized) one also gets its
+// flat metadata file checkpoint_metadata-<12 hex> (format version 2) in
+// <Storage>/checkpoints, written before the HA file.
 func (jm *JobManager) CompleteCheckpoint(jobID string, spec CheckpointSpec) (*Checkpoint, error) {
 	if err := jm.usable(); err != nil {
 		return nil, err
@@ -126,8 +135,9 @@ func (jm *JobManager) CompleteCheckpoint(jobID string, spec CheckpointSpec) (*Ch
 	if err := os.MkdirAll(cp.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	legacy := jm.cfg.Layout == Flink1_4
 	// writeExclusive writes a task's file into chk-N and returns its
-	// relative handle.
+	// relative handle (1.4: absolute).
 	writeExclusive := func(n int) (*metadata.StreamHandle, error) {
 		name := newUUID()
 		file := filepath.Join(cp.Dir, name)
@@ -138,6 +148,9 @@ func (jm *JobManager) CompleteCheckpoint(jobID string, spec CheckpointSpec) (*Ch
 			return nil, err
 		}
 		cp.StateFiles = append(cp.StateFiles, file)
+		if legacy {
+			return &metadata.StreamHandle{Tag: metadata.TagFileStream, Path: cp.FlinkDir + "/" + name, Size: int64(n)}, nil
+		}
 		return &metadata.StreamHandle{Tag: metadata.TagRelativeStream, Path: name, Size: int64(n)}, nil
 	}
 	keyed := metadata.Operator{IDLower: 0x1111, IDUpper: 0x2222, Parallelism: int32(len(spec.StateSizes)), MaxParallelism: 128}
@@ -150,10 +163,14 @@ func (jm *JobManager) CompleteCheckpoint(jobID string, spec CheckpointSpec) (*Ch
 		if err != nil {
 			return nil, err
 		}
-		keyed.Subtasks = append(keyed.Subtasks, metadata.Subtask{Index: int32(i), ManagedKeyed: &metadata.KeyedHandle{
+		k := &metadata.KeyedHandle{
 			Tag: metadata.TagKeyGroupsV2, KeyGroupStart: int32(i), KeyGroupCount: 1, Offsets: []int64{0},
 			Delegate: h, StateHandleID: newUUID(),
-		}})
+		}
+		if legacy { // KeyGroupsStateHandle had no StateHandleID yet
+			k.Tag, k.StateHandleID = metadata.TagKeyGroups, ""
+		}
+		keyed.Subtasks = append(keyed.Subtasks, metadata.Subtask{Index: int32(i), ManagedKeyed: k})
 	}
 	m := &metadata.Metadata{Version: version, CheckpointID: id, Operators: []metadata.Operator{keyed, jm.sourceOperator(cp, version)}, ChannelLayout: metadata.ChannelLayout112}
 	if version >= 4 {
@@ -176,18 +193,37 @@ func (jm *JobManager) CompleteCheckpoint(jobID string, spec CheckpointSpec) (*Ch
 	if err := metadata.Encode(&meta, m); err != nil {
 		return nil, err
 	}
-	cp.Metadata = filepath.Join(cp.Dir, "_metadata")
-	if err := step(id, StepMetadata, cp.Metadata); err != nil {
-		return nil, err
-	}
-	if err := jm.writeMetadata(cp.Metadata, meta.Bytes()); err != nil {
-		return nil, err
-	}
-	ha, err := flinkha.EncodeCompletedCheckpoint(flinkha.CheckpointSpec{
+	haSpec := flinkha.CheckpointSpec{
 		FieldSet: jm.cfg.FieldSet(), Release: jm.cfg.releaseString(), JobID: jobID, CheckpointID: id,
 		Timestamp: cp.Timestamp.UnixMilli(), CompletionTimestamp: cp.Timestamp.UnixMilli() + 150,
 		ExternalPointer: cp.FlinkDir, MetadataSize: int64(meta.Len()), Metadata: m, Retention: jm.cfg.Retention,
-	})
+	}
+	switch {
+	case legacy && jm.cfg.Retention == flinkha.RetainNever:
+		// Not externalized: the HA file names neither a pointer nor
+		// metadata.
+		haSpec.ExternalPointer = ""
+	case legacy:
+		// SavepointStore.storeExternalizedCheckpointToHandle: a flat
+		// file in state.checkpoints.dir, which is the pointer.
+		if err := step(id, StepMetadata, filepath.Join(jm.cfg.Storage, "checkpoints")); err != nil {
+			return nil, err
+		}
+		var flinkMeta string
+		if cp.Metadata, flinkMeta, err = jm.writeNewFile([]string{"checkpoints"}, "checkpoint_metadata-", meta.Bytes()); err != nil {
+			return nil, err
+		}
+		haSpec.ExternalPointer, haSpec.MetadataPath = flinkMeta, flinkMeta
+	default:
+		cp.Metadata = filepath.Join(cp.Dir, "_metadata")
+		if err := step(id, StepMetadata, cp.Metadata); err != nil {
+			return nil, err
+		}
+		if err := jm.writeMetadata(cp.Metadata, meta.Bytes()); err != nil {
+			return nil, err
+		}
+	}
+	ha, err := flinkha.EncodeCompletedCheckpoint(haSpec)
 	if err != nil {
 		return nil, err
 	}
@@ -240,8 +276,10 @@ func (jm *JobManager) sourceOperator(cp *Checkpoint, version int32) metadata.Ope
 	if version >= 5 {
 		op.Name, op.UID = "Source: flinkemu", "flinkemu-source"
 	}
-	coordinator := Content(op.OperatorIDString(), 16)
-	op.Coordinator = &metadata.StreamHandle{Tag: metadata.TagByteStream, Name: op.OperatorIDString(), Data: coordinator, DataLen: int32(len(coordinator))}
+	if version >= 3 { // operator coordinators came with 1.11
+		coordinator := Content(op.OperatorIDString(), 16)
+		op.Coordinator = &metadata.StreamHandle{Tag: metadata.TagByteStream, Name: op.OperatorIDString(), Data: coordinator, DataLen: int32(len(coordinator))}
+	}
 	name := cp.FlinkDir + "/" + newUUID()
 	reader := Content(name, 64)
 	op.Subtasks = []metadata.Subtask{{Index: 0, ManagedOperatorFlag: 1, ManagedOperator: &metadata.OperatorHandle{
@@ -282,13 +320,20 @@ func (jm *JobManager) checkpointProperties(jobID string) ([]byte, error) {
 // reuses KeepShared of the previous checkpoint's, writes a private file
 // (MANIFEST: from 1.15 on into shared/ as well, absolute; before into
 // chk-N, relative), keeps the tiny CURRENT inline, and writes the meta
-// file in chk-N (relative).
+// file in chk-N (relative). 1.4 has neither shared/ nor relative
+// handles: its new files go to chk-N, where later checkpoints reference
+// them, every handle absolute, in an IncrementalKeyedStateHandle without
+// 1.16's checkpointed size and StateHandleID.
 func (jm *JobManager) writeIncremental(cp *Checkpoint, spec CheckpointSpec, prev []*Checkpoint,
 	writeExclusive func(int) (*metadata.StreamHandle, error), step func(int64, StepKind, string) error,
 ) (metadata.Operator, error) {
+	legacy := jm.cfg.Layout == Flink1_4
 	h := &metadata.KeyedHandle{
 		Tag: metadata.TagIncrementalKeyGroupsV2, CheckpointID: cp.ID, BackendID: newUUID(),
 		KeyGroupStart: 0, KeyGroupCount: 128, StateHandleID: newUUID(),
+	}
+	if legacy {
+		h.Tag, h.StateHandleID = metadata.TagIncrementalKeyGroups, ""
 	}
 	var reuse []*sharedFile
 	if len(prev) > 0 {
@@ -305,14 +350,17 @@ func (jm *JobManager) writeIncremental(cp *Checkpoint, spec CheckpointSpec, prev
 			Handle: &metadata.StreamHandle{Tag: metadata.TagFileStream, Path: f.flink, Size: f.size}})
 		cp.SharedFiles = append(cp.SharedFiles, f.local)
 	}
-	dir := filepath.Join(jm.cfg.Storage, "checkpoints", cp.JobID, "shared")
+	dir, flinkDir := filepath.Join(jm.cfg.Storage, "checkpoints", cp.JobID, "shared"), jm.flinkPath("checkpoints", cp.JobID, "shared")
+	if legacy {
+		dir, flinkDir = cp.Dir, cp.FlinkDir
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return metadata.Operator{}, err
 	}
 	for i, n := range spec.SharedSizes {
 		name := newUUID()
 		f := &sharedFile{
-			local: filepath.Join(dir, name), flink: jm.flinkPath("checkpoints", cp.JobID, "shared", name),
+			local: filepath.Join(dir, name), flink: flinkDir + "/" + name,
 			localName: fmt.Sprintf("%06d.sst", cp.ID*100+int64(i)), size: int64(n),
 		}
 		if err := step(cp.ID, StepShared, f.local); err != nil {
@@ -338,7 +386,7 @@ func (jm *JobManager) writeIncremental(cp *Checkpoint, spec CheckpointSpec, prev
 	privateFile := filepath.Join(privateDir, name)
 	privateSize := 100 + int(cp.ID%50)
 	kind := StepState
-	if privateDir == dir {
+	if privateDir == dir && !legacy {
 		kind = StepShared
 	}
 	if err := step(cp.ID, kind, privateFile); err != nil {
@@ -349,12 +397,12 @@ func (jm *JobManager) writeIncremental(cp *Checkpoint, spec CheckpointSpec, prev
 	}
 	cp.PrivateFiles = append(cp.PrivateFiles, privateFile)
 	private := &metadata.StreamHandle{Tag: metadata.TagRelativeStream, Path: name, Size: int64(privateSize)}
-	if privateDir == dir {
-		private = &metadata.StreamHandle{Tag: metadata.TagFileStream, Path: jm.flinkPath("checkpoints", cp.JobID, "shared", name), Size: int64(privateSize)}
+	if privateDir == dir || legacy {
+		private = &metadata.StreamHandle{Tag: metadata.TagFileStream, Path: flinkDir + "/" + name, Size: int64(privateSize)}
 	}
 	current := []byte("MANIFEST-000001\n")
 	currentName := jm.flinkPath("checkpoints", cp.JobID, "shared", newUUID())
-	if privateDir != dir {
+	if privateDir != dir || legacy {
 		currentName = cp.FlinkDir + "/" + newUUID()
 	}
 	h.Private = []metadata.NamedHandle{
@@ -399,7 +447,11 @@ func (jm *JobManager) writeMetadata(path string, data []byte) error {
 // release the lock, delete locks (1.15+), delete the HA file, delete the
 // node; then the checkpoint's files go (Flink's CheckpointsCleaner:
 // metadata and exclusive state, the chk-N directory) and the shared files
-// no retained checkpoint references any more (SharedStateRegistry).
+// no retained checkpoint references any more (SharedStateRegistry). In
+// 1.4 a checkpoint discards its files one by one, each FileStateHandle
+// then deleting its directory if that is empty, and the sst files it
+// wrote into its chk-N stay as long as a retained checkpoint references
+// them (discard14).
 func (jm *JobManager) subsume(cp *Checkpoint) error {
 	lockParent := cp.Znode
 	if jm.cfg.Layout.LocksChild() {
@@ -421,6 +473,9 @@ func (jm *JobManager) subsume(cp *Checkpoint) error {
 	}
 	if jm.cfg.KeepSubsumedData {
 		return nil
+	}
+	if jm.cfg.Layout == Flink1_4 {
+		return jm.discard14(cp)
 	}
 	if err := os.RemoveAll(cp.Dir); err != nil {
 		return err
@@ -452,4 +507,48 @@ func (jm *JobManager) subsume(cp *Checkpoint) error {
 		}
 	}
 	return nil
+}
+
+// discard14 deletes a subsumed 1.4 checkpoint's files as 1.4's
+// CompletedCheckpoint.discardOnSubsume does: the externalized metadata
+// file, then every state file no retained checkpoint references
+// (SharedStateRegistry keeps the sst files a later checkpoint reuses),
+// each FileStateHandle deleting its parent directory once that is empty
+// (FileUtils.deletePathIfEmpty), so a chk-N goes with its last file.
+func (jm *JobManager) discard14(cp *Checkpoint) error {
+	jm.mu.Lock()
+	used := map[string]bool{}
+	for _, kept := range jm.jobs[cp.JobID] {
+		for _, f := range kept.Files() {
+			used[f] = true
+		}
+	}
+	var unused []string
+	for _, f := range cp.Files() {
+		if !used[f] {
+			unused = append(unused, f)
+			delete(jm.shared[cp.JobID], f)
+		}
+	}
+	jm.mu.Unlock()
+	for _, f := range unused {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if dir := filepath.Dir(f); strings.HasPrefix(filepath.Base(dir), "chk-") {
+			// Fails, and is ignored, while the directory holds files.
+			_ = os.Remove(dir)
+		}
+	}
+	// A checkpoint without state files leaves an empty chk-N.
+	if err := os.Remove(cp.Dir); err != nil && !errors.Is(err, os.ErrNotExist) && !isNotEmpty(err) {
+		return err
+	}
+	return nil
+}
+
+// isNotEmpty reports a directory that could not be removed because it
+// holds files.
+func isNotEmpty(err error) bool {
+	return errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST)
 }

@@ -1,7 +1,7 @@
 // Package flinkemu writes what a Flink JobManager writes for ZooKeeper
 // high availability, byte for byte where ckptfs reads it, so that the
 // ZooKeeper bridge can be tested against every layout without running
-// five Flink releases.
+// six Flink releases.
 //
 // A JobManager holds its own ZooKeeper session, like a real one, and for
 // the chosen Layout (and Config.Release within it) creates:
@@ -14,18 +14,24 @@
 //     keeps them, their RPC addresses naming the endpoints as Flink does
 //     (RpcServiceUtils.createRandomName, one counter per process:
 //     resourcemanager_0, dispatcher_1, then jobmanager_2, jobmanager_3
-//     ... for the JobMasters of the jobs submitted or recovered);
+//     ... for the JobMasters of the jobs submitted or recovered); in 1.4
+//     one election only, the legacy JobManager's for job 0
+//     (leaderlatch/<0...0>/job_manager_lock, leader/<0...0>/
+//     job_manager_lock, its actor akka.tcp://flink@<host>/user/jobmanager),
+//     which runs every job itself;
 //   - at start, the HA storage's directories: ha/<cluster>/blob,
 //     ha/job-result-store/<cluster> (1.15+), and in 2.3 the empty
 //     persistent applications znode and ha/application-result-store/
 //     <cluster>;
 //   - per job: the user jar in the HA blob store (ha/<cluster>/blob/
-//     job_<job>/blob_p-<sha1>-<random>), the job graph znode (execution
-//     plan in 2.x) pointing to a submittedJobGraph file (a JobGraph, in
-//     2.x a StreamGraph, with only the fields ckptfs reads: job id, name
-//     and the jar's blob key), the checkpoint id counter
+//     job_<job>/blob_p-<sha1>-<random>, in every release), the job graph
+//     znode (execution plan in 2.x) pointing to a submittedJobGraph file
+//     (a JobGraph, in 2.x a StreamGraph, up to 1.9 a SubmittedJobGraph
+//     holding the JobGraph, with only the fields ckptfs reads: job id,
+//     name and the jar's blob key), the checkpoint id counter
 //     (Curator's SharedCount: a 4-byte big-endian int), the running job
-//     registry entry (1.5-1.14), checkpoints/<job>/shared and taskowned;
+//     registry entry (1.5-1.14), checkpoints/<job>/shared and taskowned
+//     (1.5+);
 //   - per checkpoint, written through whatever Config.Storage is (a ckptfs
 //     mount in the scenario) in Flink's order: chk-N, the tasks' exclusive
 //     state files, RocksDB-style shared/ files (new ones, and some of the
@@ -34,7 +40,9 @@
 //     release's format version with its CheckpointProperties; staged as
 //     ._metadata.inprogress.<uuid> and renamed with MetadataInProgress),
 //     the HA file completedCheckpoint<12 hex>
-//     (flinkha.EncodeCompletedCheckpoint) in the HA directory, and the
+//     (flinkha.EncodeCompletedCheckpoint) in the HA directory
+//     (ha/<cluster>; up to 1.9 ha itself, high-availability.storageDir),
+//     and the
 //     pointer znode %019d (flinkha.EncodeStateHandle) with its lock owned by
 //     the JobManager's session, created in one multi like Flink's
 //     addAndLock (1.15+: the node, a persistent locks child and the
@@ -43,22 +51,33 @@
 //     the ephemeral lock below it hold Curator's default data, the
 //     host's address (Config.Address). A source operator's
 //     state and RocksDB's CURRENT stay inline, as small state does in
-//     Flink;
+//     Flink. 1.4 writes no _metadata: chk-N holds the state files alone,
+//     referenced by absolute FileStateHandles from the HA file (1.4's
+//     field set), the only description of the checkpoint; RocksDB's new
+//     files go to the chk-N of the checkpoint that wrote them (there is
+//     no shared/), where later ones reference them; a retained
+//     (externalized, Config.Retention) checkpoint's metadata goes to a
+//     flat checkpoint_metadata-<12 hex> (format version 2) beside the
+//     jobs' directories, before the HA file;
 //   - subsumption beyond Config.Retained in Flink's order: release the
 //     lock, delete locks (1.15+), delete the HA file, delete the node, then
 //     discard the checkpoint's files and the shared files no retained
-//     checkpoint references.
+//     checkpoint references (1.4: file by file, a chk-N going with its
+//     last file, so it stays while a retained checkpoint references an
+//     sst file in it).
 //
 // integration/realflink's TestEmulatorMatchesRealFlink holds all of this
-// against what real Flink 1.20.5 and 2.3.0 wrote, and lists what still
-// differs.
+// against what real Flink wrote, running the emulator as the release of
+// each harvested fixture (integration/realflink/testdata), and lists what
+// still differs.
 //
 // Config.BeforeStep can stop a checkpoint before any of its writes, as
 // when the site dies in the middle of one. State files hold Content of
 // their name, so Restore (Flink's recovery: every retained pointer's HA
-// file, then every file of the newest checkpoint, retried on failure) can
-// check every byte it reads, and Recover lets a second JobManager adopt a
-// job after a failover and checkpoint on.
+// file, then every file of the newest checkpoint, retried on failure; in
+// 1.4 from the HA file alone) can check every byte it reads, and Recover
+// lets a second JobManager adopt a job after a failover and checkpoint
+// on.
 //
 // Closing the JobManager's session (Close), or expiring it through a
 // zktest proxy, makes its ephemeral nodes vanish, as when the site it runs

@@ -53,7 +53,11 @@ type Config struct {
 	// Storage is the local directory standing for Flink's file system;
 	// FlinkStorage is the Flink path it has in znodes and files (for
 	// example file:/flink). Checkpoints go to <Storage>/checkpoints/<job>,
-	// HA files to <Storage>/ha/<cluster id>.
+	// HA files to <Storage>/ha/<cluster id> (up to 1.9 to <Storage>/ha
+	// itself), blobs to <Storage>/ha/<cluster id>/blob. <Storage>/ha is
+	// high-availability.storageDir, <Storage>/checkpoints the checkpoint
+	// directory and, in 1.4, state.checkpoints.dir as well (externalized
+	// metadata files).
 	Storage      string
 	FlinkStorage string
 	// Host is the JobManager's host:port in leader addresses.
@@ -66,7 +70,9 @@ type Config struct {
 	// Retention is Flink's externalized checkpoint retention
 	// (execution.checkpointing.externalized-checkpoint-retention), kept in
 	// the CheckpointProperties of the HA file and _metadata. The zero
-	// value is Flink's default, NO_EXTERNALIZED_CHECKPOINTS.
+	// value is Flink's default, NO_EXTERNALIZED_CHECKPOINTS. In 1.4 only
+	// a retained checkpoint is externalized: its metadata goes to a flat
+	// <Storage>/checkpoints/checkpoint_metadata-<12 hex>.
 	Retention flinkha.Retention
 	// Retained is state.checkpoints.num-retained.
 	Retained int
@@ -77,6 +83,7 @@ type Config struct {
 	// do on local file systems and HDFS (1.15+): into
 	// ._metadata.inprogress.<uuid>, renamed to _metadata on commit.
 	// Without it _metadata is created and streamed in place (1.5-1.14).
+	// 1.4 writes no _metadata and ignores it.
 	MetadataInProgress bool
 	// BeforeStep, if set, is called before each step of writing a
 	// checkpoint; an error stops the checkpoint there, as if the
@@ -121,7 +128,7 @@ func (c *Config) Validate() error {
 	if len(c.Servers) == 0 {
 		errs = append(errs, errors.New("flinkemu: no ZooKeeper servers"))
 	}
-	if c.Layout < Flink1_13 || c.Layout > Flink2 {
+	if c.Layout < Flink1_4 || c.Layout > Flink2 {
 		errs = append(errs, fmt.Errorf("flinkemu: unknown layout %d", c.Layout))
 	}
 	if !strings.HasPrefix(c.PathRoot, "/") || strings.Trim(c.ClusterID, "/") == "" {
@@ -200,10 +207,20 @@ func (c *Config) curatorData() []byte {
 	return []byte(c.Address)
 }
 
-// haDir is the local directory of the cluster's HA files
-// (high-availability.storageDir/<cluster id>).
+// haDir is the local directory of the cluster's HA data
+// (high-availability.storageDir/<cluster id>): its blobs, and from 1.10
+// on its HA files.
 func (c *Config) haDir() string {
 	return filepath.Join(c.Storage, "ha", strings.Trim(c.ClusterID, "/"))
+}
+
+// haFileDir is the directory of the HA files as its path elements below
+// Storage: ha/<cluster id>, up to 1.9 ha itself (flatHAFiles).
+func (c *Config) haFileDir() []string {
+	if c.flatHAFiles() {
+		return []string{"ha"}
+	}
+	return []string{"ha", strings.Trim(c.ClusterID, "/")}
 }
 
 // JobManager is one emulated Flink JobManager process with its own
@@ -247,7 +264,9 @@ type Checkpoint struct {
 	Dir      string
 	FlinkDir string
 	// Metadata and StateFiles are the local files of chk-N: _metadata and
-	// the tasks' exclusive state files.
+	// the tasks' exclusive state files. A 1.4 checkpoint has no _metadata:
+	// Metadata is its externalized metadata file (outside chk-N), or ""
+	// when it was not externalized.
 	Metadata   string
 	StateFiles []string
 	// PrivateFiles are the RocksDB private files the checkpoint wrote,
@@ -263,16 +282,22 @@ type Checkpoint struct {
 	// Timestamp is the trigger time stored in the HA file.
 	Timestamp time.Time
 	// SharedFiles are the local shared/ files the checkpoint references
-	// (new and reused ones); NewSharedFiles those it wrote.
+	// (new and reused ones); NewSharedFiles those it wrote. 1.4 has no
+	// shared/: a checkpoint writes its new files into its own chk-N, and
+	// later ones reference them there.
 	SharedFiles    []string
 	NewSharedFiles []string
 }
 
-// Files returns every local file the checkpoint needs: _metadata, its
-// exclusive state files, its private files and the shared files it
-// references (not the HA file).
+// Files returns every local file the checkpoint needs: _metadata (1.4:
+// the externalized metadata file, if any), its exclusive state files, its
+// private files and the shared files it references (not the HA file).
 func (cp *Checkpoint) Files() []string {
-	return slices.Concat([]string{cp.Metadata}, cp.StateFiles, cp.PrivateFiles, cp.SharedFiles)
+	var meta []string
+	if cp.Metadata != "" {
+		meta = []string{cp.Metadata}
+	}
+	return slices.Concat(meta, cp.StateFiles, cp.PrivateFiles, cp.SharedFiles)
 }
 
 // Start connects, waits for a session and creates the JobManager's
@@ -510,7 +535,10 @@ func (jm *JobManager) joinLatch(latch string) error {
 // the HA blob store (ha/<cluster>/blob/job_<job>/blob_p-<sha1>-<random>),
 // the job graph (with its HA file and lock), the checkpoint counter at 1,
 // the running registry entry, the job's checkpoint directories
-// (checkpoints/<job>/shared and taskowned) and JobMaster leadership.
+// (checkpoints/<job>/shared and taskowned) and JobMaster leadership. The
+// legacy JobManager of 1.4 keeps neither a registry entry nor a JobMaster
+// election, and makes no checkpoint directory before the first
+// checkpoint.
 func (jm *JobManager) SubmitJob(jobID string) error {
 	if !isJobID(jobID) {
 		return fmt.Errorf("flinkemu: job id %q is not 32 hex digits", jobID)
@@ -526,9 +554,15 @@ func (jm *JobManager) SubmitJob(jobID string) error {
 	if err != nil {
 		return err
 	}
-	// Real Flink writes a Java-serialized JobGraph (in 2.3 a StreamGraph)
-	// naming the jar's blob key; this one has the fields ckptfs reads.
-	graph, err := flinkha.EncodeJobGraph(jobID, "job "+jobID, jm.cfg.Layout == Flink2, []flinkha.BlobKey{jar})
+	// Real Flink writes a Java-serialized JobGraph (in 2.3 a StreamGraph,
+	// up to 1.9 a SubmittedJobGraph holding the JobGraph) naming the jar's
+	// blob key; this one has the fields ckptfs reads.
+	var graph []byte
+	if jm.cfg.submittedJobGraph() {
+		graph, err = flinkha.EncodeSubmittedJobGraph(jobID, "job "+jobID, []flinkha.BlobKey{jar})
+	} else {
+		graph, err = flinkha.EncodeJobGraph(jobID, "job "+jobID, jm.cfg.Layout == Flink2, []flinkha.BlobKey{jar})
+	}
 	if err != nil {
 		return err
 	}
@@ -553,15 +587,22 @@ func (jm *JobManager) SubmitJob(jobID string) error {
 			return err
 		}
 	}
-	// FsCheckpointStorageAccess.initializeBaseLocationsForCheckpoint.
+	// FsCheckpointStorageAccess.initializeBaseLocationsForCheckpoint
+	// (1.5+; 1.4's FsCheckpointStreamFactory makes chk-N when a task
+	// writes its first file).
 	for _, d := range []string{"shared", "taskowned"} {
+		if jm.cfg.Layout == Flink1_4 {
+			break
+		}
 		if err := os.MkdirAll(filepath.Join(jm.cfg.Storage, "checkpoints", jobID, d), 0o755); err != nil {
 			return err
 		}
 	}
 	// The JobMaster, made once the job is persisted, names its endpoint.
-	if err := jm.elect(jm.p.jobComponent(jobID, jm.cfg.Host, jm.rpcName("jobmanager"))); err != nil {
-		return err
+	if jm.p.jobLeader() {
+		if err := jm.elect(jm.p.jobComponent(jobID, jm.cfg.Host, jm.rpcName("jobmanager"))); err != nil {
+			return err
+		}
 	}
 	if jm.cfg.Layout >= Flink1_14 {
 		if err := jm.ensure(jm.p.pointerDir(jobID)); err != nil {
@@ -682,17 +723,26 @@ func (jm *JobManager) addAndLock(path string, st flinkha.StateHandle, lockID str
 	return nil
 }
 
-// writeHAFile writes <Storage>/ha/<cluster>/<prefix><12 hex> with NO_OVERWRITE.
+// writeHAFile writes <Storage>/ha/<cluster>/<prefix><12 hex> (up to 1.9
+// <Storage>/ha/<prefix><12 hex>) with NO_OVERWRITE.
 func (jm *JobManager) writeHAFile(prefix string, data []byte) (local, flink string, err error) {
-	dir := jm.cfg.haDir()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	return jm.writeNewFile(jm.cfg.haFileDir(), prefix, data)
+}
+
+// writeNewFile writes a file <dir>/<prefix><12 random hex> (dir as path
+// elements below Storage) as Flink's FileSystemStateStorageHelper and
+// 1.4's SavepointStore do (FileUtils.getRandomFilename, NO_OVERWRITE, 10
+// attempts), and returns its local and its Flink path.
+func (jm *JobManager) writeNewFile(dir []string, prefix string, data []byte) (local, flink string, err error) {
+	localDir := filepath.Join(append([]string{jm.cfg.Storage}, dir...)...)
+	if err := os.MkdirAll(localDir, 0o755); err != nil {
 		return "", "", err
 	}
 	for range 10 {
 		var r [6]byte
 		_, _ = rand.Read(r[:])
 		name := prefix + hex.EncodeToString(r[:])
-		local = filepath.Join(dir, name)
+		local = filepath.Join(localDir, name)
 		f, err := os.OpenFile(local, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if errors.Is(err, os.ErrExist) {
 			continue
@@ -707,9 +757,9 @@ func (jm *JobManager) writeHAFile(prefix string, data []byte) (local, flink stri
 		if err := f.Close(); err != nil {
 			return "", "", err
 		}
-		return local, jm.flinkPath("ha", strings.Trim(jm.cfg.ClusterID, "/"), name), nil
+		return local, jm.flinkPath(append(slices.Clone(dir), name)...), nil
 	}
-	return "", "", errors.New("flinkemu: no free HA file name")
+	return "", "", fmt.Errorf("flinkemu: no free file name %s<hex> in %s", prefix, localDir)
 }
 
 func (jm *JobManager) stateHandle(flinkPath string, size int64) (flinkha.StateHandle, error) {

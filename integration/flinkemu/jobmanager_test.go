@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,14 @@ func TestIntegration_Layouts(t *testing.T) {
 			// a node with exactly one ephemeral child.
 			var want map[string]string
 			switch layout {
+			case Flink1_4:
+				want = map[string]string{
+					"leaderlatch/" + legacyJobID + "/job_manager_lock": "e*",
+					"leader/" + legacyJobID + "/job_manager_lock":      "e",
+					"jobgraphs/" + job: "e*",
+					"checkpoints/" + job + "/0000000000000000005": "e*",
+					"checkpoint-counter/" + job:                   "p",
+				}
 			case Flink1_13:
 				want = map[string]string{
 					"leaderlatch/resource_manager_lock":           "e*",
@@ -110,10 +119,18 @@ func TestIntegration_Layouts(t *testing.T) {
 				}
 			}
 			absent := map[string]bool{
-				"running_job_registry": layout >= Flink1_17, // replaced by the JobResultStore
-				"checkpoints":          layout >= Flink1_14, // moved to jobs/<job>
+				"running_job_registry": layout >= Flink1_17 || layout == Flink1_4, // the JobResultStore; none in legacy mode
+				"checkpoints":          layout >= Flink1_14,                       // moved to jobs/<job>
 				"leaderlatch":          layout >= Flink1_14,
 				"jobgraphs":            layout == Flink2, // execution-plans
+				// The legacy JobManager elects itself alone: no component
+				// of its own, no JobMaster per job.
+				"leader/dispatcher_lock":            layout == Flink1_4,
+				"leaderlatch/" + job:                layout == Flink1_4,
+				"leader/" + job:                     layout == Flink1_4,
+				"leaderlatch/" + legacyJobID:        layout != Flink1_4,
+				"leader/" + legacyJobID:             layout != Flink1_4,
+				"leaderlatch/resource_manager_lock": layout == Flink1_4,
 			}
 			for dir, mustLack := range absent {
 				if _, ok := tree[ns+"/"+dir]; ok && mustLack {
@@ -131,7 +148,15 @@ func TestIntegration_Layouts(t *testing.T) {
 				}
 			}
 			// The bytes: pointer -> HA file -> checkpoint; counter; leader.
+			// The HA files lie in ha/<cluster>, in 1.4 in ha itself.
 			cp := all[4]
+			haDir := filepath.Join(cfg.Storage, "ha", cfg.ClusterID)
+			if layout == Flink1_4 {
+				haDir = filepath.Join(cfg.Storage, "ha")
+			}
+			if filepath.Dir(cp.HAFile) != haDir {
+				t.Errorf("HA file %s, want one in %s", cp.HAFile, haDir)
+			}
 			h, err := flinkha.DecodeStateHandle(tree[cp.Znode].Data)
 			if err != nil {
 				t.Fatal(err)
@@ -141,10 +166,35 @@ func TestIntegration_Layouts(t *testing.T) {
 				t.Errorf("pointer names %s (%d bytes), want %s (%d)", p, h.Size, cp.HAFlinkPath, len(ha))
 			}
 			cc, err := flinkha.DecodeCompletedCheckpoint(ha)
-			if err != nil || cc.CheckpointID != 5 || cc.JobID != job || cc.ExternalPointer != cp.FlinkDir || cc.FieldSet != cfg.FieldSet() {
+			pointer := cp.FlinkDir
+			if layout == Flink1_4 {
+				pointer = "" // not externalized: 1.4 names no directory
+			}
+			if err != nil || cc.CheckpointID != 5 || cc.JobID != job || cc.ExternalPointer != pointer || cc.FieldSet != cfg.FieldSet() {
 				t.Errorf("HA file: %+v, %v", cc, err)
 			}
-			if m, err := metadata.DecodeFile(cp.Metadata, metadata.Options{}); err != nil || m.CheckpointID != 5 {
+			if layout == Flink1_4 {
+				// No _metadata: chk-N holds the state files alone, which
+				// the HA file names with their absolute paths.
+				names, _ := filepath.Glob(filepath.Join(cp.Dir, "*"))
+				if cp.Metadata != "" || !slices.Equal(names, slices.Sorted(slices.Values(cp.StateFiles))) {
+					t.Errorf("chk-5 holds %v (metadata %q), want the state files %v alone", names, cp.Metadata, cp.StateFiles)
+				}
+				var refs []string
+				for _, f := range cc.Files {
+					refs = append(refs, f.Path)
+					if !strings.HasSuffix(f.Class, ".FileStateHandle") {
+						t.Errorf("HA file references %s by a %s, want a FileStateHandle", f.Path, f.Class)
+					}
+				}
+				var want []string
+				for _, f := range cp.StateFiles {
+					want = append(want, cp.FlinkDir+"/"+filepath.Base(f))
+				}
+				if slices.Sort(refs); !slices.Equal(refs, slices.Sorted(slices.Values(want))) {
+					t.Errorf("HA file references %v, want the state files %v", refs, want)
+				}
+			} else if m, err := metadata.DecodeFile(cp.Metadata, metadata.Options{}); err != nil || m.CheckpointID != 5 {
 				t.Errorf("_metadata: %v", err)
 			}
 			var counterPath string
@@ -197,6 +247,8 @@ func TestReleaseDetails(t *testing.T) {
 		metadata int32
 		apps     bool
 	}{
+		{Flink1_4, "", 2, false},
+		{Flink1_4, "1.4.2", 2, false},
 		{Flink1_13, "", 3, false},
 		{Flink1_14, "", 3, false},
 		{Flink1_17, "1.15", 3, false},
@@ -219,7 +271,7 @@ func TestReleaseDetails(t *testing.T) {
 	for _, c := range []struct {
 		layout  Layout
 		release string
-	}{{Flink1_20, "2.0"}, {Flink2, "1.20"}, {Flink1_17, "1.18"}, {Flink2, "2"}, {Flink2, "two.three"}} {
+	}{{Flink1_20, "2.0"}, {Flink2, "1.20"}, {Flink1_17, "1.18"}, {Flink2, "2"}, {Flink2, "two.three"}, {Flink1_13, "1.4"}, {Flink1_4, "1.5"}} {
 		cfg := DefaultConfig()
 		cfg.Servers, cfg.Storage, cfg.Layout, cfg.Release = []string{"127.0.0.1:2181"}, "/x", c.layout, c.release
 		if err := cfg.Validate(); err == nil {

@@ -11,10 +11,19 @@ import (
 type Layout int
 
 const (
-	// Flink1_13 is 1.5-1.13 (and 1.4's checkpoints): checkpoints/<job>/
-	// <%019d> with ephemeral lock children, leaderlatch/<suffix> and
-	// leader/<suffix>, checkpoint-counter/<job>, running_job_registry.
-	Flink1_13 Layout = iota + 1
+	// Flink1_4 is 1.4, the legacy JobManager, as real 1.4.2 writes it:
+	// pointers, their ephemeral lock children, checkpoint-counter/<job>
+	// and jobgraphs/<job> as 1.5-1.13; one leader election, the
+	// JobManager's, under leaderlatch/<job 0>/job_manager_lock and
+	// leader/<job 0>/job_manager_lock (HighAvailabilityServices.
+	// DEFAULT_JOB_ID); no running job registry; the HA files directly in
+	// high-availability.storageDir, the job graph's a SubmittedJobGraph;
+	// chk-N holds state files and no _metadata.
+	Flink1_4 Layout = iota + 1
+	// Flink1_13 is 1.5-1.13: checkpoints/<job>/<%019d> with ephemeral
+	// lock children, leaderlatch/<suffix> and leader/<suffix>,
+	// checkpoint-counter/<job>, running_job_registry.
+	Flink1_13
 	// Flink1_14 is 1.14: jobs/<job>/checkpoints/<%019d> with ephemeral
 	// lock children directly, leader/<component>/{latch,connection_info},
 	// jobs/<job>/leader/{latch,connection_info}.
@@ -30,12 +39,16 @@ const (
 )
 
 // Layouts lists every layout, oldest first.
-func Layouts() []Layout { return []Layout{Flink1_13, Flink1_14, Flink1_17, Flink1_20, Flink2} }
+func Layouts() []Layout {
+	return []Layout{Flink1_4, Flink1_13, Flink1_14, Flink1_17, Flink1_20, Flink2}
+}
 
 func (l Layout) String() string {
 	switch l {
+	case Flink1_4:
+		return "1.4"
 	case Flink1_13:
-		return "1.4-1.13"
+		return "1.5-1.13"
 	case Flink1_14:
 		return "1.14"
 	case Flink1_17:
@@ -51,6 +64,8 @@ func (l Layout) String() string {
 // Version is a Flink version string of the layout (for --flink-version).
 func (l Layout) Version() string {
 	switch l {
+	case Flink1_4:
+		return "1.4"
 	case Flink1_13:
 		return "1.13"
 	case Flink1_14:
@@ -68,7 +83,7 @@ func (l Layout) Version() string {
 // releases are the first and last release of each layout family, as
 // major*100+minor.
 var releases = map[Layout][2]int{
-	Flink1_13: {104, 113}, Flink1_14: {114, 114}, Flink1_17: {115, 117}, Flink1_20: {118, 120}, Flink2: {200, 299},
+	Flink1_4: {104, 104}, Flink1_13: {105, 113}, Flink1_14: {114, 114}, Flink1_17: {115, 117}, Flink1_20: {118, 120}, Flink2: {200, 299},
 }
 
 // parseRelease reads "major.minor" (a patch level is ignored) as
@@ -110,9 +125,13 @@ func (c *Config) releaseString() string {
 // metadataVersion is the _metadata format version the release writes
 // (Checkpoints.storeCheckpointMetadata in each release's flink-dist:
 // MetadataV3Serializer up to 1.15, V4 in 1.16-1.20, V5 in 2.0, V6 from
-// 2.1; 1.5-1.10 wrote version 2, which is not emulated).
+// 2.1; 1.5-1.10 wrote version 2, which is not emulated). 1.4 writes no
+// _metadata; version 2 (SavepointV2) is what its externalized metadata
+// file holds and what its state handles are.
 func (c *Config) metadataVersion() int32 {
 	switch r := c.release(); {
+	case c.Layout == Flink1_4:
+		return 2
 	case r >= 201:
 		return 6
 	case r >= 200:
@@ -126,6 +145,18 @@ func (c *Config) metadataVersion() int32 {
 // applicationStore reports 2.3's application store: the persistent
 // applications znode and ha/application-result-store/<cluster>/.
 func (c *Config) applicationStore() bool { return c.release() >= 203 }
+
+// flatHAFiles reports where the release writes its HA files
+// (completedCheckpoint<hex>, submittedJobGraph<hex>): up to 1.9 directly
+// in high-availability.storageDir, from 1.10 (FLINK-13633) in
+// <storageDir>/<cluster id>. The blob store is below the cluster id in
+// every release (real 1.4.2).
+func (c *Config) flatHAFiles() bool { return c.release() < 110 }
+
+// submittedJobGraph reports a job graph HA file holding a
+// SubmittedJobGraph (the JobGraph and its JobInfo), as 1.4 to 1.9 write
+// it; from 1.10 on it holds the JobGraph itself.
+func (c *Config) submittedJobGraph() bool { return c.release() < 110 }
 
 // jobResultStore reports the JobResultStore (1.15+), which replaced the
 // running job registry: ha/job-result-store/<cluster>/.
@@ -149,6 +180,8 @@ func (l Layout) LocksChild() bool { return l >= Flink1_17 }
 // (real 1.14.5 and 1.15.4 HA files have none).
 func (c *Config) FieldSet() flinkha.FieldSet {
 	switch {
+	case c.Layout == Flink1_4:
+		return flinkha.FieldSet14
 	case c.Layout == Flink1_13:
 		return flinkha.FieldSet15
 	case c.release() < 116:
@@ -176,7 +209,7 @@ func (p paths) leaderLayout() Layout {
 func (p paths) join(el ...string) string { return p.ns + "/" + strings.Join(el, "/") }
 
 func (p paths) pointerDir(job string) string {
-	if p.l == Flink1_13 {
+	if p.l <= Flink1_13 {
 		return p.join("checkpoints", job)
 	}
 	return p.join("jobs", job, "checkpoints")
@@ -187,7 +220,7 @@ func (p paths) pointer(job string, id int64) string {
 }
 
 func (p paths) counter(job string) string {
-	if p.l == Flink1_13 {
+	if p.l <= Flink1_13 {
 		return p.join("checkpoint-counter", job)
 	}
 	return p.join("jobs", job, "checkpoint_id_counter")
@@ -200,9 +233,10 @@ func (p paths) jobGraph(job string) string {
 	return p.join("jobgraphs", job)
 }
 
-// runningRegistry is the running job registry entry (1.5-1.14), "" after.
+// runningRegistry is the running job registry entry (1.5-1.14), "" in
+// 1.4 (the legacy JobManager keeps none) and from 1.15 on.
 func (p paths) runningRegistry(job string) string {
-	if p.l <= Flink1_14 {
+	if p.l >= Flink1_13 && p.l <= Flink1_14 {
 		return p.join("running_job_registry", job)
 	}
 	return ""
@@ -215,10 +249,22 @@ type component struct {
 	addr   string // what the leader node holds
 }
 
+// legacyJobID is the job id under which Flink 1.4's legacy JobManager
+// elects itself: HighAvailabilityServices.DEFAULT_JOB_ID.
+const legacyJobID = "00000000000000000000000000000000"
+
 // clusterComponents are the resource manager, dispatcher and REST server;
 // resourceManager and dispatcher are their RPC endpoint names
-// (JobManager.rpcName).
+// (JobManager.rpcName). In 1.4 the one legacy JobManager, whose actor is
+// "jobmanager" (JobManager.JOB_MANAGER_NAME), is elected for job 0.
 func (p paths) clusterComponents(host, resourceManager, dispatcher string) []component {
+	if p.leaderLayout() == Flink1_4 {
+		return []component{{
+			latch:  p.join("leaderlatch", legacyJobID, "job_manager_lock"),
+			leader: p.join("leader", legacyJobID, "job_manager_lock"),
+			addr:   p.rpcScheme() + "://flink@" + host + "/user/jobmanager",
+		}}
+	}
 	addrs := map[string]string{
 		"resource_manager": p.rpcAddress(host, resourceManager),
 		"dispatcher":       p.rpcAddress(host, dispatcher),
@@ -241,8 +287,13 @@ func (p paths) clusterComponents(host, resourceManager, dispatcher string) []com
 	return out
 }
 
+// jobLeader reports a leader election per job (a JobMaster's, 1.5+); the
+// legacy JobManager of 1.4 runs every job itself.
+func (p paths) jobLeader() bool { return p.leaderLayout() != Flink1_4 }
+
 // jobComponent is the JobMaster's leader election of one job; endpoint
-// is the JobMaster's RPC endpoint name (JobManager.rpcName).
+// is the JobMaster's RPC endpoint name (JobManager.rpcName). Only where
+// jobLeader.
 func (p paths) jobComponent(job, host, endpoint string) component {
 	addr := p.rpcAddress(host, endpoint)
 	switch p.leaderLayout() {

@@ -46,7 +46,8 @@ type Restored struct {
 	// CheckpointID).
 	Retained []int64
 	// Files and Bytes count the files read and checked (the HA files,
-	// _metadata and every state file of the restored checkpoint).
+	// _metadata and every state file of the restored checkpoint; 1.4 has
+	// no _metadata).
 	Files int
 	Bytes int64
 	// Failed holds the errors of the attempts before the one that
@@ -95,6 +96,11 @@ var ErrContent = errors.New("content differs from what was written")
 // checked byte for byte (state files hold Content of their name). A
 // failed attempt is retried with the same pointers, as Flink does.
 // Restore only reads: it takes no lock.
+//
+// Flink 1.4 restores from the HA file alone: there is no _metadata, and
+// an externalized checkpoint's metadata file, which the HA file names
+// too, is not read (only flink run -s reads it); every state file the HA
+// file references is.
 func Restore(conn *zk.Conn, cfg Config, jobID string, opts RestoreOptions) (*Restored, error) {
 	r, err := newRestorer(conn, cfg, jobID)
 	if err != nil {
@@ -165,6 +171,12 @@ func (r *restorer) once() (*Restored, map[int64]*flinkha.CompletedCheckpoint, er
 	fail := func(err error) (*Restored, map[int64]*flinkha.CompletedCheckpoint, error) {
 		return nil, nil, &PointerError{ID: res.CheckpointID, Stage: "state", Err: err}
 	}
+	if r.cfg.Layout == Flink1_4 {
+		if err := r.readStateFiles(res, cc); err != nil {
+			return fail(err)
+		}
+		return res, ccs, nil
+	}
 	if cc.Metadata == nil {
 		return fail(errors.New("the HA file names no _metadata"))
 	}
@@ -181,18 +193,38 @@ func (r *restorer) once() (*Restored, map[int64]*flinkha.CompletedCheckpoint, er
 	}
 	res.Files++
 	res.Bytes += int64(len(meta))
+	if err := r.readStateFiles(res, cc); err != nil {
+		return fail(err)
+	}
+	return res, ccs, nil
+}
+
+// externalizedMetadata reports a 1.4 externalized metadata file
+// (checkpoint_metadata-<hex>), which a 1.4 HA file names beside the
+// state files.
+func externalizedMetadata(f flinkha.FileRef) bool {
+	return strings.HasPrefix(path.Base(f.Path), "checkpoint_metadata-")
+}
+
+// readStateFiles reads every state file the HA file references, whole,
+// and checks its bytes, as the tasks do when they restore; a 1.4
+// externalized metadata file is not read.
+func (r *restorer) readStateFiles(res *Restored, cc *flinkha.CompletedCheckpoint) error {
 	for _, f := range cc.Files {
+		if r.cfg.Layout == Flink1_4 && externalizedMetadata(f) {
+			continue
+		}
 		data, err := r.read(f.Path, f.Size)
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		if string(data) != string(Content(path.Base(f.Path), len(data))) {
-			return fail(fmt.Errorf("%s: %w", f.Path, ErrContent))
+			return fmt.Errorf("%s: %w", f.Path, ErrContent)
 		}
 		res.Files++
 		res.Bytes += int64(len(data))
 	}
-	return res, ccs, nil
+	return nil
 }
 
 // pointers lists the job's retained pointer ids, ascending.
@@ -292,14 +324,20 @@ func (jm *JobManager) Recover(jobID string, opts RestoreOptions) (*Restored, err
 		return nil, err
 	}
 	// Flink restores inside the JobMaster's constructor, which has named
-	// the endpoint already: a failed restore uses a name too.
-	endpoint := jm.rpcName("jobmanager")
+	// the endpoint already: a failed restore uses a name too. The legacy
+	// JobManager of 1.4 has no JobMaster per job.
+	var endpoint string
+	if jm.p.jobLeader() {
+		endpoint = jm.rpcName("jobmanager")
+	}
 	res, ccs, err := r.run(opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := jm.elect(jm.p.jobComponent(jobID, jm.cfg.Host, endpoint)); err != nil {
-		return nil, err
+	if jm.p.jobLeader() {
+		if err := jm.elect(jm.p.jobComponent(jobID, jm.cfg.Host, endpoint)); err != nil {
+			return nil, err
+		}
 	}
 	var adopted []*Checkpoint
 	shared := map[string]*sharedFile{}
@@ -336,7 +374,10 @@ func (jm *JobManager) lock(jobID string, id int64) error {
 }
 
 // adopt rebuilds a Checkpoint from its HA file and registers its shared
-// files.
+// files. A 1.4 HA file names no chk-N: the checkpoint's directory is
+// where 1.4 writes it, its files there are its state files, and the files
+// it references in another chk-M are the sst files it shares (discard14
+// keeps every file a retained checkpoint references).
 func (jm *JobManager) adopt(r *restorer, jobID string, id int64, cc *flinkha.CompletedCheckpoint, shared map[string]*sharedFile) (*Checkpoint, error) {
 	data, _, err := jm.conn.Get(jm.p.pointer(jobID, id))
 	if err != nil {
@@ -351,20 +392,30 @@ func (jm *JobManager) adopt(r *restorer, jobID string, id int64, cc *flinkha.Com
 		Znode: jm.p.pointer(jobID, id), Data: data, Timestamp: time.UnixMilli(cc.Timestamp),
 	}
 	local := func(p string) (string, error) { return r.resolver.Local(p) }
-	if cp.Dir, err = local(cc.ExternalPointer); err != nil {
-		return nil, err
-	}
 	if cp.HAFile, err = local(h.URI); err != nil {
 		return nil, err
 	}
-	cp.Metadata = filepath.Join(cp.Dir, "_metadata")
 	sharedDir := filepath.Join(jm.cfg.Storage, "checkpoints", jobID, "shared") + string(filepath.Separator)
+	legacy := jm.cfg.Layout == Flink1_4
+	if legacy {
+		cp.FlinkDir = jm.flinkPath("checkpoints", jobID, fmt.Sprintf("chk-%d", id))
+		cp.Dir = filepath.Join(jm.cfg.Storage, "checkpoints", jobID, fmt.Sprintf("chk-%d", id))
+	} else {
+		if cp.Dir, err = local(cc.ExternalPointer); err != nil {
+			return nil, err
+		}
+		cp.Metadata = filepath.Join(cp.Dir, "_metadata")
+	}
 	for _, f := range cc.Files {
 		l, err := local(f.Path)
 		if err != nil {
 			return nil, err
 		}
-		if !strings.HasPrefix(l, sharedDir) {
+		if legacy && externalizedMetadata(f) {
+			cp.Metadata = l
+			continue
+		}
+		if legacy && filepath.Dir(l) == cp.Dir || !legacy && !strings.HasPrefix(l, sharedDir) {
 			cp.StateFiles = append(cp.StateFiles, l)
 			continue
 		}

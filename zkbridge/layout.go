@@ -565,6 +565,10 @@ func (b *Bridge) leaderEvidence(ctx context.Context, ns string, has func(string)
 				ev.add(false, "leader/<job>/connection_info component", Gen1_15)
 			case slices.Contains(sub, "connection_info"):
 				ev.add(false, "leader/"+k+"/connection_info without a latch beside it", gensFrom(Gen1_15)...)
+			case k == legacyJobID:
+				// What is left of the legacy JobManager's
+				// leader/<job 0>/job_manager_lock once it died.
+				ev.add(false, "leader/<job 0> exists (the legacy JobManager)", Gen1_4, Gen1_5)
 			case isJobID(k):
 				// What is left of leader/<job>/job_manager_lock (1.5-1.13)
 				// or leader/<job>/connection_info (1.15-1.17).

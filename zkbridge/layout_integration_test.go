@@ -15,6 +15,7 @@ import (
 
 // wantGeneration is what discovery must find for each emulated layout.
 var wantGeneration = map[flinkemu.Layout]Generation{
+	flinkemu.Flink1_4:  GenUnknown, // candidates 1.4 and 1.5-1.13 (wantCandidates14)
 	flinkemu.Flink1_13: Gen1_5,
 	flinkemu.Flink1_14: Gen1_14,
 	flinkemu.Flink1_17: Gen1_15,
@@ -47,6 +48,11 @@ func TestIntegration_Discovery(t *testing.T) {
 				}
 				if l.Namespace != e.root+"/default" || l.ClusterID != "default" {
 					t.Errorf("%s: namespace %q cluster %q", when, l.Namespace, l.ClusterID)
+				}
+				// The legacy JobManager elects as 1.5 and 1.6 do in legacy
+				// mode: ZooKeeper does not tell them apart.
+				if wantCandidates14 := []Generation{Gen1_4, Gen1_5}; layout == flinkemu.Flink1_4 && !slices.Equal(l.Candidates, wantCandidates14) {
+					t.Errorf("%s: candidates %v, want %v", when, l.Candidates, wantCandidates14)
 				}
 				if l.Generation != wantGeneration[layout] {
 					t.Errorf("%s: generation %v (candidates %v), want %v; evidence:\n%s", when, l.Generation, l.Candidates, wantGeneration[layout], strings.Join(l.Evidence, "\n"))
@@ -185,6 +191,10 @@ func TestIntegration_Liveness(t *testing.T) {
 			want := map[string]string{
 				"resource_manager": rpc + "resourcemanager_0", "dispatcher": rpc + "dispatcher_1", "rest_server": "http://jm-dc1:6123",
 				job: rpc + "jobmanager_2", job2: rpc + "jobmanager_3",
+			}
+			if layout == flinkemu.Flink1_4 {
+				// The legacy JobManager, elected for job 0, runs every job.
+				want = map[string]string{"00000000000000000000000000000000": "akka.tcp://flink@jm-dc1:6123/user/jobmanager"}
 			}
 			found := map[string]bool{}
 			for _, n := range live.Nodes {

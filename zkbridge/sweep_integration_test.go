@@ -148,7 +148,7 @@ func strayAfterTakeover(t *testing.T, e *env, layout flinkemu.Layout, before int
 
 // pointerPath is a pointer's path below the namespace.
 func pointerPath(layout flinkemu.Layout, job string, id int64) string {
-	if layout == flinkemu.Flink1_13 {
+	if layout <= flinkemu.Flink1_13 {
 		return "checkpoints/" + job + "/" + checkpointName(id)
 	}
 	return "jobs/" + job + "/checkpoints/" + checkpointName(id)

@@ -106,20 +106,6 @@ const timing = "timing: the harvest stopped real Flink at an arbitrary moment, h
 // test finds fails it.
 var emulatorAllowed = []allowance{
 	{
-		release: "1.20.5", area: "files", key: "ha/{cluster}/submittedJobGraph{hex12}", aspect: "encoding",
-		real: `Java-serialized org\.apache\.flink\.runtime\.jobgraph\.JobGraph`, emu: `not Java serialization`,
-		reason: "real Flink writes a Java-serialized JobGraph (about 44 KB: vertices, configuration, the jar's " +
-			"PermanentBlobKey); the emulator writes placeholder bytes. ckptfs never reads the file, only the znode's " +
-			"state handle naming it; building a real JobGraph means emulating dozens of Flink classes, which is not cheap",
-	},
-	{
-		release: "2.3.0", area: "files", key: "ha/{cluster}/submittedExecutionPlan{hex12}", aspect: "encoding",
-		real: `Java-serialized org\.apache\.flink\.streaming\.api\.graph\.StreamGraph`, emu: `not Java serialization`,
-		reason: "real Flink 2.3 writes a Java-serialized StreamGraph (about 27 KB, with the application id and the jar's " +
-			"blob keys); the emulator writes placeholder bytes. ckptfs never reads the file; building a real StreamGraph " +
-			"is not cheap",
-	},
-	{
 		area: "checkpoints", key: "keyed state: key-groups handle, relative chk-{retained}/{uuid}", aspect: "present",
 		real: ``, emu: `yes`,
 		reason: "besides its RocksDB-style incremental operator the emulator writes a second keyed operator with " +
@@ -142,8 +128,8 @@ func TestEmulatorMatchesRealFlink(t *testing.T) {
 	c := zktest.StartCluster(t, 1)
 	for _, real := range fixtures {
 		t.Run(real.meta.Release, func(t *testing.T) {
-			layout := map[string]flinkemu.Layout{"1.20": flinkemu.Flink1_20, "2.3": flinkemu.Flink2}[majorMinor(real.meta.Release)]
-			if layout == 0 {
+			layout, ok := emulatorLayout(majorMinor(real.meta.Release))
+			if !ok {
 				t.Fatalf("no emulator layout for the fixture of Flink %s", real.meta.Release)
 			}
 			emu, steps := runEmulator(t, c, real, layout)
@@ -185,6 +171,30 @@ func TestEmulatorMatchesRealFlink(t *testing.T) {
 	}
 }
 
+// emulatorLayout is the emulator's layout family of a Flink release
+// (major.minor), the families flinkemu.Layout names.
+func emulatorLayout(release string) (flinkemu.Layout, bool) {
+	var major, minor int
+	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil {
+		return 0, false
+	}
+	switch r := major*100 + minor; {
+	case r == 104:
+		return flinkemu.Flink1_4, true
+	case r >= 105 && r <= 113:
+		return flinkemu.Flink1_13, true
+	case r == 114:
+		return flinkemu.Flink1_14, true
+	case r >= 115 && r <= 117:
+		return flinkemu.Flink1_17, true
+	case r >= 118 && r <= 120:
+		return flinkemu.Flink1_20, true
+	case major == 2:
+		return flinkemu.Flink2, true
+	}
+	return 0, false
+}
+
 func majorMinor(release string) string {
 	el := strings.Split(release, ".")
 	if len(el) < 2 {
@@ -195,10 +205,12 @@ func majorMinor(release string) string {
 
 // runEmulator runs one emulated JobManager as the harvest ran Flink (its
 // path root and cluster id, num-retained 3, externalized checkpoints
-// retained on cancellation, RocksDB-style incremental checkpoints with
-// _metadata staged by the recoverable writer), dumps it as TestHarvest
-// does into a fixture directory and loads that. It returns the fixture and
-// the steps the emulator took.
+// retained on cancellation, RocksDB-style incremental checkpoints with,
+// from 1.15 on, _metadata staged by the recoverable writer; Flink 1.4:
+// the filesystem backend's state files and no externalized checkpoints,
+// as the harness runs it, cluster.go's legacySettings), dumps it as
+// TestHarvest does into a fixture directory and loads that. It returns
+// the fixture and the steps the emulator took.
 func runEmulator(t *testing.T, c *zktest.Cluster, real *fixture, layout flinkemu.Layout) (*fixture, []flinkemu.Step) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -217,8 +229,12 @@ func runEmulator(t *testing.T, c *zktest.Cluster, real *fixture, layout flinkemu
 	cfg.FlinkStorage = "file:" + root
 	cfg.Host = harvestAddr + ":6123"
 	cfg.Retained = harvestRetained
+	legacy := layout == flinkemu.Flink1_4
 	cfg.Retention = flinkha.RetainOnCancellation
-	cfg.MetadataInProgress = true
+	if legacy {
+		cfg.Retention = flinkha.RetainNever
+	}
+	cfg.MetadataInProgress = Release{Version: real.meta.Release}.AtLeast(1, 15)
 	cfg.BeforeStep = func(s flinkemu.Step) error { steps = append(steps, s); return nil }
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		t.Fatal(err)
@@ -232,8 +248,12 @@ func runEmulator(t *testing.T, c *zktest.Cluster, real *fixture, layout flinkemu
 	if err := jm.SubmitJob(job); err != nil {
 		t.Fatal(err)
 	}
+	spec := flinkemu.CheckpointSpec{StateSizes: []int{1500, 1500}, SharedSizes: []int{1300, 1300}, KeepShared: 1}
+	if legacy {
+		spec.SharedSizes, spec.KeepShared = nil, 0
+	}
 	for range emulatorCheckpoints {
-		if _, err := jm.CompleteCheckpoint(job, flinkemu.CheckpointSpec{StateSizes: []int{1500, 1500}, SharedSizes: []int{1300, 1300}, KeepShared: 1}); err != nil {
+		if _, err := jm.CompleteCheckpoint(job, spec); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(20 * time.Millisecond) // apart in time, as Flink's checkpoints are
@@ -433,7 +453,9 @@ func (d *describer) flinkFileKey(p string) string {
 // znodeData says how a znode's data is encoded; counter reports the
 // checkpoint counter (whose data version counts its increments).
 func (d *describer) znodeData(key string, n fixtureZNode) (string, bool) {
-	if strings.HasSuffix(key, "/checkpoint_id_counter") {
+	// jobs/<job>/checkpoint_id_counter from 1.14 on, checkpoint-counter/
+	// <job> before.
+	if strings.HasSuffix(key, "/checkpoint_id_counter") || strings.HasPrefix(key, "checkpoint-counter/") {
 		if len(n.Data) != 4 {
 			return fmt.Sprintf("checkpoint counter of %d bytes", len(n.Data)), true
 		}

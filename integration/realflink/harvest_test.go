@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -34,8 +33,14 @@ import (
 // (make harvest) rewrites the committed fixtures.
 const HarvestEnv = "CKPTFS_HARVEST"
 
+// HarvestVersionsEnv, when set, names the releases TestHarvest runs,
+// separated by spaces or commas (for example "1.4.2 1.13.6 1.14.6"), so
+// that some fixtures are regenerated without the others. Each must be a
+// release harvestReleases picks.
+const HarvestVersionsEnv = "CKPTFS_HARVEST_VERSIONS"
+
 // harvestRegenerate is the command recorded in every meta.json.
-const harvestRegenerate = "make harvest (CKPTFS_HARVEST=integration/realflink/testdata go test -count=1 -run TestHarvest ./integration/realflink/)"
+const harvestRegenerate = "make harvest (CKPTFS_HARVEST=integration/realflink/testdata go test -count=1 -run TestHarvest ./integration/realflink/); CKPTFS_HARVEST_VERSIONS=<release> harvests only that release"
 
 // What the harvest runs: the failover test's settings, but a longer Flink
 // ZooKeeper session so that the processes may stay stopped (SIGSTOP) for
@@ -46,14 +51,12 @@ const (
 	harvestInterval    = 400 * time.Millisecond
 	harvestRetained    = 3
 	harvestCheckpoints = 5 // completed checkpoints before the dump
-	harvestKeys        = 32
-	harvestRate        = 300
-	harvestParallelism = 2
 	harvestStep        = 180 * time.Second
 	harvestAddr        = "127.0.0.1"
 	harvestCopyMax     = 128 << 10 // HA files (and blobs) up to this size are copied
 	// harvestInline is the largest state chunk Flink keeps inline in
-	// _metadata (and the HA file) instead of writing a file. Flink's
+	// _metadata (and the HA file) instead of writing a file
+	// (harvestInlineSetting spells it for each release). Flink's
 	// default, 20 KiB, which the failover test keeps, puts all of this
 	// job's state inline in 1.20.5: _metadata then references no file at
 	// all, and nothing could be checked against the listing.
@@ -61,15 +64,17 @@ const (
 	harvestFixtureLimit = 500 << 10 // the whole fixture set of all releases
 )
 
-// TestHarvest runs each release of flink/versions.tsv marked "test" as
-// the failover test's DC1 does (three ZooKeeper servers, a ckptfs primary
-// mount at Flink's storage path, a JobManager and a TaskManager with
-// ZooKeeper HA, RocksDB incremental checkpoints), lets the job complete a
-// few checkpoints, stops both Flink processes (alive, their ZooKeeper
-// sessions open) and dumps what Flink wrote: every znode of its namespace,
-// the HA files, the _metadata of every checkpoint, and a listing of
-// every file. fixtures_test.go reads the result; testdata/README.md says
-// what is in it.
+// TestHarvest runs each release make test runs for real
+// (harvestReleases) as the failover test's DC1 does (three ZooKeeper
+// servers, a ckptfs primary mount at Flink's storage path, a JobManager
+// and a TaskManager with ZooKeeper HA, the state backend the harness
+// gives the release: RocksDB incremental checkpoints, in 1.4 the
+// filesystem backend), lets the job complete a few checkpoints, stops
+// both Flink processes (alive, their ZooKeeper sessions open) and dumps
+// what Flink wrote: every znode of its namespace, the HA files, the
+// _metadata of every checkpoint, and a listing of every file.
+// fixtures_test.go reads the result; testdata/README.md says what is in
+// it.
 func TestHarvest(t *testing.T) {
 	out := os.Getenv(HarvestEnv)
 	if out == "" {
@@ -78,7 +83,10 @@ func TestHarvest(t *testing.T) {
 	if !filepath.IsAbs(out) {
 		out = filepath.Join(RepoRoot(), out)
 	}
-	releases := TestReleases(t)
+	releases, err := harvestReleases(t, os.Getenv(HarvestVersionsEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
 	dists := make([]Dist, len(releases))
 	for i, r := range releases {
 		dists[i] = FindDist(t, r)
@@ -94,7 +102,7 @@ func TestHarvest(t *testing.T) {
 		return
 	}
 	var total int64
-	err := filepath.WalkDir(out, func(p string, e fs.DirEntry, err error) error {
+	err = filepath.WalkDir(out, func(p string, e fs.DirEntry, err error) error {
 		if err == nil && !e.IsDir() {
 			fi, err := e.Info()
 			if err != nil {
@@ -111,6 +119,35 @@ func TestHarvest(t *testing.T) {
 	if total > harvestFixtureLimit {
 		t.Errorf("the fixtures take %d bytes, more than the %d they may", total, harvestFixtureLimit)
 	}
+}
+
+// harvestReleases are the releases make test runs real Flink of, in
+// tests of every kind (use test), in its cold failover (cold) or in tests
+// of their own (tried): one release of each ZooKeeper layout family that
+// runs here. only, when not empty, narrows them to the releases it names
+// (HarvestVersionsEnv); naming another release is an error.
+func harvestReleases(t testing.TB, only string) ([]Release, error) {
+	t.Helper()
+	all := releasesFor(t, "test", "cold", "tried")
+	names := strings.FieldsFunc(only, func(r rune) bool { return r == ' ' || r == ',' || r == '\t' })
+	if len(names) == 0 {
+		return all, nil
+	}
+	var out []Release
+	for _, n := range names {
+		i := slices.IndexFunc(all, func(r Release) bool { return r.Version == n })
+		if i < 0 {
+			var have []string
+			for _, r := range all {
+				have = append(have, r.Version)
+			}
+			return nil, fmt.Errorf("%s names Flink %s, which is not a release the harvest runs (use test, cold or tried in flink/versions.tsv: %s)", HarvestVersionsEnv, n, strings.Join(have, " "))
+		}
+		if !slices.ContainsFunc(out, func(r Release) bool { return r.Version == n }) {
+			out = append(out, all[i])
+		}
+	}
+	return out, nil
 }
 
 func harvestRelease(t *testing.T, c *zktest.Cluster, d Dist, outDir string) {
@@ -137,7 +174,7 @@ func harvestRelease(t *testing.T, c *zktest.Cluster, d Dist, outDir string) {
 		ZK: c.ConnectString(), PathRoot: harvestPathRoot, ClusterID: clusterID, SessionTimeout: harvestSession,
 		CheckpointsDir: filepath.Join(root, "checkpoints"), HADir: filepath.Join(root, "ha"),
 		Interval: harvestInterval, Retained: harvestRetained,
-		Extra: map[string]string{harvestInlineKey(d): harvestInline},
+		Extra: map[string]string{harvestInlineKey(d): harvestInlineSetting(d)},
 	}
 	fl, jm, tm := startCluster(t, site, cfg)
 	var overview *Overview
@@ -146,8 +183,9 @@ func harvestRelease(t *testing.T, c *zktest.Cluster, d Dist, outDir string) {
 		overview = o
 		return err == nil && o.TaskManagers >= 1
 	}, jm, tm)
-	args := []string{"--report", filepath.Join(tmp, "report.txt"), "--rate", strconv.Itoa(harvestRate),
-		"--keys", strconv.Itoa(harvestKeys), "--parallelism", strconv.Itoa(harvestParallelism)}
+	// The failover test's job; for 1.4-1.13 its --interval is the
+	// failover test's interval, which harvestInterval equals.
+	args := jobArgs(d, filepath.Join(tmp, "report.txt"))
 	job, err := fl.REST.Submit(ctx, JobJar(t, d), args)
 	if err != nil {
 		t.Fatalf("submit the job: %v", err)
@@ -256,12 +294,43 @@ func harvestRelease(t *testing.T, c *zktest.Cluster, d Dist, outDir string) {
 }
 
 // harvestInlineKey is the inline threshold's key in the release's own
-// spelling (2.x removed the 1.x name).
+// spelling, as each distribution's classes hold it:
+//
+//   - 1.4: FsStateBackendFactory.MEMORY_THRESHOLD_CONF_KEY,
+//     "state.backend.fs.memory-threshold", read with
+//     Configuration.getInteger (flink-runtime_2.11-1.4.2.jar); 1.5 to 1.12
+//     moved it to CheckpointingOptions.FS_SMALL_FILE_THRESHOLD under the
+//     same key (aixuebo/flink-1.6: flink-runtime/.../filesystem/
+//     FsStateBackendFactory.java reads CheckpointingOptions;
+//     flink-dist_2.11-1.12.5.jar's CheckpointingOptions has only that key);
+//   - 1.13 to 1.20: FS_SMALL_FILE_THRESHOLD is
+//     "state.storage.fs.memory-threshold", with
+//     "state.backend.fs.memory-threshold" as its deprecated key (the
+//     CheckpointingOptions of flink-dist 1.13.6, 1.14.6 and 1.15.4; 1.20
+//     renamed it execution.checkpointing.data-inline-threshold and still
+//     reads this one);
+//   - 2.x: "execution.checkpointing.data-inline-threshold" (2.x removed
+//     the 1.x names).
 func harvestInlineKey(d Dist) string {
-	if d.AtLeast(2, 0) {
+	switch {
+	case d.AtLeast(2, 0):
 		return "execution.checkpointing.data-inline-threshold"
+	case d.AtLeast(1, 13):
+		return "state.storage.fs.memory-threshold"
 	}
-	return "state.storage.fs.memory-threshold"
+	return "state.backend.fs.memory-threshold"
+}
+
+// harvestInlineSetting is harvestInline as the release reads it: Flink
+// 1.4 reads the threshold with Configuration.getInteger, a number of
+// bytes ("1kb" is no integer), the releases from 1.13 on as a MemorySize
+// (CheckpointingOptions.FS_SMALL_FILE_THRESHOLD is a
+// ConfigOption<MemorySize>).
+func harvestInlineSetting(d Dist) string {
+	if !d.AtLeast(1, 13) {
+		return "1024"
+	}
+	return harvestInline
 }
 
 // dumpZK reads every znode at and below ns, with its ZooKeeper times and

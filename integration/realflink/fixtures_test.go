@@ -376,13 +376,16 @@ func (f *fixture) counterPath() string {
 func (f *fixture) lockChild() bool { return f.release().AtLeast(1, 15) }
 
 // fieldSet is the field set of the release's CompletedCheckpoint HA
-// files (flinkha.FieldSet).
+// files (flinkha.FieldSet). 1.14 already writes completionTimestamp
+// where 1.5-1.13 write duration (the CompletedCheckpoint classes of
+// flink-dist 1.13.6 and 1.14.6; real 1.14.6 showed it), so 1.14 writes
+// what flinkha calls FieldSet1150, not FieldSet15 ("1.5-1.14").
 func (f *fixture) fieldSet() flinkha.FieldSet {
 	r := f.release()
 	switch {
 	case !r.AtLeast(1, 5):
 		return flinkha.FieldSet14
-	case !r.AtLeast(1, 15):
+	case !r.AtLeast(1, 14):
 		return flinkha.FieldSet15
 	case !r.AtLeast(1, 16):
 		return flinkha.FieldSet1150

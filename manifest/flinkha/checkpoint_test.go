@@ -3,6 +3,7 @@ package flinkha
 import (
 	"bytes"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -366,5 +367,66 @@ func TestCompletedCheckpointHugeLengths(t *testing.T) {
 	}
 	if allocs > 100 {
 		t.Fatalf("%v allocations for a %d-byte input", allocs, len(huge))
+	}
+}
+
+// TestCheckpointProperties114: real Flink 1.14.6 writes CompletedCheckpoint
+// with 1.15's fields (completionTimestamp, no restoredProps) but
+// CheckpointProperties as 1.5 declares them: checkpointType the enum
+// CheckpointType, no unclaimed (the harvest in integration/realflink/
+// testdata/1.14.6). The encoder writes that for release 1.14, and 1.15's
+// SnapshotType with unclaimed for release 1.15.
+func TestCheckpointProperties114(t *testing.T) {
+	props := func(t *testing.T, ha []byte) (*javaser.Object, []string) {
+		t.Helper()
+		s, err := javaser.Decode(ha)
+		if err != nil {
+			t.Fatal(err)
+		}
+		root, err := s.Object()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := javaser.FieldAs[*javaser.Object](root, "props")
+		if err != nil || p == nil {
+			t.Fatalf("props: %v", err)
+		}
+		var fields []string
+		for _, f := range p.Class.Fields {
+			sig := string(f.Code)
+			if f.Type != nil {
+				sig = f.Type.Value
+			}
+			fields = append(fields, f.Name+" "+sig)
+		}
+		return p, fields
+	}
+	real, err := filepath.Glob(filepath.Join("..", "..", "integration", "realflink", "testdata", "1.14.6", "storage", "ha", "*", "completedCheckpoint*"))
+	if err != nil || len(real) == 0 {
+		t.Fatalf("no HA file of real Flink 1.14.6 (%v)", err)
+	}
+	data, err := os.ReadFile(real[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cc := decodeOK(t, data); cc.FieldSet != FieldSet1150 {
+		t.Fatalf("real 1.14.6 HA file has field set %s, want %s", cc.FieldSet, FieldSet1150)
+	}
+	realProps, realFields := props(t, data)
+	spec := sampleSpec(FieldSet1150)
+	spec.Release = "1.14"
+	spec.Metadata.Version = 3
+	emuProps, emuFields := props(t, encodeSpec(t, spec))
+	if !slices.Equal(emuFields, realFields) || emuProps.SerialVersionUID() != realProps.SerialVersionUID() {
+		t.Errorf("release 1.14: CheckpointProperties %v (serialVersionUID %d), real 1.14.6 %v (%d)", emuFields, emuProps.SerialVersionUID(), realFields, realProps.SerialVersionUID())
+	}
+	for _, p := range []*javaser.Object{realProps, emuProps} {
+		if ct, err := javaser.FieldAs[*javaser.Enum](p, "checkpointType"); err != nil || ct == nil || ct.ClassName() != classCheckpointType || ct.Name() != "CHECKPOINT" {
+			t.Errorf("checkpointType %v, %v; want the enum %s.CHECKPOINT", ct, err, classCheckpointType)
+		}
+	}
+	spec.Release = "1.15"
+	if _, fields := props(t, encodeSpec(t, spec)); !slices.Contains(fields, "unclaimed Z") {
+		t.Errorf("release 1.15: CheckpointProperties %v, want 1.15's with unclaimed", fields)
 	}
 }

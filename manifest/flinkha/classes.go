@@ -126,6 +126,10 @@ type classes struct {
 type shapes struct {
 	restoredProps, opNames, upstream bool
 	flatIncremental, mapIncremental  bool
+	// enumCheckpointType: CheckpointProperties as 1.5 to 1.14 declare
+	// them, checkpointType an enum and no unclaimed, which real 1.14.6
+	// writes beside 1.15's CompletedCheckpoint fields.
+	enumCheckpointType bool
 }
 
 // shapesOf returns the shapes of release ("major.minor", a patch level
@@ -157,7 +161,7 @@ func shapesOf(release string, version int32) (shapes, error) {
 		}
 	}
 	return shapes{restoredProps: r >= 116, opNames: r >= 200, upstream: r >= 203,
-		flatIncremental: r < 119, mapIncremental: r < 116}, nil
+		flatIncremental: r < 119, mapIncremental: r < 116, enumCheckpointType: r < 115}, nil
 }
 
 func (c *classes) get(name string, build func() *javaser.ClassDesc) *javaser.ClassDesc {
@@ -374,10 +378,10 @@ func (c *classes) storageLocation() *javaser.ClassDesc {
 func (c *classes) checkpointProperties(fs FieldSet) *javaser.ClassDesc {
 	discard := []javaser.FieldDesc{fBool("discardCancelled"), fBool("discardFailed"), fBool("discardFinished"),
 		fBool("discardSubsumed"), fBool("discardSuspended"), fBool("forced")}
-	switch fs {
-	case FieldSet14:
+	switch {
+	case fs == FieldSet14:
 		return c.plain(classCheckpointProperties, suidCheckpointProps14, nil, append(discard, fBool("externalize"))...)
-	case FieldSet15:
+	case fs == FieldSet15 || c.shapes.enumCheckpointType:
 		return c.plain(classCheckpointProperties, suidCheckpointProperties, nil,
 			append(discard, obj("checkpointType", "Lorg/apache/flink/runtime/checkpoint/CheckpointType;"))...)
 	}

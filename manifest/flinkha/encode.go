@@ -32,9 +32,10 @@ const (
 type CheckpointSpec struct {
 	FieldSet FieldSet // "" means FieldSet115
 	// Release is the Flink release whose FieldSet115 classes to write
-	// ("major.minor", a patch level ignored): CompletedCheckpoint's
-	// restoredProps (1.16 on), OperatorState's operatorName and
-	// operatorUid (2.0 on), OperatorSubtaskState's
+	// ("major.minor", a patch level ignored): CheckpointProperties as
+	// 1.5 declares them before 1.15 (FieldSet1150 of 1.14),
+	// CompletedCheckpoint's restoredProps (1.16 on), OperatorState's
+	// operatorName and operatorUid (2.0 on), OperatorSubtaskState's
 	// upstreamOutputBufferState (2.3 on). Empty means the newest release
 	// that writes Metadata's version (1.20 without Metadata).
 	Release      string
@@ -254,8 +255,8 @@ func (b *builder) props() (*javaser.Object, error) {
 	o := javaser.NewObject(b.c.checkpointProperties(b.fs)).
 		With("discardSubsumed", d[0]).With("discardFinished", d[1]).With("discardCancelled", d[2]).
 		With("discardFailed", d[3]).With("discardSuspended", d[4]).With("forced", false)
-	switch b.fs {
-	case FieldSet14:
+	switch {
+	case b.fs == FieldSet14:
 		// 1.4 retains only externalized checkpoints (EXTERNALIZED_CHECKPOINT_
 		// RETAINED and _DELETED); a plain one is STANDARD_CHECKPOINT.
 		externalized := b.spec.ExternalPointer != ""
@@ -263,7 +264,7 @@ func (b *builder) props() (*javaser.Object, error) {
 			return nil, errors.New("flinkha: Flink 1.4 externalizes exactly the retained checkpoints: set ExternalPointer if and only if Retention is not RetainNever")
 		}
 		o.With("externalize", externalized)
-	case FieldSet15:
+	case b.fs == FieldSet15 || b.c.shapes.enumCheckpointType:
 		o.With("checkpointType", b.c.jdk.Enum(classCheckpointType, "CHECKPOINT"))
 	default:
 		t := javaser.NewObject(b.c.checkpointType115()).

@@ -379,7 +379,7 @@ func (f *fixture) lockChild() bool { return f.release().AtLeast(1, 15) }
 // files (flinkha.FieldSet). 1.14 already writes completionTimestamp
 // where 1.5-1.13 write duration (the CompletedCheckpoint classes of
 // flink-dist 1.13.6 and 1.14.6; real 1.14.6 showed it), so 1.14 writes
-// what flinkha calls FieldSet1150, not FieldSet15 ("1.5-1.14").
+// what flinkha calls FieldSet1150, not FieldSet15 (1.5-1.13).
 func (f *fixture) fieldSet() flinkha.FieldSet {
 	r := f.release()
 	switch {

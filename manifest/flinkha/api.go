@@ -29,14 +29,16 @@ type FieldSet string
 const (
 	// FieldSet14 is Flink 1.4: externalizedMetadata, no storage location.
 	FieldSet14 FieldSet = "1.4"
-	// FieldSet15 is Flink 1.5 to 1.14: storageLocation, metadataHandle,
-	// externalPointer, duration.
-	FieldSet15 FieldSet = "1.5-1.14"
+	// FieldSet15 is Flink 1.5 to 1.13 (real 1.13.6 writes it):
+	// storageLocation, metadataHandle, externalPointer, duration. Its
+	// name is older than the finding that 1.14 already writes
+	// FieldSet1150 (real 1.14.6).
+	FieldSet15 FieldSet = "1.5-1.13"
 	// FieldSet115 is Flink 1.16 and later (1.20.5 and 2.3.0 write it):
 	// completionTimestamp instead of duration, restoredProps.
 	FieldSet115 FieldSet = "1.15+"
 	// FieldSet1150 is FieldSet115 without restoredProps, as real Flink
-	// 1.15.4 (and 1.14.5, whose CheckpointProperties are 1.5's) writes it.
+	// 1.14.6 and 1.15.4 write it.
 	FieldSet1150 FieldSet = "1.15"
 )
 

@@ -44,14 +44,13 @@
 //   - FieldSet14 (Flink 1.3, 1.4): duration, externalizedMetadata,
 //     externalPointer (both null unless externalized). The externalized
 //     metadata file is reported in Files; Metadata stays nil.
-//   - FieldSet15 (Flink 1.5 on; read in 1.6.0): duration, storageLocation,
-//     metadataHandle, externalPointer.
+//   - FieldSet15 (Flink 1.5 to 1.13; read in 1.6.0, written by real
+//     1.13.6): duration, storageLocation, metadataHandle, externalPointer.
 //   - FieldSet115 (read in 1.20): completionTimestamp instead of duration,
 //     and restoredProps.
 //   - FieldSet1150: completionTimestamp without restoredProps, as real
-//     Flink 1.15.4 writes it (and 1.14.5, whose CheckpointProperties are
-//     still 1.5's). The release between 1.6 and 1.14 that replaced
-//     duration was not pinned down; detection does not depend on it.
+//     Flink 1.14.6 (whose CheckpointProperties are still 1.5's) and 1.15.4
+//     write it. 1.14 replaced duration; detection does not depend on it.
 //
 // EncodeCompletedCheckpoint writes CompletedCheckpoint and
 // CheckpointProperties with the fields and serialVersionUIDs of the chosen

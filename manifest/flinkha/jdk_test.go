@@ -479,7 +479,7 @@ func randomPaths(n int) []string {
 // are still exactly what the JDK writes.
 var jdkSeeds = []struct{ target, name, file string }{
 	{"FuzzDecodeCompletedCheckpoint", "jdk-ha-115", "1.15+/ha.ser"},
-	{"FuzzDecodeCompletedCheckpoint", "jdk-ha-15", "1.5-1.14/ha.ser"},
+	{"FuzzDecodeCompletedCheckpoint", "jdk-ha-15", "1.5-1.13/ha.ser"},
 	{"FuzzDecodeCompletedCheckpoint", "jdk-ha-14", "1.4/ha.ser"},
 	{"FuzzDecodeCompletedCheckpoint", "jdk-ha-plain-115", "1.15+/ha-plain.ser"},
 	{"FuzzDecodeCompletedCheckpoint", "jdk-ha-2x", "2.3/ha.ser"},

@@ -141,7 +141,7 @@ chaos: deps build
 # MODE=hotstandby: Flink on both sites, takeover auto, no command after
 # the loss (TestIntegration_HotStandby's run), no baseline runs.
 chaos-flink: deps build
-	@bash flink/fetch.sh $$(awk -F'\t' '!/^#/ && ($$5 == "test" || $$5 == "cold" || $$5 == "runs") { print $$1 }' flink/versions.tsv) >/dev/null
+	@bash flink/fetch.sh $$(awk -F'\t' '!/^#/ && $$5 != "fails" { print $$1 }' flink/versions.tsv) >/dev/null
 	@bash -o pipefail -c "CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FLINK=1 CKPTFS_CHAOS_FLINK_RUNS=$(RUNS) CKPTFS_CHAOS_FLINK_SEED=$(SEED) \
 		CKPTFS_CHAOS_FLINK_MODE=$(MODE) \
 		$(GO) test -count=1 -run '^TestChaosFlink$$' -v -timeout 600m ./integration/realflink/ \

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -115,12 +116,17 @@ func awaitCreate(ctx context.Context, t *testing.T, dir string, match func(strin
 }
 
 // hit says what the loss caught on DC1's NAS: a checkpoint directory
-// without _metadata (being written), and HA files no pointer names
-// (written, or being written, before their pointer).
+// being written (without _metadata; for Flink 1.4, which writes none,
+// referenced by no HA file), and HA files no pointer names (written, or
+// being written, before their pointer).
 func (w *world) hit(conn *zk.Conn) string {
 	var parts []string
+	described := w.describedChks()
 	for _, d := range chkDirs(filepath.Join(w.backing["dc1"], "checkpoints", w.job)) {
-		if _, err := os.Stat(filepath.Join(w.backing["dc1"], "checkpoints", w.job, d, "_metadata")); os.IsNotExist(err) {
+		switch _, err := os.Stat(filepath.Join(w.backing["dc1"], "checkpoints", w.job, d, "_metadata")); {
+		case w.r.dist.Legacy() && !described[d]:
+			parts = append(parts, d+" without an HA file")
+		case !w.r.dist.Legacy() && os.IsNotExist(err):
 			parts = append(parts, d+" without _metadata")
 		}
 	}
@@ -148,4 +154,31 @@ func (w *world) hit(conn *zk.Conn) string {
 		return "-"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// describedChks are the chk-N directories that an HA file on DC1's NAS
+// references a file of (Flink 1.4 describes a checkpoint only there).
+func (w *world) describedChks() map[string]bool {
+	out := map[string]bool{}
+	if !w.r.dist.Legacy() {
+		return out
+	}
+	entries, _ := os.ReadDir(w.haDir("dc1"))
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "completedCheckpoint") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(w.haDir("dc1"), e.Name()))
+		if err != nil {
+			continue
+		}
+		cc, err := flinkha.DecodeCompletedCheckpoint(data)
+		if err != nil {
+			continue // being written
+		}
+		for _, f := range cc.Files {
+			out[filepath.Base(path.Dir(f.Path))] = true
+		}
+	}
+	return out
 }

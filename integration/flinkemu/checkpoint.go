@@ -318,12 +318,12 @@ func (jm *JobManager) checkpointProperties(jobID string) ([]byte, error) {
 // writeIncremental writes the RocksDB-style operator of a checkpoint: its
 // new shared files under <checkpoints>/<job>/shared (absolute handles),
 // reuses KeepShared of the previous checkpoint's, writes a private file
-// (MANIFEST: from 1.15 on into shared/ as well, absolute; before into
-// chk-N, relative), keeps the tiny CURRENT inline, and writes the meta
-// file in chk-N (relative). 1.4 has neither shared/ nor relative
-// handles: its new files go to chk-N, where later checkpoints reference
-// them, every handle absolute, in an IncrementalKeyedStateHandle without
-// 1.16's checkpointed size and StateHandleID.
+// (MANIFEST: into shared/ as well, absolute), keeps the tiny CURRENT
+// inline, and writes the meta file in chk-N (relative). 1.4 has neither
+// shared/ nor relative handles: its new files go to chk-N, where later
+// checkpoints reference them, every handle absolute, in an
+// IncrementalKeyedStateHandle without 1.16's checkpointed size and
+// StateHandleID.
 func (jm *JobManager) writeIncremental(cp *Checkpoint, spec CheckpointSpec, prev []*Checkpoint,
 	writeExclusive func(int) (*metadata.StreamHandle, error), step func(int64, StepKind, string) error,
 ) (metadata.Operator, error) {

@@ -35,8 +35,8 @@
 //   - per checkpoint, written through whatever Config.Storage is (a ckptfs
 //     mount in the scenario) in Flink's order: chk-N, the tasks' exclusive
 //     state files, RocksDB-style shared/ files (new ones, and some of the
-//     previous checkpoint's reused; from 1.15 on the private MANIFEST file
-//     goes to shared/ too), then _metadata (metadata.Encode, in the
+//     previous checkpoint's reused; the private MANIFEST file goes to
+//     shared/ too), then _metadata (metadata.Encode, in the
 //     release's format version with its CheckpointProperties; staged as
 //     ._metadata.inprogress.<uuid> and renamed with MetadataInProgress),
 //     the HA file completedCheckpoint<12 hex>

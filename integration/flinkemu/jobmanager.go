@@ -270,8 +270,7 @@ type Checkpoint struct {
 	Metadata   string
 	StateFiles []string
 	// PrivateFiles are the RocksDB private files the checkpoint wrote,
-	// which no other checkpoint references: in shared/ from 1.15 on, in
-	// chk-N before.
+	// which no other checkpoint references: in shared/ (1.4: in chk-N).
 	PrivateFiles []string
 	// HAFile is the local HA file, HAFlinkPath its Flink path.
 	HAFile      string

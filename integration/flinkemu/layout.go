@@ -163,10 +163,11 @@ func (c *Config) submittedJobGraph() bool { return c.release() < 110 }
 func (c *Config) jobResultStore() bool { return c.Layout >= Flink1_17 }
 
 // sharedPrivateFiles reports where RocksDB's private files (MANIFEST,
-// OPTIONS, CURRENT) of an incremental checkpoint go: from 1.15 on into
-// shared/ like the sst files (one CheckpointedStateScope for both, SHARED
-// unless the snapshot shares nothing), before into chk-N.
-func (c *Config) sharedPrivateFiles() bool { return c.Layout >= Flink1_17 }
+// OPTIONS, CURRENT) of an incremental checkpoint go: into shared/ like
+// the sst files (RocksDB's state uploader writes both with
+// CheckpointedStateScope.SHARED), as real 1.13.6, 1.14.6, 1.20.5 and
+// 2.3.0 showed; 1.4 has no shared/ and writes them into chk-N.
+func (c *Config) sharedPrivateFiles() bool { return c.Layout >= Flink1_13 }
 
 // oneLeaderSession reports one leader election for all components (one
 // latch, 1.15+): they share its leader session id.

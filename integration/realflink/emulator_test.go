@@ -101,6 +101,13 @@ const timing = "timing: the harvest stopped real Flink at an arbitrary moment, h
 	"deleted a subsumed checkpoint's chk-N; the emulator's checkpoints are complete, and subsumed ones deleted, when " +
 	"CompleteCheckpoint returns (it stages _metadata the same way, MetadataInProgress)"
 
+// smallMeta113 is the reason for what the 1.13.6 fixture lacks in chk-N.
+const smallMeta113 = "real 1.13.6's chk-N holds _metadata alone: the harvested 1.13 job (job/src-1.4, one ValueState) " +
+	"has a RocksDB meta state below the harvest's 1 KiB inline threshold, so it is inline in _metadata and the HA file, " +
+	"while 1.14.6's job writes 1072 bytes of it, a RelativeFileStateHandle beside _metadata, as the emulator does for " +
+	"every release 1.11 on; and the job has no heap-backend state, whose files in chk-N the emulator adds (see the " +
+	"key-groups allowance). Whether Flink keeps a handle inline depends on its size, not the release"
+
 // emulatorAllowed lists the differences between real Flink and the
 // emulator that are accepted, each with its reason. Everything else the
 // test finds fails it.
@@ -111,6 +118,22 @@ var emulatorAllowed = []allowance{
 		reason: "besides its RocksDB-style incremental operator the emulator writes a second keyed operator with " +
 			"heap-backend state (KeyGroupsStateHandle, one plain file per subtask in chk-N), whose files the tests " +
 			"remove and corrupt; the harvested job uses RocksDB only, and a real job has one state backend",
+	},
+	{release: "1.13.6", area: "files", key: "checkpoints/{job}/chk-{retained}/{uuid}", aspect: "present", real: ``, emu: `[0-9]+×`, reason: smallMeta113},
+	{
+		release: "1.13.6", area: "checkpoints", key: "HA file references checkpoints/{job}/chk-{retained}/{uuid} (RelativeFileStateHandle)",
+		aspect: "present", real: ``, emu: `yes`, reason: smallMeta113,
+	},
+	{release: "1.13.6", area: "checkpoints", key: "keyed state: incremental (RocksDB), meta inline", aspect: "present", real: `yes`, emu: ``, reason: smallMeta113},
+	{
+		release: "1.13.6", area: "checkpoints", key: "keyed state: incremental (RocksDB), meta relative chk-{retained}/{uuid}",
+		aspect: "present", real: ``, emu: `yes`, reason: smallMeta113,
+	},
+	{
+		release: "1.13.6", area: "checkpoints", key: "coordinator state: inline", aspect: "present", real: ``, emu: `yes`,
+		reason: "the harvested 1.13 job (job/src-1.4) reads with a SourceFunction, which has no operator coordinator; " +
+			"the emulator's source is a FLIP-27 one, like the 1.14+ job's, whose enumerator 1.11 on checkpoints as " +
+			"coordinator state, inline (real 1.14.6, 1.20.5 and 2.3.0 show it)",
 	},
 	{area: "files", key: "checkpoints/{job}/chk-{newer}", aspect: "present", real: `[0-9]+×`, reason: timing},
 	{area: "files", key: "checkpoints/{job}/chk-{newer}/{uuid}", aspect: "present", real: `[0-9]+×`, reason: timing},

@@ -191,36 +191,7 @@ func TestIntegration_Flink14(t *testing.T) {
 	// A second JobManager recovers the job and subsumes the first one's
 	// checkpoints as it checkpoints on.
 	jm.Close()
-	cfg2 := cfg
-	cfg2.Host = "jm-dc2:6123"
-	jm2, err := Start(ctx, cfg2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer jm2.Close()
-	if _, err := jm2.Recover(job, RestoreOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var next []*Checkpoint
-	for range 3 {
-		cp, err := jm2.CompleteCheckpoint(job, CheckpointSpec{SharedSizes: []int{300}, KeepShared: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		next = append(next, cp)
-	}
-	if next[0].ID != newest.ID+1 {
-		t.Errorf("first checkpoint after recovery is %d, want %d", next[0].ID, newest.ID+1)
-	}
-	for _, cp := range all[2:] {
-		if _, err := os.Stat(cp.Dir); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("chk-%d of the first JobManager was not subsumed by the second", cp.ID)
-		}
-	}
-	got, err = Restore(obs.Conn, cfg, job, RestoreOptions{})
-	if err != nil || got.CheckpointID != next[2].ID {
-		t.Fatalf("restore after recovery: %v, %+v", err, got)
-	}
+	checkSecondJobManager(ctx, t, cfg, obs.Conn, job, all)
 }
 
 // TestIntegration_Flink14Externalized: a retained 1.4 checkpoint is

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/ckptfs/ckptfs/integration/zktest"
 	"github.com/ckptfs/ckptfs/manifest"
 )
@@ -145,37 +147,45 @@ func TestIntegration_IncrementalRestoreAndRecover(t *testing.T) {
 			// A second JobManager takes over: it recovers, continues the
 			// ids and subsumes what the first one wrote.
 			jm.Close()
-			cfg2 := cfg
-			cfg2.Host = "jm-dc2:6123"
-			jm2, err := Start(ctx, cfg2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer jm2.Close()
-			if _, err := jm2.Recover(job, RestoreOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			var next []*Checkpoint
-			for range 3 {
-				cp, err := jm2.CompleteCheckpoint(job, CheckpointSpec{SharedSizes: []int{300}, KeepShared: 1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				next = append(next, cp)
-			}
-			if next[0].ID != all[4].ID+1 {
-				t.Errorf("first checkpoint after recovery is %d, want %d", next[0].ID, all[4].ID+1)
-			}
-			for _, cp := range all[2:] {
-				if _, err := os.Stat(cp.Dir); !errors.Is(err, fs.ErrNotExist) {
-					t.Errorf("chk-%d of the first JobManager was not subsumed by the second", cp.ID)
-				}
-			}
-			got, err = Restore(obs.Conn, cfg, job, RestoreOptions{})
-			if err != nil || got.CheckpointID != next[2].ID {
-				t.Fatalf("restore after recovery: %v, %+v", err, got)
-			}
+			checkSecondJobManager(ctx, t, cfg, obs.Conn, job, all)
 		})
+	}
+}
+
+// checkSecondJobManager starts a second JobManager (the first one closed)
+// that recovers job, completes three checkpoints, continuing the ids of
+// first (five checkpoints, three retained) and subsuming them, and
+// checks that a restore then finds its newest.
+func checkSecondJobManager(ctx context.Context, t *testing.T, cfg Config, conn *zk.Conn, job string, first []*Checkpoint) {
+	t.Helper()
+	cfg.Host = "jm-dc2:6123"
+	jm2, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer jm2.Close()
+	if _, err := jm2.Recover(job, RestoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var next []*Checkpoint
+	for range 3 {
+		cp, err := jm2.CompleteCheckpoint(job, CheckpointSpec{SharedSizes: []int{300}, KeepShared: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		next = append(next, cp)
+	}
+	if last := first[len(first)-1]; next[0].ID != last.ID+1 {
+		t.Errorf("first checkpoint after recovery is %d, want %d", next[0].ID, last.ID+1)
+	}
+	for _, cp := range first[2:] {
+		if _, err := os.Stat(cp.Dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("chk-%d of the first JobManager was not subsumed by the second", cp.ID)
+		}
+	}
+	got, err := Restore(conn, cfg, job, RestoreOptions{})
+	if err != nil || got.CheckpointID != next[2].ID {
+		t.Fatalf("restore after recovery: %v, %+v", err, got)
 	}
 }
 

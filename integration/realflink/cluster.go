@@ -192,14 +192,14 @@ func (c ClusterConfig) writeConf() error {
 		return err
 	}
 	conf := log4j
-	if c.Dist.Legacy() {
+	if !c.Dist.AtLeast(1, 11) {
 		conf = log4j1
 	}
 	return os.WriteFile(filepath.Join(dir, "log4j.properties"), []byte(conf), 0o644)
 }
 
-// log4j1 is log4j's configuration for Flink 1.4, which logs through
-// log4j 1.2.
+// log4j1 is log4j's configuration for Flink 1.4 to 1.10, which log
+// through log4j 1.2.
 const log4j1 = `log4j.rootLogger=INFO, file
 log4j.appender.file=org.apache.log4j.FileAppender
 log4j.appender.file.file=${log.file}
@@ -287,8 +287,11 @@ func (c *Cluster) start(name, params, class string, args ...string) (*Process, e
 	d := c.Config.Dist
 	var jvm, dynamic []string
 	logConf := "-Dlog4j.configurationFile=file:"
+	if !d.AtLeast(1, 11) {
+		logConf = "-Dlog4j.configuration=file:"
+	}
 	if params == "" {
-		jvm, logConf = []string{legacyHeap[class]}, "-Dlog4j.configuration=file:"
+		jvm = []string{legacyHeap[class]}
 	} else {
 		var err error
 		if jvm, dynamic, err = c.resourceParams(params); err != nil {

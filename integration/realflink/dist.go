@@ -270,16 +270,60 @@ var jvmModuleFlags = []string{
 // its memory configuration. what is GET_JM_RESOURCE_PARAMS or
 // GET_TM_RESOURCE_PARAMS.
 func (d Dist) resourceParams(confDir, what string) (jvm, dynamic []string, err error) {
-	cp, err := d.Classpath()
+	if !d.AtLeast(1, 11) {
+		return d.resourceParams110(confDir, what)
+	}
+	results, err := d.bashJavaUtils(confDir, what)
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(results) < 2 {
+		return nil, nil, fmt.Errorf("BashJavaUtils %s printed %d results, want 2", what, len(results))
+	}
+	return strings.Fields(results[len(results)-2]), strings.Fields(results[len(results)-1]), nil
+}
+
+// resourceParams110 answers resourceParams as Flink 1.10's scripts do:
+// the JobManager has no memory model yet (its heap is
+// jobmanager.heap.size, 1.10's default 1024m: config.sh), and
+// BashJavaUtils answers a TaskManager's JVM flags and dynamic
+// properties in two calls, GET_TM_RESOURCE_JVM_PARAMS and
+// GET_TM_RESOURCE_DYNAMIC_CONFIGS (taskmanager.sh), of the class
+// org.apache.flink.runtime.util.BashJavaUtils.
+func (d Dist) resourceParams110(confDir, what string) (jvm, dynamic []string, err error) {
+	if what == "GET_JM_RESOURCE_PARAMS" {
+		return []string{"-Xms1024m", "-Xmx1024m"}, nil, nil
+	}
+	var last [2]string
+	for i, q := range []string{"GET_TM_RESOURCE_JVM_PARAMS", "GET_TM_RESOURCE_DYNAMIC_CONFIGS"} {
+		results, err := d.bashJavaUtils(confDir, q)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(results) == 0 {
+			return nil, nil, fmt.Errorf("BashJavaUtils %s printed no result", q)
+		}
+		last[i] = results[len(results)-1]
+	}
+	return strings.Fields(last[0]), strings.Fields(last[1]), nil
+}
+
+// bashJavaUtils runs Flink's BashJavaUtils with command what and returns
+// the results it printed.
+func (d Dist) bashJavaUtils(confDir, what string) ([]string, error) {
+	cp, err := d.Classpath()
+	if err != nil {
+		return nil, err
+	}
 	cp = filepath.Join(d.Home, "bin", "bash-java-utils.jar") + ":" + cp
-	args := append(append([]string{}, jvmModuleFlags...), "-cp", cp,
-		"org.apache.flink.runtime.util.bash.BashJavaUtils", what, "--configDir", confDir)
+	class := "org.apache.flink.runtime.util.bash.BashJavaUtils"
+	if !d.AtLeast(1, 11) {
+		class = "org.apache.flink.runtime.util.BashJavaUtils"
+	}
+	args := append(append([]string{}, jvmModuleFlags...), "-cp", cp, class, what, "--configDir", confDir)
 	out, err := exec.Command(d.Java, args...).CombinedOutput()
 	if err != nil {
-		return nil, nil, fmt.Errorf("BashJavaUtils %s: %w\n%s", what, err, tail(string(out), 20))
+		return nil, fmt.Errorf("BashJavaUtils %s: %w\n%s", what, err, tail(string(out), 20))
 	}
 	const prefix = "BASH_JAVA_UTILS_EXEC_RESULT:"
 	var results []string
@@ -288,10 +332,7 @@ func (d Dist) resourceParams(confDir, what string) (jvm, dynamic []string, err e
 			results = append(results, rest)
 		}
 	}
-	if len(results) < 2 {
-		return nil, nil, fmt.Errorf("BashJavaUtils %s printed %d results, want 2:\n%s", what, len(results), tail(string(out), 20))
-	}
-	return strings.Fields(results[len(results)-2]), strings.Fields(results[len(results)-1]), nil
+	return results, nil
 }
 
 func tail(s string, n int) string {

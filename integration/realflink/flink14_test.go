@@ -5,6 +5,7 @@ package realflink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -49,11 +50,23 @@ func findLegacy(t *testing.T) Dist {
 // checkpoints/<job>/<19 digits> with ephemeral lock children, and the HA
 // files are completedCheckpoint<hex> in high-availability.storageDir.
 // Then the JobManager is killed, and a new one recovers the job from
-// ZooKeeper and restores its newest checkpoint, the state exact.
+// ZooKeeper and restores its newest checkpoint, the state exact. Once
+// for each state backend 1.4 has: the filesystem (heap) backend, the
+// user's; RocksDB with full checkpoints (state.backend: rocksdb); and
+// RocksDB with incremental checkpoints, which 1.4 turns on only in the
+// job's code (the job's --rocksdb-incremental), whose HA files then
+// reference sst files in the chk-N of older checkpoints (1.4 has no
+// shared/ directory).
 func TestIntegration_Flink14Recovers(t *testing.T) {
 	d := findLegacy(t)
 	RequireRoot(t)
 	c := zktest.StartCluster(t, 1, func(cfg *zktest.Config) { cfg.MaxSessionTimeout = 5 * time.Second })
+	for _, backend := range legacyBackends {
+		t.Run(backend, func(t *testing.T) { flink14Recovers(t, c, d, backend) })
+	}
+}
+
+func flink14Recovers(t *testing.T, c *zktest.Cluster, d Dist, backend string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*stepTimeout)
 	defer cancel()
 	root := t.TempDir()
@@ -61,17 +74,24 @@ func TestIntegration_Flink14Recovers(t *testing.T) {
 	ports := freePorts(t, siteAddr, 2)
 	cfg := ClusterConfig{
 		Dist: d, Dir: filepath.Join(root, "dc1"), Addr: siteAddr, RESTPort: ports[0], RPCPort: ports[1],
-		ZK: c.ConnectString(), PathRoot: pathRoot, ClusterID: "/flink14", SessionTimeout: flinkSession,
+		ZK: c.ConnectString(), PathRoot: pathRoot, ClusterID: "/flink14-" + backend, SessionTimeout: flinkSession,
 		CheckpointsDir: filepath.Join(root, "nas", "checkpoints"), HADir: filepath.Join(root, "nas", "ha"),
 		Retained: retained,
+	}
+	report := filepath.Join(root, "report.txt")
+	args := jobArgs(d, report)
+	switch backend {
+	case "rocksdb":
+		cfg.Extra = map[string]string{"state.backend": "rocksdb"}
+	case "rocksdb-incremental":
+		args = append(args, "--rocksdb-incremental", "file://"+cfg.CheckpointsDir)
 	}
 	fl, jm, tm := startCluster(t, site, cfg)
 	waitUntil(t, stepTimeout, "the TaskManager to register", func() bool {
 		o, err := fl.REST.Overview(ctx)
 		return err == nil && o.TaskManagers >= 1 && o.Version == legacyRelease
 	}, jm, tm)
-	report := filepath.Join(root, "report.txt")
-	job, err := fl.REST.Submit(ctx, JobJar(t, d), jobArgs(d, report))
+	job, err := fl.REST.Submit(ctx, JobJar(t, d), args)
 	if err != nil {
 		t.Fatalf("submit the job: %v", err)
 	}
@@ -130,6 +150,7 @@ func TestIntegration_Flink14Recovers(t *testing.T) {
 		t.Fatalf("Flink 1.4's pointers: %v", err)
 	}
 	digits := regexp.MustCompile(`^[0-9]{19}$`)
+	reused := 0
 	for _, p := range ptrs {
 		if !digits.MatchString(p) {
 			t.Errorf("pointer %q is not 19 digits", p)
@@ -142,9 +163,26 @@ func TestIntegration_Flink14Recovers(t *testing.T) {
 		if err != nil || len(locks) == 0 {
 			t.Errorf("pointer %s: no lock child (%v)", p, err)
 		}
-		checkHAFile14(t, zc.Conn, ns+"/checkpoints/"+job+"/"+p, job)
+		id, _ := strconv.ParseInt(p, 10, 64)
+		for _, f := range checkHAFile14(t, zc.Conn, ns+"/checkpoints/"+job+"/"+p, job) {
+			if dir := filepath.Base(filepath.Dir(f.Path)); dir != fmt.Sprintf("chk-%d", id) {
+				reused++
+			}
+		}
 	}
-	t.Logf("Flink %s: checkpoints %v on the NAS, pointers %v, HA files %d", d.Version, chks, ptrs, len(has))
+	t.Logf("Flink %s, %s: checkpoints %v on the NAS, pointers %v, HA files %d, files of an older chk-N referenced %d", d.Version, backend, chks, ptrs, len(has), reused)
+	// The backend is the one asked for: RocksDB loaded its library in
+	// the TaskManager, and only incremental checkpoints reuse files.
+	// 1.4 has no shared/ directory: an incremental checkpoint's new sst
+	// files go to its own chk-N, where the later checkpoints that reuse
+	// them reference them (and keep that chk-N when it is subsumed).
+	tmLog, _ := os.ReadFile(tm.FlinkLog)
+	if rocks := strings.Contains(string(tmLog), "RocksDB"); rocks != (backend != "filesystem") {
+		t.Errorf("the TaskManager's log mentions RocksDB: %v, with the %s backend", rocks, backend)
+	}
+	if (reused > 0) != (backend == "rocksdb-incremental") {
+		t.Errorf("the HA files reference %d files of an older chk-N, with the %s backend", reused, backend)
+	}
 	checkDiscovery14(ctx, t, c, cfg, job)
 
 	// The JobManager dies; a new one recovers the job from ZooKeeper.
@@ -238,27 +276,27 @@ func checkDiscovery14(ctx context.Context, t *testing.T, c *zktest.Cluster, cfg 
 // pointer's state handle names an HA file, which decodes as a
 // CompletedCheckpoint of field set 1.4 of the job, with no _metadata,
 // and every state file it names exists with its recorded size.
-func checkHAFile14(t *testing.T, conn *zk.Conn, pointer, job string) {
+func checkHAFile14(t *testing.T, conn *zk.Conn, pointer, job string) []flinkha.FileRef {
 	t.Helper()
 	data, _, err := conn.Get(pointer)
 	if err != nil {
 		t.Errorf("%s: %v", pointer, err)
-		return
+		return nil
 	}
 	h, err := flinkha.DecodeStateHandle(data)
 	if err != nil {
 		t.Errorf("%s: the state handle does not decode: %v", pointer, err)
-		return
+		return nil
 	}
 	path, err := flinkha.URIToPath(h.URI)
 	if err != nil {
 		t.Errorf("%s: HA file %q: %v", pointer, h.URI, err)
-		return
+		return nil
 	}
 	ha, err := os.ReadFile(strings.TrimPrefix(path, "file:"))
 	if err != nil {
 		t.Errorf("%s: %v", pointer, err)
-		return
+		return nil
 	}
 	if h.Size >= 0 && int64(len(ha)) != h.Size {
 		t.Errorf("%s: the HA file has %d bytes, its handle says %d", pointer, len(ha), h.Size)
@@ -266,7 +304,7 @@ func checkHAFile14(t *testing.T, conn *zk.Conn, pointer, job string) {
 	cc, err := flinkha.DecodeCompletedCheckpoint(ha)
 	if err != nil {
 		t.Errorf("%s: %s does not decode: %v", pointer, path, err)
-		return
+		return nil
 	}
 	if cc.FieldSet != flinkha.FieldSet14 || cc.JobID != job || cc.Metadata != nil || len(cc.Files) == 0 {
 		t.Errorf("%s: %s decodes as field set %s, job %s, metadata %v, %d files; want 1.4, %s, none, some", pointer, path, cc.FieldSet, cc.JobID, cc.Metadata, len(cc.Files), job)
@@ -281,6 +319,7 @@ func checkHAFile14(t *testing.T, conn *zk.Conn, pointer, job string) {
 			t.Errorf("checkpoint %d: %s has %d bytes, its handle says %d", cc.CheckpointID, f.Path, st.Size(), f.Size)
 		}
 	}
+	return cc.Files
 }
 
 // TestIntegration_UserFlink142 is the user's deployment (issue 30), for
@@ -305,12 +344,12 @@ func TestIntegration_UserFlink142(t *testing.T) {
 	c := zktest.StartCluster(t, 5, func(cfg *zktest.Config) { cfg.MaxSessionTimeout = 5 * time.Second })
 	t.Run("failover", func(t *testing.T) {
 		r := newRun(t, d, true)
-		r.standby = true
+		r.standby, r.backend = true, "filesystem" // the user's
 		runFailover(t, c, r)
 	})
 	experiment := func(t *testing.T, ckptfs bool) outcome {
 		r := newRun(t, d, ckptfs)
-		r.standby, r.deleteNewest = true, true
+		r.standby, r.deleteNewest, r.backend = true, true, "filesystem" // the user's
 		if r.kind == "snapshot" {
 			// A snapshot continues the TaskManager it stops for it.
 			r.kind = "filelevel"

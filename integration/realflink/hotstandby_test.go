@@ -167,8 +167,7 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run, mode standbyMode) ou
 	// 1. DC1's Flink runs the job.
 	jm1, tm1 := w.startFlink(t, fl1, "dc1")
 	jar := JobJar(t, r.dist)
-	w.job, err = fl1.REST.Submit(ctx, jar, []string{"--report", w.reportPath(), "--rate", strconv.Itoa(rate),
-		"--keys", strconv.Itoa(keys), "--payload", strconv.Itoa(payload), "--parallelism", strconv.Itoa(parallelism)})
+	w.job, err = fl1.REST.Submit(ctx, jar, w.jobArgs())
 	if err != nil {
 		t.Fatalf("submit the job to DC1: %v", err)
 	}

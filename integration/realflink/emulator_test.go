@@ -108,10 +108,30 @@ const smallMeta113 = "real 1.13.6's chk-N holds _metadata alone: the harvested 1
 	"every release 1.11 on; and the job has no heap-backend state, whose files in chk-N the emulator adds (see the " +
 	"key-groups allowance). Whether Flink keeps a handle inline depends on its size, not the release"
 
+// rpcOrder is the reason for the RPC endpoints' suffixes: the
+// ResourceManager's endpoint is made when it is granted leadership
+// (ResourceManagerServiceImpl), so which of it and the Dispatcher takes
+// suffix 0 is the order of two elections. Real 1.15.4 numbered the
+// Dispatcher first, 1.13.6, 1.14.6, 1.20.5 and 2.3.0 the ResourceManager,
+// as the emulator does; ckptfs never reads the endpoint's name.
+const rpcOrder = "the order in which the Dispatcher's and the ResourceManager's RPC endpoints were made, which follows their leader elections"
+
 // emulatorAllowed lists the differences between real Flink and the
 // emulator that are accepted, each with its reason. Everything else the
 // test finds fails it.
 var emulatorAllowed = []allowance{
+	{
+		release: "1.15.4", area: "zk", key: "leader/dispatcher/connection_info", aspect: "data",
+		real:   `leader information akka\.tcp://flink@\{host\}/user/rpc/dispatcher_0, \{leader-session-1\}`,
+		emu:    `leader information akka\.tcp://flink@\{host\}/user/rpc/dispatcher_1, \{leader-session-1\}`,
+		reason: rpcOrder,
+	},
+	{
+		release: "1.15.4", area: "zk", key: "leader/resource_manager/connection_info", aspect: "data",
+		real:   `leader information akka\.tcp://flink@\{host\}/user/rpc/resourcemanager_1, \{leader-session-1\}`,
+		emu:    `leader information akka\.tcp://flink@\{host\}/user/rpc/resourcemanager_0, \{leader-session-1\}`,
+		reason: rpcOrder,
+	},
 	{
 		area: "checkpoints", key: "keyed state: key-groups handle, relative chk-{retained}/{uuid}", aspect: "present",
 		real: ``, emu: `yes`,

@@ -19,8 +19,8 @@ import (
 // (a latch per component) but keeps 1.15's pointers, with a persistent
 // locks child. ckptfs's discovery must decide by the locks child, with
 // the JobManager alive and once it is gone, and a dry-run takeover must
-// find the job whole (its job graph, blob and pointers). 1.15.4 runs here
-// but is not a release of make test: the test skips unless its
+// find the job whole (its job graph, blob and pointers). make test
+// fetches 1.15.4 (its use is cold); run alone, the test skips unless its
 // distribution is in the cache (bash flink/fetch.sh 1.15.4); about 25 s.
 func TestIntegration_RealFlink115OldHAServices(t *testing.T) {
 	all, err := Releases()

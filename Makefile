@@ -196,10 +196,11 @@ guard-flink: deps flink build
 		| grep -v -e '^ *logging.go' -e '^=== '
 
 # Regenerates the fixtures harvested from real Flink (the ZooKeeper tree,
-# HA files and _metadata of a running job, per release marked test) in
+# HA files and _metadata of a running job, per release marked test, cold
+# or tried; HARVEST_VERSIONS="1.4.2 1.15.4" narrows them) in
 # integration/realflink/testdata; make test reads them without Flink.
 harvest: deps flink build
-	CKPTFS_HARVEST=integration/realflink/testdata $(REQUIRE) $(GO) test -count=1 -run '^TestHarvest$$' -v -timeout 20m ./integration/realflink/
+	CKPTFS_HARVEST=integration/realflink/testdata CKPTFS_HARVEST_VERSIONS="$(HARVEST_VERSIONS)" $(REQUIRE) $(GO) test -count=1 -run '^TestHarvest$$' -v -timeout 20m ./integration/realflink/
 
 # Regenerates the real-checkpoint corpus (integration/flinkdata/corpus):
 # real Flink per release (CORPUS_VERSIONS, default the releases marked

@@ -174,7 +174,7 @@ func TestIntegration_LivenessForeignNodes(t *testing.T) {
 
 // TestIntegration_LivenessHarvestedFlink loads the ZooKeeper trees real
 // Flink wrote (integration/realflink/testdata: 1.4.2, 1.13.6, 1.14.6,
-// 1.20.5, 2.3.0) into a real ZooKeeper, each ephemeral node from a live
+// 1.15.4, 1.20.5, 2.3.0) into a real ZooKeeper, each ephemeral node from a live
 // session of its owner: every one of them counts as the JobManager, none
 // is foreign, and the leader addresses decode.
 func TestIntegration_LivenessHarvestedFlink(t *testing.T) {

@@ -69,8 +69,8 @@
 // integration/realflink's TestEmulatorMatchesRealFlink holds all of this
 // against what real Flink wrote, running the emulator as the release of
 // each harvested fixture (integration/realflink/testdata: 1.4.2, 1.13.6,
-// 1.14.6, 1.20.5 and 2.3.0, so every layout but 1.15-1.17), and lists what
-// still differs; 1.5-1.12 and 1.15-1.17 follow Flink's sources alone.
+// 1.14.6, 1.15.4, 1.20.5 and 2.3.0, a release of every layout), and lists
+// what still differs; 1.5-1.12 and 1.16-1.17 follow Flink's sources alone.
 //
 // Config.BeforeStep can stop a checkpoint before any of its writes, as
 // when the site dies in the middle of one. State files hold Content of

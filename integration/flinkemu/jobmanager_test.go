@@ -377,3 +377,20 @@ func TestIntegration_RPCNames(t *testing.T) {
 		})
 	}
 }
+
+// TestLayoutOf: each release falls in its family; others are refused.
+func TestLayoutOf(t *testing.T) {
+	for release, want := range map[string]Layout{
+		"1.4.2": Flink1_4, "1.10.3": Flink1_13, "1.13": Flink1_13, "1.14.6": Flink1_14,
+		"1.15.4": Flink1_17, "1.17": Flink1_17, "1.20.5": Flink1_20, "2.3.0": Flink2,
+	} {
+		if got, err := LayoutOf(release); err != nil || got != want {
+			t.Errorf("LayoutOf(%s) = %v, %v; want %v", release, got, err, want)
+		}
+	}
+	for _, release := range []string{"1.3", "3.0", "x"} {
+		if got, err := LayoutOf(release); err == nil {
+			t.Errorf("LayoutOf(%s) = %v, want an error", release, got)
+		}
+	}
+}

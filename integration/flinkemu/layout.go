@@ -86,6 +86,21 @@ var releases = map[Layout][2]int{
 	Flink1_4: {104, 104}, Flink1_13: {105, 113}, Flink1_14: {114, 114}, Flink1_17: {115, 117}, Flink1_20: {118, 120}, Flink2: {200, 299},
 }
 
+// LayoutOf is the layout family of a Flink release ("major.minor", a
+// patch level ignored).
+func LayoutOf(release string) (Layout, error) {
+	r, err := parseRelease(release)
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range Layouts() {
+		if span := releases[l]; r >= span[0] && r <= span[1] {
+			return l, nil
+		}
+	}
+	return 0, fmt.Errorf("flinkemu: no layout family for Flink %s", release)
+}
+
 // parseRelease reads "major.minor" (a patch level is ignored) as
 // major*100+minor.
 func parseRelease(s string) (int, error) {

@@ -171,9 +171,9 @@ func TestEmulatorMatchesRealFlink(t *testing.T) {
 	c := zktest.StartCluster(t, 1)
 	for _, real := range fixtures {
 		t.Run(real.meta.Release, func(t *testing.T) {
-			layout, ok := emulatorLayout(majorMinor(real.meta.Release))
-			if !ok {
-				t.Fatalf("no emulator layout for the fixture of Flink %s", real.meta.Release)
+			layout, err := flinkemu.LayoutOf(real.meta.Release)
+			if err != nil {
+				t.Fatalf("the fixture of Flink %s: %v", real.meta.Release, err)
 			}
 			emu, steps := runEmulator(t, c, real, layout)
 
@@ -212,38 +212,6 @@ func TestEmulatorMatchesRealFlink(t *testing.T) {
 				len(rp.nodes), len(rp.files), len(rp.facts), len(diffs), len(diffs)-len(failed))
 		})
 	}
-}
-
-// emulatorLayout is the emulator's layout family of a Flink release
-// (major.minor), the families flinkemu.Layout names.
-func emulatorLayout(release string) (flinkemu.Layout, bool) {
-	var major, minor int
-	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil {
-		return 0, false
-	}
-	switch r := major*100 + minor; {
-	case r == 104:
-		return flinkemu.Flink1_4, true
-	case r >= 105 && r <= 113:
-		return flinkemu.Flink1_13, true
-	case r == 114:
-		return flinkemu.Flink1_14, true
-	case r >= 115 && r <= 117:
-		return flinkemu.Flink1_17, true
-	case r >= 118 && r <= 120:
-		return flinkemu.Flink1_20, true
-	case major == 2:
-		return flinkemu.Flink2, true
-	}
-	return 0, false
-}
-
-func majorMinor(release string) string {
-	el := strings.Split(release, ".")
-	if len(el) < 2 {
-		return release
-	}
-	return el[0] + "." + el[1]
 }
 
 // runEmulator runs one emulated JobManager as the harvest ran Flink (its

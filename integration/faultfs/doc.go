@@ -16,5 +16,8 @@
 // listing, read and write reaches the rules.
 //
 // A hung request waits until Release, Clear or Unmount; the FUSE
-// INTERRUPT a signal sends does not end it, as on a hard NFS mount.
+// INTERRUPT a signal sends does not end it, as on a hard NFS mount,
+// unless its caller is being killed (SIGKILL pending): then it fails with
+// EINTR, as a hard NFS mount's killable waits do, so that a process can
+// always be killed and exit.
 package faultfs

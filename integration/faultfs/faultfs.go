@@ -1,8 +1,11 @@
 package faultfs
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -181,7 +184,7 @@ func (f *server) clear() {
 }
 
 // fault applies the first rule that matches op on rel.
-func (f *server) fault(op Op, rel string) syscall.Errno {
+func (f *server) fault(ctx context.Context, op Op, rel string) syscall.Errno {
 	f.mu.Lock()
 	var r *rule
 	for _, x := range f.rules {
@@ -204,8 +207,61 @@ func (f *server) fault(op Op, rel string) syscall.Errno {
 	}
 	if r.Hang {
 		f.hung.Add(1)
-		<-release
-		f.hung.Add(-1)
+		defer f.hung.Add(-1)
+		if killed := hang(ctx, release); killed {
+			return syscall.EINTR
+		}
 	}
 	return r.Err
+}
+
+// hang waits until release is closed, as a hard NFS mount waits for its
+// server: signals do not end the wait (the FUSE INTERRUPT they send is
+// ignored), but SIGKILL does, as NFS's killable waits end (Linux 2.6.25
+// and later). Without that a process with a request hung here could
+// never exit, which no real NAS client does to it. It says whether the
+// caller was killed.
+func hang(ctx context.Context, release <-chan struct{}) (killed bool) {
+	select {
+	case <-release:
+		return false
+	case <-ctx.Done(): // INTERRUPT: a signal reached the caller
+	}
+	caller, ok := ctx.(*fuse.Context)
+	if !ok {
+		<-release
+		return false
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if dying(caller.Pid) {
+			return true
+		}
+		select {
+		case <-release:
+			return false
+		case <-tick.C:
+		}
+	}
+}
+
+// dying reports whether thread tid has SIGKILL pending (killed, or its
+// process exiting), or is gone.
+func dying(tid uint32) bool {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return true
+	}
+	const sigkill = 1 << (9 - 1)
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		if k != "SigPnd" && k != "ShdPnd" {
+			continue
+		}
+		if mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && mask&sigkill != 0 {
+			return true
+		}
+	}
+	return false
 }

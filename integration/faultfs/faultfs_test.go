@@ -3,6 +3,7 @@ package faultfs
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -91,5 +92,46 @@ func TestHangUntilReleased(t *testing.T) {
 	}
 	if d := time.Since(start); d < 300*time.Millisecond {
 		t.Errorf("a slow stat took %v", d)
+	}
+}
+
+// TestHangSurvivesSignalsNotKill: a process hung on the NAS stays hung
+// through a signal it does not die of (here SIGTERM, ignored), as on a
+// hard NFS mount, and dies of SIGKILL, as NFS's killable waits let it.
+func TestHangSurvivesSignalsNotKill(t *testing.T) {
+	f, mnt := mount(t)
+	f.Add(Rule{Ops: OpReaddir, Path: "a", Hang: true})
+	ls := exec.Command("sh", "-c", `trap "" TERM; exec ls "$0"`, filepath.Join(mnt, "a"))
+	if err := ls.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ls.Wait() }()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.Hung() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if f.Hung() != 1 {
+		t.Fatalf("hung requests: %d, want 1", f.Hung())
+	}
+	// The signal interrupts the request (FUSE's INTERRUPT), which goes on.
+	ls.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		t.Fatalf("a hung request ended on SIGTERM: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	start := time.Now()
+	ls.Process.Kill()
+	select {
+	case <-done:
+		t.Logf("killed in %v", time.Since(start).Round(time.Millisecond))
+	case <-time.After(5 * time.Second):
+		f.Clear()
+		<-done
+		t.Fatal("a process hung on the NAS did not die of SIGKILL within 5s")
+	}
+	if n := f.Hung(); n != 0 {
+		t.Errorf("hung requests after the kill: %d", n)
 	}
 }

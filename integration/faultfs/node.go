@@ -32,7 +32,7 @@ func (n *node) WrapChild(ctx context.Context, ops fs.InodeEmbedder) fs.InodeEmbe
 var _ = (fs.NodeLookuper)((*node)(nil))
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if e := n.fs.fault(OpLookup, n.child(name)); e != 0 {
+	if e := n.fs.fault(ctx, OpLookup, n.child(name)); e != 0 {
 		return nil, e
 	}
 	return n.LoopbackNode.Lookup(ctx, name, out)
@@ -41,7 +41,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 var _ = (fs.NodeGetattrer)((*node)(nil))
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if e := n.fs.fault(OpGetattr, n.rel()); e != 0 {
+	if e := n.fs.fault(ctx, OpGetattr, n.rel()); e != 0 {
 		return e
 	}
 	return n.LoopbackNode.Getattr(ctx, unwrap(f), out)
@@ -50,7 +50,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 var _ = (fs.NodeStatxer)((*node)(nil))
 
 func (n *node) Statx(ctx context.Context, f fs.FileHandle, flags, mask uint32, out *fuse.StatxOut) syscall.Errno {
-	if e := n.fs.fault(OpGetattr, n.rel()); e != 0 {
+	if e := n.fs.fault(ctx, OpGetattr, n.rel()); e != 0 {
 		return e
 	}
 	return n.LoopbackNode.Statx(ctx, unwrap(f), flags, mask, out)
@@ -59,7 +59,7 @@ func (n *node) Statx(ctx context.Context, f fs.FileHandle, flags, mask uint32, o
 var _ = (fs.NodeOpendirHandler)((*node)(nil))
 
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if e := n.fs.fault(OpReaddir, n.rel()); e != 0 {
+	if e := n.fs.fault(ctx, OpReaddir, n.rel()); e != 0 {
 		return nil, 0, e
 	}
 	return n.LoopbackNode.OpendirHandle(ctx, flags)
@@ -68,7 +68,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 var _ = (fs.NodeOpener)((*node)(nil))
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if e := n.fs.fault(OpOpen, n.rel()); e != 0 {
+	if e := n.fs.fault(ctx, OpOpen, n.rel()); e != 0 {
 		return nil, 0, e
 	}
 	fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
@@ -78,7 +78,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 var _ = (fs.NodeCreater)((*node)(nil))
 
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	if e := n.fs.fault(OpCreate, n.child(name)); e != 0 {
+	if e := n.fs.fault(ctx, OpCreate, n.child(name)); e != 0 {
 		return nil, nil, 0, e
 	}
 	ino, fh, fl, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
@@ -88,7 +88,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 var _ = (fs.NodeMkdirer)((*node)(nil))
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if e := n.fs.fault(OpMkdir, n.child(name)); e != 0 {
+	if e := n.fs.fault(ctx, OpMkdir, n.child(name)); e != 0 {
 		return nil, e
 	}
 	return n.LoopbackNode.Mkdir(ctx, name, mode, out)
@@ -97,7 +97,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 var _ = (fs.NodeUnlinker)((*node)(nil))
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	if e := n.fs.fault(OpUnlink, n.child(name)); e != 0 {
+	if e := n.fs.fault(ctx, OpUnlink, n.child(name)); e != 0 {
 		return e
 	}
 	return n.LoopbackNode.Unlink(ctx, name)
@@ -106,7 +106,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 var _ = (fs.NodeRmdirer)((*node)(nil))
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
-	if e := n.fs.fault(OpUnlink, n.child(name)); e != 0 {
+	if e := n.fs.fault(ctx, OpUnlink, n.child(name)); e != 0 {
 		return e
 	}
 	return n.LoopbackNode.Rmdir(ctx, name)
@@ -115,7 +115,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 var _ = (fs.NodeRenamer)((*node)(nil))
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
-	if e := n.fs.fault(OpRename, n.child(name)); e != 0 {
+	if e := n.fs.fault(ctx, OpRename, n.child(name)); e != 0 {
 		return e
 	}
 	if np, ok := newParent.(*node); ok {
@@ -127,7 +127,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 var _ = (fs.NodeSetattrer)((*node)(nil))
 
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if e := n.fs.fault(OpSetattr, n.rel()); e != 0 {
+	if e := n.fs.fault(ctx, OpSetattr, n.rel()); e != 0 {
 		return e
 	}
 	return n.LoopbackNode.Setattr(ctx, unwrap(f), in, out)
@@ -136,7 +136,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 var _ = (fs.NodeStatfser)((*node)(nil))
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	if e := n.fs.fault(OpStatfs, n.rel()); e != 0 {
+	if e := n.fs.fault(ctx, OpStatfs, n.rel()); e != 0 {
 		return e
 	}
 	return n.LoopbackNode.Statfs(ctx, out)
@@ -145,7 +145,7 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 var _ = (fs.NodeGetxattrer)((*node)(nil))
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	if e := n.fs.fault(OpXattr, n.rel()); e != 0 {
+	if e := n.fs.fault(ctx, OpXattr, n.rel()); e != 0 {
 		return 0, e
 	}
 	return n.LoopbackNode.Getxattr(ctx, attr, dest)
@@ -154,7 +154,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 var _ = (fs.NodeSetxattrer)((*node)(nil))
 
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	if e := n.fs.fault(OpXattr, n.rel()); e != 0 {
+	if e := n.fs.fault(ctx, OpXattr, n.rel()); e != 0 {
 		return e
 	}
 	return n.LoopbackNode.Setxattr(ctx, attr, data, flags)
@@ -194,7 +194,7 @@ func (f *file) PassthroughFd() (int, bool) { return -1, false }
 var _ = (fs.FileReader)((*file)(nil))
 
 func (f *file) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	if e := f.fs.fault(OpRead, f.rel()); e != 0 {
+	if e := f.fs.fault(ctx, OpRead, f.rel()); e != 0 {
 		return nil, e
 	}
 	return f.LoopbackFile.Read(ctx, buf, off)
@@ -203,7 +203,7 @@ func (f *file) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult
 var _ = (fs.FileWriter)((*file)(nil))
 
 func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	if e := f.fs.fault(OpWrite, f.rel()); e != 0 {
+	if e := f.fs.fault(ctx, OpWrite, f.rel()); e != 0 {
 		return 0, e
 	}
 	return f.LoopbackFile.Write(ctx, data, off)
@@ -212,7 +212,7 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 var _ = (fs.FileFlusher)((*file)(nil))
 
 func (f *file) Flush(ctx context.Context) syscall.Errno {
-	if e := f.fs.fault(OpFlush, f.rel()); e != 0 {
+	if e := f.fs.fault(ctx, OpFlush, f.rel()); e != 0 {
 		return e
 	}
 	return f.LoopbackFile.Flush(ctx)
@@ -221,7 +221,7 @@ func (f *file) Flush(ctx context.Context) syscall.Errno {
 var _ = (fs.FileFsyncer)((*file)(nil))
 
 func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	if e := f.fs.fault(OpFsync, f.rel()); e != 0 {
+	if e := f.fs.fault(ctx, OpFsync, f.rel()); e != 0 {
 		return e
 	}
 	return f.LoopbackFile.Fsync(ctx, flags)
@@ -230,7 +230,7 @@ func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 var _ = (fs.FileGetattrer)((*file)(nil))
 
 func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
-	if e := f.fs.fault(OpGetattr, f.rel()); e != 0 {
+	if e := f.fs.fault(ctx, OpGetattr, f.rel()); e != 0 {
 		return e
 	}
 	return f.LoopbackFile.Getattr(ctx, out)
@@ -239,7 +239,7 @@ func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
 var _ = (fs.FileSetattrer)((*file)(nil))
 
 func (f *file) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if e := f.fs.fault(OpSetattr, f.rel()); e != 0 {
+	if e := f.fs.fault(ctx, OpSetattr, f.rel()); e != 0 {
 		return e
 	}
 	return f.LoopbackFile.Setattr(ctx, in, out)
@@ -248,7 +248,7 @@ func (f *file) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOu
 var _ = (fs.FileWritever)((*file)(nil))
 
 func (f *file) Writev(ctx context.Context, data [][]byte, off int64) (uint32, syscall.Errno) {
-	if e := f.fs.fault(OpWrite, f.rel()); e != 0 {
+	if e := f.fs.fault(ctx, OpWrite, f.rel()); e != 0 {
 		return 0, e
 	}
 	return f.LoopbackFile.Writev(ctx, data, off)

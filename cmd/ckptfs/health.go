@@ -33,10 +33,12 @@ func newHealthCmd(checks settingsChecks) *cobra.Command {
 		timeout    time.Duration
 		maxLag     int64
 		maxLagTime time.Duration
+		writable   bool
+		wait       time.Duration
 		tlsFiles   [3]string // CA, client certificate, client key
 	)
 	cmd := &cobra.Command{
-		Use:   "health [--mountpoint P] [--metrics-url URL] [--timeout D] [--max-lag N] [--max-lag-time D]",
+		Use:   "health [--mountpoint P] [--metrics-url URL] [--timeout D] [--max-lag N] [--max-lag-time D] [--writable] [--retry-for D]",
 		Short: "Check that a mount daemon serves, holds its ZooKeeper session and keeps up",
 		Long: `Health checks one ckptfs mount daemon and prints one line per failed check:
 
@@ -49,7 +51,13 @@ func newHealthCmd(checks settingsChecks) *cobra.Command {
     certificate when it asks for one): the daemon answers /healthz, its
     verification passes keep finishing, its ZooKeeper session is up (with
     --zk; how long it has been down otherwise), and the lag behind Flink's
-    newest pointer is at most --max-lag checkpoints and --max-lag-time.
+    newest pointer is at most --max-lag checkpoints and --max-lag-time;
+  - with --writable (needs --metrics-url): the mount serves read-write
+    (mode primary), as it does on the active site once its daemon holds
+    the lease. ckptfs-takeover.service runs it after the takeover, so
+    that Flink never starts on a mount that still refuses its writes.
+
+--retry-for D repeats the checks until they pass, for at most D.
 
 Lines starting "note:" say what is over, such as the last ZooKeeper
 outage: how long it lasted and when it ended.
@@ -74,50 +82,36 @@ Exit status:
 			if cmd.Flags().Changed("max-lag-time") {
 				th.MaxLagSeconds = maxLagTime.Seconds()
 			}
-			var problems, passed, notes []string
-			if metricsURL != "" {
-				client, err := healthClient(tlsFiles)
-				if err != nil {
-					return fail("%v", err)
-				}
-				h, err := fetchHealth(cmd.Context(), client, metricsURL, th, timeout)
-				switch {
-				case err != nil:
-					problems = append(problems, "daemon: "+err.Error())
-				default:
-					problems = append(problems, h.Problems...)
-					notes = h.Notes
-					if len(h.Problems) == 0 {
-						passed = append(passed, "daemon healthy")
-					}
-					if mountPoint == "" {
-						mountPoint = h.MountPoint
+			deadline := time.Now().Add(wait)
+			for {
+				problems, passed, notes := checkHealth(cmd.Context(), mountPoint, metricsURL, tlsFiles, th, timeout, writable)
+				if len(problems) > 0 && time.Now().Before(deadline) {
+					select {
+					case <-cmd.Context().Done():
+					case <-time.After(healthRetry):
+						continue
 					}
 				}
-			}
-			if mountPoint != "" {
-				if err := fusefs.Probe(mountPoint, timeout); err != nil {
-					problems = append(problems, err.Error())
-				} else {
-					passed = append(passed, "mount "+mountPoint+" answers")
+				w := cmd.OutOrStdout()
+				for _, p := range problems {
+					fmt.Fprintln(w, p)
 				}
+				if len(problems) == 0 {
+					fmt.Fprintln(w, "ok:", strings.Join(passed, "; "))
+				}
+				for _, n := range notes {
+					fmt.Fprintln(w, "note:", n)
+				}
+				if len(problems) > 0 {
+					return exitWith(exitUnhealthy)
+				}
+				return nil
 			}
-			w := cmd.OutOrStdout()
-			for _, p := range problems {
-				fmt.Fprintln(w, p)
-			}
-			if len(problems) == 0 {
-				fmt.Fprintln(w, "ok:", strings.Join(passed, "; "))
-			}
-			for _, n := range notes {
-				fmt.Fprintln(w, "note:", n)
-			}
-			if len(problems) > 0 {
-				return exitWith(exitUnhealthy)
-			}
-			return nil
 		},
 	}
+	// Not settings: a configuration file's keys are never these.
+	cmd.Flags().BoolVar(&writable, "writable", false, "also require the mount to serve read-write (mode primary; needs --metrics-url)")
+	cmd.Flags().DurationVar(&wait, "retry-for", 0, "repeat the checks until they pass, for at most `TIME`")
 	addSettings(cmd, func(f *pflag.FlagSet) {
 		f.StringVar(&mountPoint, "mountpoint", "", "the mount `PATH` to stat (default: the one the daemon reports)")
 		f.StringVar(&metricsURL, "metrics-url", "", "the daemon's metrics endpoint, `URL` http://HOST:PORT (https:// with TLS) of its --metrics-addr")
@@ -149,6 +143,11 @@ Exit status:
 			}
 		} else if lag {
 			errs = append(errs, missingSetting("metrics-url", "max-lag and max-lag-time need metrics-url: the daemon knows the lag"))
+		} else if writable {
+			errs = append(errs, missingSetting("metrics-url", "--writable needs metrics-url: the daemon knows its mode"))
+		}
+		if wait < 0 {
+			errs = append(errs, fmt.Errorf("--retry-for %v must not be negative", wait))
 		}
 		if _, err := healthClient(tlsFiles); err != nil {
 			errs = append(errs, badSetting("metrics-tls-ca", "metrics-tls-ca, metrics-tls-client-cert, metrics-tls-client-key: %w", err))
@@ -156,6 +155,51 @@ Exit status:
 		return errors.Join(errs...)
 	}
 	return cmd
+}
+
+// healthRetry is how often health --retry-for checks again.
+const healthRetry = 250 * time.Millisecond
+
+// checkHealth runs health's checks once: the problems found, the checks
+// passed and the daemon's notes.
+func checkHealth(ctx context.Context, mountPoint, metricsURL string, tlsFiles [3]string, th metrics.Thresholds, timeout time.Duration, writable bool) (problems, passed, notes []string) {
+	if metricsURL != "" {
+		h, err := func() (*metrics.Health, error) {
+			client, err := healthClient(tlsFiles)
+			if err != nil {
+				return nil, err
+			}
+			return fetchHealth(ctx, client, metricsURL, th, timeout)
+		}()
+		switch {
+		case err != nil:
+			problems = append(problems, "daemon: "+err.Error())
+		default:
+			problems = append(problems, h.Problems...)
+			notes = h.Notes
+			if len(h.Problems) == 0 {
+				passed = append(passed, "daemon healthy")
+			}
+			if mountPoint == "" {
+				mountPoint = h.MountPoint
+			}
+			if writable {
+				if h.Mode != fusefs.ModePrimary.String() {
+					problems = append(problems, fmt.Sprintf("mount %s is %s, not read-write (primary)", h.MountPoint, h.Mode))
+				} else {
+					passed = append(passed, "mount "+h.MountPoint+" writes")
+				}
+			}
+		}
+	}
+	if mountPoint != "" {
+		if err := fusefs.Probe(mountPoint, timeout); err != nil {
+			problems = append(problems, err.Error())
+		} else {
+			passed = append(passed, "mount "+mountPoint+" answers")
+		}
+	}
+	return problems, passed, notes
 }
 
 // healthClient is the HTTP client of health: the default, or one that

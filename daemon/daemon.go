@@ -178,7 +178,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	if !waitAtMost(unmounted, stopGrace) {
-		log.Error("requests still wait on the backing file system; stopping without them", "waited", stopGrace)
+		// Files held open after the detach, or requests waiting on a hung
+		// NAS: the kernel ends the connection when this process exits.
+		log.Warn("the mount's connection still serves (files held open after the detach, or requests waiting on the backing file system); stopping without them: they fail with ENOTCONN", "waited", stopGrace)
 	}
 	// What is left to seal now has a caller waiting for it.
 	(<-sealing).Restore()
@@ -253,7 +255,7 @@ func unmount(srv *fusefs.Server, mountPoint string, log *slog.Logger) error {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	log.Error("clean unmount failed; detaching", "err", err)
+	log.Warn("clean unmount failed (files open on the mount); detaching it", "err", err)
 	if derr := syscall.Unmount(mountPoint, syscall.MNT_DETACH); derr != nil {
 		return fmt.Errorf("%w: unmount %s: %v; detach: %v", ErrForcedUnmount, mountPoint, err, derr)
 	}

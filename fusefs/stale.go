@@ -30,7 +30,7 @@ const fusectlDir = "/sys/fs/fuse/connections"
 // ckptfs mount whose daemon is alive but does not answer (stopped,
 // deadlocked) within probeTimeout has its connection aborted first,
 // which turns it into a dead one. A FUSE mount that answers is left
-// alone.
+// alone. A missing mount point is created.
 func recoverMountPoint(dir string, probeTimeout time.Duration, log *slog.Logger) error {
 	err := probeMount(dir, probeTimeout)
 	if errors.Is(err, errNoAnswer) {
@@ -48,7 +48,15 @@ func recoverMountPoint(dir string, probeTimeout time.Duration, log *slog.Logger)
 		}
 	}
 	var st syscall.Stat_t
-	if err := syscall.Stat(dir, &st); err != nil {
+	err = syscall.Stat(dir, &st)
+	if errors.Is(err, syscall.ENOENT) {
+		// As systemd and mount(8) helpers do for a mount's Where=.
+		if err = os.MkdirAll(dir, 0o755); err == nil {
+			log.Info("created the mount point", "dir", dir)
+			err = syscall.Stat(dir, &st)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("mount point: %w", &os.PathError{Op: "stat", Path: dir, Err: err})
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {

@@ -283,6 +283,11 @@ func serveMount(cmd *cobra.Command, cfg *mountConfig) error {
 		return nil
 	case errors.Is(err, daemon.ErrConfig):
 		return fail("%v", daemonSettingErrors(err))
+	case ctx.Err() != nil && (errors.Is(err, daemon.ErrForcedUnmount) || errors.Is(err, fusefs.ErrRequestsStuck)):
+		// Asked to stop, and stopped: the mount is gone from this
+		// machine; Run logged what it had to force.
+		log.Warn("stopped, but not cleanly", "err", err)
+		return nil
 	default:
 		return &exitError{code: 1, err: err}
 	}
@@ -320,9 +325,11 @@ Signals: SIGTERM and SIGINT unmount and exit; SIGHUP reopens log-file
 closed log reader (SIGPIPE) does not stop the mount.
 
 Exit status:
-  0  clean unmount after SIGTERM or SIGINT
-  1  the unmount had to be forced, the mount failed (BACKING is not a
-     directory, FUSE refused), or it was unmounted from outside
+  0  unmounted after SIGTERM or SIGINT: cleanly, or, with files still
+     open or requests waiting on a hung BACKING, by detaching the mount
+     (what is still open then fails with ENOTCONN; the log says so)
+  1  the mount failed (BACKING is not a directory, FUSE refused), or it
+     was unmounted from outside
   3  usage or settings error (BACKING and MOUNTPOINT overlap, a bad
      ZooKeeper connect string, metrics-addr cannot be listened on, ...):
      nothing was mounted`,

@@ -1,4 +1,4 @@
-package metrics
+package deploy
 
 import (
 	"encoding/json"
@@ -11,10 +11,9 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
-)
 
-// deployDir is deploy/ at the top of the repository.
-const deployDir = "../../deploy"
+	"github.com/ckptfs/ckptfs/internal/metrics"
+)
 
 // seriesRef matches a ckptfs metric name in PromQL, with its label
 // matchers if any.
@@ -24,7 +23,8 @@ var seriesRef = regexp.MustCompile(`\b(ckptfs_[a-zA-Z0-9_]+)\b(\{[^}]*\})?`)
 var matcherLabel = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)`)
 
 // checkExpr checks that every ckptfs metric an expression names is one
-// this package exports, and that its label matchers name its labels.
+// ckptfs exports (metrics.Families), and that its label matchers name its
+// labels.
 func checkExpr(t *testing.T, where, expr string) int {
 	t.Helper()
 	refs := seriesRef.FindAllStringSubmatch(expr, -1)
@@ -35,7 +35,7 @@ func checkExpr(t *testing.T, where, expr string) int {
 			t.Errorf("%s: %s is not a metric ckptfs exports: %s", where, name, expr)
 			continue
 		}
-		allowed := append(append([]string{labelSite}, fam.Labels...), suffixLabels...)
+		allowed := append(append([]string{"site"}, fam.Labels...), suffixLabels...)
 		for _, lm := range matcherLabel.FindAllStringSubmatch(matchers, -1) {
 			if !slices.Contains(allowed, lm[1]) {
 				t.Errorf("%s: %s has no label %q (it has %v): %s", where, name, lm[1], allowed, expr)
@@ -47,9 +47,9 @@ func checkExpr(t *testing.T, where, expr string) int {
 
 // familyOf finds the family of a series name; a histogram's series carry
 // a suffix (and le on buckets).
-func familyOf(name string) (*Family, []string) {
-	for i := range Families {
-		f := &Families[i]
+func familyOf(name string) (*metrics.Family, []string) {
+	for i := range metrics.Families {
+		f := &metrics.Families[i]
 		if f.Name == name {
 			return f, nil
 		}
@@ -79,7 +79,7 @@ func TestAlertRulesPromtool(t *testing.T) {
 		}
 		t.Skipf("promtool not found (set CKPTFS_REQUIRE_SYSTEMD=1 to fail instead): %v", err)
 	}
-	dir := filepath.Join(deployDir, "prometheus")
+	dir := "prometheus"
 	for _, args := range [][]string{
 		{"check", "rules", "ckptfs-alerts.yml"},
 		{"test", "rules", "ckptfs-alerts_test.yml"},
@@ -96,7 +96,7 @@ func TestAlertRulesPromtool(t *testing.T) {
 // checks every metric they use; a renamed metric breaks this test, not a
 // production alert.
 func TestAlertRulesUseExportedMetrics(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(deployDir, "prometheus", "ckptfs-alerts.yml"))
+	data, err := os.ReadFile(filepath.Join("prometheus", "ckptfs-alerts.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestAlertRulesUseExportedMetrics(t *testing.T) {
 // TestDashboardUsesExportedMetrics parses the Grafana dashboard and
 // checks every metric its queries and variables use.
 func TestDashboardUsesExportedMetrics(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(deployDir, "grafana", "ckptfs-dashboard.json"))
+	data, err := os.ReadFile(filepath.Join("grafana", "ckptfs-dashboard.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,9 +192,10 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 		checkExpr(t, "variable "+v.Name, v.Definition)
 	}
 	// The panels the dashboard exists for.
-	for _, want := range []string{LagCheckpoints, LagSeconds, FlinkPointer, SiteNewestComplete, IncompleteCheckpoints,
-		HiddenCheckpointAccesses, FUSERequestDuration, ZooKeeperSessionState, TakeoverActions, ReconcileActions,
-		ZooKeeperSessionLosses, ZooKeeperLastOutage, ActiveSiteLastRead, ZooKeeperStateSince} {
+	for _, want := range []string{metrics.LagCheckpoints, metrics.LagSeconds, metrics.FlinkPointer, metrics.SiteNewestComplete,
+		metrics.IncompleteCheckpoints, metrics.HiddenCheckpointAccesses, metrics.FUSERequestDuration, metrics.ZooKeeperSessionState,
+		metrics.TakeoverActions, metrics.ReconcileActions, metrics.ZooKeeperSessionLosses, metrics.ZooKeeperLastOutage,
+		metrics.ActiveSiteLastRead, metrics.ZooKeeperStateSince} {
 		if !used[want] {
 			t.Errorf("no panel shows %s", want)
 		}
@@ -204,12 +205,12 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 // TestMetricsReferenceIsComplete: docs/metrics.md documents every
 // family, and names none that does not exist.
 func TestMetricsReferenceIsComplete(t *testing.T) {
-	data, err := os.ReadFile("../../docs/metrics.md")
+	data, err := os.ReadFile("../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(data)
-	for _, f := range Families {
+	for _, f := range metrics.Families {
 		if !strings.Contains(doc, "| `"+f.Name+"` | "+f.Type+" |") {
 			t.Errorf("docs/metrics.md has no table row for %s (%s)", f.Name, f.Type)
 		}

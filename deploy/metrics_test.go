@@ -2,12 +2,14 @@ package deploy
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -19,30 +21,87 @@ import (
 // matchers if any.
 var seriesRef = regexp.MustCompile(`\b(ckptfs_[a-zA-Z0-9_]+)\b(\{[^}]*\})?`)
 
+// upRef matches Prometheus's own series up (whether a target answered
+// its scrape), with its label matchers if any.
+var upRef = regexp.MustCompile(`(?:^|[^"\w])(up)\b(\s*\{[^}]*\})?`)
+
 // matcherLabel matches the label names of matchers inside {...}.
 var matcherLabel = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)`)
 
+// jobMatcher matches a matcher of the job label inside {...}.
+var jobMatcher = regexp.MustCompile(`\bjob\s*(=~|=)\s*"([^"]*)"`)
+
+// targetLabels are the labels Prometheus adds to every scraped series.
+var targetLabels = []string{"job", "instance"}
+
+// scrapeJob is the job_name of the scrape configuration docs/deploy.md
+// gives.
+var scrapeJob = sync.OnceValues(func() (string, error) {
+	data, err := os.ReadFile("../docs/deploy.md")
+	if err != nil {
+		return "", err
+	}
+	m := regexp.MustCompile(`(?m)^\s*- job_name:\s*(\S+)\s*$`).FindSubmatch(data)
+	if m == nil {
+		return "", errors.New("docs/deploy.md: no scrape configuration with a job_name")
+	}
+	return string(m[1]), nil
+})
+
 // checkExpr checks that every ckptfs metric an expression names is one
-// ckptfs exports (metrics.Families), and that its label matchers name its
-// labels.
-func checkExpr(t *testing.T, where, expr string) int {
+// ckptfs exports (metrics.Families), that its label matchers name its
+// labels, and that a matcher of the job label matches deploy.md's scrape
+// job. It returns the metrics the expression uses: ckptfs families, and
+// up.
+func checkExpr(t *testing.T, where, expr string) []string {
 	t.Helper()
-	refs := seriesRef.FindAllStringSubmatch(expr, -1)
-	for _, m := range refs {
+	var used []string
+	for _, m := range seriesRef.FindAllStringSubmatch(expr, -1) {
 		name, matchers := m[1], m[2]
 		fam, suffixLabels := familyOf(name)
 		if fam == nil {
 			t.Errorf("%s: %s is not a metric ckptfs exports: %s", where, name, expr)
 			continue
 		}
-		allowed := append(append([]string{"site"}, fam.Labels...), suffixLabels...)
+		used = append(used, fam.Name)
+		allowed := slices.Concat([]string{"site"}, targetLabels, fam.Labels, suffixLabels)
 		for _, lm := range matcherLabel.FindAllStringSubmatch(matchers, -1) {
 			if !slices.Contains(allowed, lm[1]) {
 				t.Errorf("%s: %s has no label %q (it has %v): %s", where, name, lm[1], allowed, expr)
 			}
 		}
+		checkJobMatcher(t, where, matchers)
 	}
-	return len(refs)
+	for _, m := range upRef.FindAllStringSubmatch(expr, -1) {
+		used = append(used, m[1])
+		for _, lm := range matcherLabel.FindAllStringSubmatch(m[2], -1) {
+			if !slices.Contains(targetLabels, lm[1]) {
+				t.Errorf("%s: up has no label %q (it has %v): %s", where, lm[1], targetLabels, expr)
+			}
+		}
+		checkJobMatcher(t, where, m[2])
+	}
+	return used
+}
+
+// checkJobMatcher checks that the job matchers among matchers select the
+// scrape job docs/deploy.md configures.
+func checkJobMatcher(t *testing.T, where, matchers string) {
+	t.Helper()
+	for _, jm := range jobMatcher.FindAllStringSubmatch(matchers, -1) {
+		job, err := scrapeJob()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := jm[2] == job
+		if jm[1] == "=~" {
+			re, err := regexp.Compile("^(?:" + jm[2] + ")$") // PromQL anchors its regular expressions
+			ok = err == nil && re.MatchString(job)
+		}
+		if !ok {
+			t.Errorf("%s: job%s%q does not select docs/deploy.md's scrape job %q", where, jm[1], jm[2], job)
+		}
+	}
 }
 
 // familyOf finds the family of a series name; a histogram's series carry
@@ -128,15 +187,15 @@ func TestAlertRulesUseExportedMetrics(t *testing.T) {
 			if r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
 				t.Errorf("%s: needs a severity, a summary and a description", r.Alert)
 			}
-			if n := checkExpr(t, r.Alert, r.Expr); n == 0 {
+			if used := checkExpr(t, r.Alert, r.Expr); len(used) == 0 {
 				t.Errorf("%s: uses no ckptfs metric: %s", r.Alert, r.Expr)
 			} else {
-				refs += n
+				refs += len(used)
 			}
 		}
 	}
 	// What the rules must cover.
-	for _, want := range []string{"CkptfsLagHigh", "CkptfsNoCompleteCheckpoint", "CkptfsZooKeeperSessionDown", "CkptfsHiddenCheckpointAccess", "CkptfsTakeoverRefused", "CkptfsBackingHung"} {
+	for _, want := range []string{"CkptfsLagHigh", "CkptfsNoCompleteCheckpoint", "CkptfsZooKeeperSessionDown", "CkptfsHiddenCheckpointAccess", "CkptfsTakeoverRefused", "CkptfsBackingHung", "CkptfsDaemonDown"} {
 		if !alerts[want] {
 			t.Errorf("no alert %s", want)
 		}
@@ -178,13 +237,12 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 			t.Errorf("panel %q has no query", p.Title)
 		}
 		for _, q := range p.Targets {
-			if checkExpr(t, "panel "+p.Title, q.Expr) == 0 {
+			names := checkExpr(t, "panel "+p.Title, q.Expr)
+			if len(names) == 0 {
 				t.Errorf("panel %q: query uses no ckptfs metric: %s", p.Title, q.Expr)
 			}
-			for _, m := range seriesRef.FindAllStringSubmatch(q.Expr, -1) {
-				if f, _ := familyOf(m[1]); f != nil {
-					used[f.Name] = true
-				}
+			for _, n := range names {
+				used[n] = true
 			}
 		}
 	}

@@ -151,10 +151,18 @@ func TestAlertRulesPromtool(t *testing.T) {
 	}
 }
 
-// TestAlertRulesUseExportedMetrics parses the example alert rules and
-// checks every metric they use; a renamed metric breaks this test, not a
-// production alert.
-func TestAlertRulesUseExportedMetrics(t *testing.T) {
+// rule is one alerting rule of ckptfs-alerts.yml.
+type rule struct {
+	Alert       string
+	Expr        string
+	For         string
+	Labels      map[string]string
+	Annotations map[string]string
+}
+
+// readRules parses the example alert rules, refusing unknown keys.
+func readRules(t *testing.T) []rule {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join("prometheus", "ckptfs-alerts.yml"))
 	if err != nil {
 		t.Fatal(err)
@@ -162,13 +170,7 @@ func TestAlertRulesUseExportedMetrics(t *testing.T) {
 	var file struct {
 		Groups []struct {
 			Name  string
-			Rules []struct {
-				Alert       string
-				Expr        string
-				For         string
-				Labels      map[string]string
-				Annotations map[string]string
-			}
+			Rules []rule
 		}
 	}
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
@@ -176,22 +178,91 @@ func TestAlertRulesUseExportedMetrics(t *testing.T) {
 	if err := dec.Decode(&file); err != nil {
 		t.Fatalf("alert rules: %v", err)
 	}
-	alerts := map[string]bool{}
-	refs := 0
+	var rules []rule
 	for _, g := range file.Groups {
-		for _, r := range g.Rules {
-			if r.Alert == "" || alerts[r.Alert] {
-				t.Errorf("group %s: rule without a name or a name twice: %q", g.Name, r.Alert)
+		rules = append(rules, g.Rules...)
+	}
+	return rules
+}
+
+// dashboard is what the tests read of the Grafana dashboard.
+type dashboard struct {
+	UID    string `json:"uid"`
+	Panels []struct {
+		Title   string `json:"title"`
+		Type    string `json:"type"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+	Templating struct {
+		List []struct {
+			Name       string `json:"name"`
+			Definition string `json:"definition"`
+		} `json:"list"`
+	} `json:"templating"`
+}
+
+func readDashboard(t *testing.T) dashboard {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("grafana", "ckptfs-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash dashboard
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("dashboard: %v", err)
+	}
+	return dash
+}
+
+// panelMetrics checks every query of the dashboard's panels and returns
+// the metrics each panel shows, by panel title.
+func panelMetrics(t *testing.T, dash dashboard) map[string][]string {
+	t.Helper()
+	shown := map[string][]string{}
+	for _, p := range dash.Panels {
+		if p.Type == "row" {
+			continue
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, q := range p.Targets {
+			names := checkExpr(t, "panel "+p.Title, q.Expr)
+			if len(names) == 0 {
+				t.Errorf("panel %q: query uses no ckptfs metric: %s", p.Title, q.Expr)
 			}
-			alerts[r.Alert] = true
-			if r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
-				t.Errorf("%s: needs a severity, a summary and a description", r.Alert)
-			}
-			if used := checkExpr(t, r.Alert, r.Expr); len(used) == 0 {
-				t.Errorf("%s: uses no ckptfs metric: %s", r.Alert, r.Expr)
-			} else {
-				refs += len(used)
-			}
+			shown[p.Title] = append(shown[p.Title], names...)
+		}
+	}
+	return shown
+}
+
+func readMetricsDoc(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// TestAlertRulesUseExportedMetrics parses the example alert rules and
+// checks every metric they use; a renamed metric breaks this test, not a
+// production alert.
+func TestAlertRulesUseExportedMetrics(t *testing.T) {
+	alerts := map[string]bool{}
+	for _, r := range readRules(t) {
+		if r.Alert == "" || alerts[r.Alert] {
+			t.Errorf("rule without a name or a name twice: %q", r.Alert)
+		}
+		alerts[r.Alert] = true
+		if r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
+			t.Errorf("%s: needs a severity, a summary and a description", r.Alert)
+		}
+		if used := checkExpr(t, r.Alert, r.Expr); len(used) == 0 {
+			t.Errorf("%s: uses no ckptfs metric: %s", r.Alert, r.Expr)
 		}
 	}
 	// What the rules must cover.
@@ -205,45 +276,11 @@ func TestAlertRulesUseExportedMetrics(t *testing.T) {
 // TestDashboardUsesExportedMetrics parses the Grafana dashboard and
 // checks every metric its queries and variables use.
 func TestDashboardUsesExportedMetrics(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("grafana", "ckptfs-dashboard.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dash struct {
-		UID    string `json:"uid"`
-		Panels []struct {
-			Title   string `json:"title"`
-			Type    string `json:"type"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-		Templating struct {
-			List []struct {
-				Name       string `json:"name"`
-				Definition string `json:"definition"`
-			} `json:"list"`
-		} `json:"templating"`
-	}
-	if err := json.Unmarshal(data, &dash); err != nil {
-		t.Fatalf("dashboard: %v", err)
-	}
+	dash := readDashboard(t)
 	used := map[string]bool{}
-	for _, p := range dash.Panels {
-		if p.Type == "row" {
-			continue
-		}
-		if len(p.Targets) == 0 {
-			t.Errorf("panel %q has no query", p.Title)
-		}
-		for _, q := range p.Targets {
-			names := checkExpr(t, "panel "+p.Title, q.Expr)
-			if len(names) == 0 {
-				t.Errorf("panel %q: query uses no ckptfs metric: %s", p.Title, q.Expr)
-			}
-			for _, n := range names {
-				used[n] = true
-			}
+	for _, names := range panelMetrics(t, dash) {
+		for _, n := range names {
+			used[n] = true
 		}
 	}
 	for _, v := range dash.Templating.List {
@@ -260,17 +297,75 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 	}
 }
 
-// TestMetricsReferenceIsComplete: docs/metrics.md documents every
-// family, and names none that does not exist.
-func TestMetricsReferenceIsComplete(t *testing.T) {
-	data, err := os.ReadFile("../docs/metrics.md")
-	if err != nil {
-		t.Fatal(err)
+// TestAlertMetricsHavePanels: every metric an alert reads is shown by a
+// panel of the dashboard, so whoever gets the alert can see its history.
+func TestAlertMetricsHavePanels(t *testing.T) {
+	shown := map[string]bool{}
+	for _, names := range panelMetrics(t, readDashboard(t)) {
+		for _, n := range names {
+			shown[n] = true
+		}
 	}
-	doc := string(data)
+	for _, r := range readRules(t) {
+		for _, n := range checkExpr(t, r.Alert, r.Expr) {
+			if !shown[n] {
+				t.Errorf("%s reads %s, which no panel of the dashboard shows", r.Alert, n)
+			}
+		}
+	}
+}
+
+// docAlertRow matches a row of the alert table of docs/metrics.md.
+var docAlertRow = regexp.MustCompile("(?m)^\\| `(Ckptfs[A-Za-z]+)` \\|")
+
+// TestAlertsDocumented: the alert table of docs/metrics.md lists every
+// alert of the rules, and no other.
+func TestAlertsDocumented(t *testing.T) {
+	var documented []string
+	for _, m := range docAlertRow.FindAllStringSubmatch(readMetricsDoc(t), -1) {
+		documented = append(documented, m[1])
+	}
+	var rules []string
+	for _, r := range readRules(t) {
+		rules = append(rules, r.Alert)
+		if !slices.Contains(documented, r.Alert) {
+			t.Errorf("docs/metrics.md's alert table has no row for %s", r.Alert)
+		}
+	}
+	for _, a := range documented {
+		if !slices.Contains(rules, a) {
+			t.Errorf("docs/metrics.md's alert table lists %s, which ckptfs-alerts.yml does not have", a)
+		}
+	}
+	if len(documented) != len(slices.Compact(slices.Sorted(slices.Values(documented)))) {
+		t.Errorf("docs/metrics.md's alert table lists an alert twice: %v", documented)
+	}
+}
+
+// TestMetricsReferenceIsComplete: docs/metrics.md has a row for every
+// family ckptfs exports, naming its labels and every value a counter's
+// label is exported with from the start, and names no metric that does
+// not exist.
+func TestMetricsReferenceIsComplete(t *testing.T) {
+	doc := readMetricsDoc(t)
 	for _, f := range metrics.Families {
-		if !strings.Contains(doc, "| `"+f.Name+"` | "+f.Type+" |") {
-			t.Errorf("docs/metrics.md has no table row for %s (%s)", f.Name, f.Type)
+		row := docRow(doc, f.Name)
+		if row == nil {
+			t.Errorf("docs/metrics.md has no table row for %s", f.Name)
+			continue
+		}
+		if row[1] != f.Type {
+			t.Errorf("docs/metrics.md: %s is a %s, not a %s", f.Name, f.Type, row[1])
+		}
+		for _, l := range f.Labels {
+			if !strings.Contains(row[2], "`"+l+"`") {
+				t.Errorf("docs/metrics.md: the row of %s does not name its label %s", f.Name, l)
+			}
+		}
+		for _, v := range f.Values {
+			if !strings.Contains(row[2]+row[3], "`"+v+"`") {
+				t.Errorf("docs/metrics.md: the row of %s does not name the value %s of %s", f.Name, v, f.Labels[0])
+			}
 		}
 	}
 	for _, m := range seriesRef.FindAllStringSubmatch(doc, -1) {
@@ -278,4 +373,23 @@ func TestMetricsReferenceIsComplete(t *testing.T) {
 			t.Errorf("docs/metrics.md names %s, which ckptfs does not export", m[1])
 		}
 	}
+}
+
+// docRow returns the cells of name's row in a metric table of doc: the
+// name, the type, the labels, the meaning (nil: no row).
+func docRow(doc, name string) []string {
+	for _, line := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(line, "| `"+name+"` |") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if len(cells) < 4 {
+			return nil
+		}
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		return []string{cells[0], cells[1], cells[2], strings.Join(cells[3:], "|")}
+	}
+	return nil
 }

@@ -1,7 +1,10 @@
 // Package deploy holds what an operator installs besides the binary: the
-// systemd units in systemd/ and the example configuration ckptfs.yaml.
-// It has no code; its test installs them with `make install` into a
-// staging root and checks them.
+// systemd units in systemd/, the example configuration ckptfs.yaml, the
+// Prometheus alert rules in prometheus/ and the Grafana dashboard in
+// grafana/. It has no code; its tests install the units with `make
+// install` into a staging root and check them, and hold the rules, the
+// dashboard and docs/metrics.md to the metrics ckptfs exports
+// (metrics.Families).
 //
 // # Why a test for text files
 //

@@ -84,8 +84,12 @@ func (fsys *fileSystem) openDir(rel string, flags int) (int, error) {
 func (fsys *fileSystem) refused(rel string, err error) {
 	switch err {
 	case unix.ELOOP, unix.ENOTDIR, unix.EXDEV:
-		if fsys.refusedLog.allow(rel, fsys.now()) {
-			fsys.log.Warn("the backing holds a symbolic link or a file where a directory was expected: not followed", "dir", rel, "err", err)
+		if ok, suppressed := fsys.refusedLog.allow(rel, fsys.now()); ok {
+			attrs := []any{"dir", rel, "err", err}
+			if suppressed > 0 {
+				attrs = append(attrs, "suppressed", suppressed)
+			}
+			fsys.log.Warn("the backing holds a symbolic link or a file where a directory was expected: not followed", attrs...)
 		}
 	}
 }
@@ -252,6 +256,17 @@ func (n *node) lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		return nil, n.fsys.errnoFor(err)
 	}
 	return n.child(ctx, e, out), 0
+}
+
+// lstatChild looks name up in n's directory on the backing file system.
+func (n *node) lstatChild(name string) error {
+	d, errno := n.dirFd()
+	if errno != 0 {
+		return errno
+	}
+	defer unix.Close(d)
+	_, err := lstatAt(d, name, 0)
+	return err
 }
 
 func (n *node) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {

@@ -123,7 +123,8 @@ func (c *counters) opened(passthrough, write bool) {
 type Stats struct {
 	// IncompleteLookups counts lookups of chk-N directories refused
 	// because the checkpoint is not complete on this site: Flink asked for
-	// a checkpoint too early.
+	// a checkpoint too early. A chk-N with nothing by that name on the
+	// backing file system is not counted (manifest.RefusedAbsent).
 	IncompleteLookups uint64
 	// HiddenLookups counts other lookups refused by the Visibility policy
 	// or of the reserved .ckptfs directory.
@@ -365,8 +366,10 @@ func (fsys *fileSystem) refuseReadOnly() syscall.Errno {
 }
 
 // visible decides whether name in dir (relative to the mount root) is
-// shown. It never touches the backing file system.
-func (fsys *fileSystem) visible(dir, name string) syscall.Errno {
+// shown. It touches the backing file system only through lstat, for a
+// chk-N it hides as incomplete (manifest.ClassifyRefusal: is it there at
+// all?).
+func (fsys *fileSystem) visible(dir, name string, lstat func() error) syscall.Errno {
 	if manifest.IsStateDir(dir, name) {
 		fsys.stats.hiddenLookups.Add(1)
 		return syscall.ENOENT
@@ -378,14 +381,22 @@ func (fsys *fileSystem) visible(dir, name string) syscall.Errno {
 	if err == nil {
 		return 0
 	}
-	if id, ok := manifest.CheckpointIDFromDirName(name); ok && errors.Is(err, manifest.ErrIncomplete) {
+	switch manifest.ClassifyRefusal(name, err, lstat) {
+	case manifest.RefusedCheckpoint:
 		fsys.stats.incompleteLookups.Add(1)
 		fsys.incompleteByDir.add(dir)
 		rel := joinRel(dir, name)
-		if fsys.incompleteLog.allow(rel, fsys.now()) {
-			fsys.log.Warn("Flink asked for incomplete chk-N", "job", path.Base(dir), "checkpoint", id, "dir", rel)
+		if ok, suppressed := fsys.incompleteLog.allow(rel, fsys.now()); ok {
+			id, _ := manifest.CheckpointIDFromDirName(name)
+			attrs := []any{"job", path.Base(dir), "checkpoint", id, "dir", rel}
+			if suppressed > 0 {
+				attrs = append(attrs, "suppressed", suppressed)
+			}
+			fsys.log.Warn("Flink asked for incomplete chk-N", attrs...)
 		}
-	} else {
+	case manifest.RefusedAbsent:
+		// Nothing hidden: ENOENT, as without ckptfs.
+	default:
 		fsys.stats.hiddenLookups.Add(1)
 	}
 	return fsys.errnoFor(err)
@@ -409,11 +420,18 @@ func joinRel(dir, name string) string {
 	return dir + "/" + name
 }
 
-// logLimiter lets one log line per key through per interval, so a
+// logLimiter lets the first log line of each key through, then at most
+// one per interval, and counts the lines it held back in between: a
 // client retrying in a loop does not flood the log.
 type logLimiter struct {
 	mu   sync.Mutex
-	last map[string]time.Time // GUARDED_BY(mu)
+	keys map[string]*limited // GUARDED_BY(mu)
+}
+
+// limited is one key's last line and the lines held back since.
+type limited struct {
+	last       time.Time
+	suppressed uint64
 }
 
 const (
@@ -421,15 +439,35 @@ const (
 	logLimiterCap = 4096
 )
 
-func (l *logLimiter) allow(key string, now time.Time) bool {
+// allow says whether a line for key may be logged at now, and how many
+// lines for key it held back since the last one it let through.
+func (l *logLimiter) allow(key string, now time.Time) (bool, uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if t, ok := l.last[key]; ok && now.Sub(t) < logInterval {
-		return false
+	if k, ok := l.keys[key]; ok {
+		if now.Sub(k.last) < logInterval {
+			k.suppressed++
+			return false, 0
+		}
+		n := k.suppressed
+		k.last, k.suppressed = now, 0
+		return true, n
 	}
-	if l.last == nil || len(l.last) >= logLimiterCap {
-		l.last = make(map[string]time.Time)
+	if len(l.keys) >= logLimiterCap {
+		// Forget the keys quiet for an interval; if that frees
+		// nothing, start over (a line per key and interval at most).
+		for key, k := range l.keys {
+			if now.Sub(k.last) >= logInterval {
+				delete(l.keys, key)
+			}
+		}
+		if len(l.keys) >= logLimiterCap {
+			clear(l.keys)
+		}
 	}
-	l.last[key] = now
-	return true
+	if l.keys == nil {
+		l.keys = make(map[string]*limited)
+	}
+	l.keys[key] = &limited{last: now}
+	return true, 0
 }

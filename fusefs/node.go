@@ -84,7 +84,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		if !ok {
 			return nil, syscall.ENOENT
 		}
-		if errno := n.fsys.visible(dir, name); errno != 0 {
+		if errno := n.fsys.visible(dir, name, func() error { return n.lstatChild(name) }); errno != 0 {
 			return nil, errno
 		}
 	}

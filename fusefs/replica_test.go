@@ -87,6 +87,23 @@ func TestIntegration_ReplicaHidesNames(t *testing.T) {
 	if n := len(rec.find("Flink asked for incomplete chk-N")); n != 1 {
 		t.Errorf("%d log lines for repeated lookups, want 1 (rate limited)", n)
 	}
+
+	// A chk-N with no directory at all (a catalog has no verdict on it
+	// either) hides nothing: ENOENT, neither counted nor logged.
+	vis.Set("job/chk-999", manifest.ErrIncomplete)
+	before = m.Server.Stats().IncompleteLookups
+	for range 100 {
+		_, err := os.Stat(m.Path("job/chk-999"))
+		wantErrno(t, "stat chk-999", err, syscall.ENOENT)
+	}
+	if got := m.Server.Stats().IncompleteLookups; got != before {
+		t.Errorf("IncompleteLookups %d -> %d for a checkpoint that does not exist", before, got)
+	}
+	for _, l := range rec.find("Flink asked for incomplete chk-N") {
+		if l["checkpoint"] == "999" {
+			t.Errorf("logged %v for a checkpoint that does not exist", l)
+		}
+	}
 }
 
 func TestIntegration_ReservedDirHiddenInEveryMode(t *testing.T) {

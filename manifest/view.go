@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"errors"
+	iofs "io/fs"
 	"time"
 )
 
@@ -17,6 +18,38 @@ var (
 	// site (or not verified yet).
 	ErrIncomplete = errors.New("checkpoint not complete on this site")
 )
+
+// Refusal is what a lookup that Visible refused was. The mount answers
+// ENOENT to every one; it counts and logs only RefusedCheckpoint.
+type Refusal int
+
+const (
+	// RefusedHidden: a name the mount hides that is not a checkpoint
+	// directory (ErrHidden, an HA file, a savepoint).
+	RefusedHidden Refusal = iota
+	// RefusedCheckpoint: a chk-N directory that exists here but is not
+	// complete: Flink asked for a checkpoint this site does not hold.
+	RefusedCheckpoint
+	// RefusedAbsent: a chk-N name with nothing by that name on the
+	// backing file system. The lookup fails as it would without ckptfs:
+	// nothing was hidden.
+	RefusedAbsent
+)
+
+// ClassifyRefusal says what a lookup of name that Visible refused with
+// err was. lstat looks the name up on the backing file system; it is
+// called only for a chk-N name refused as incomplete, and only a
+// not-exist error makes the name absent (one it cannot rule out is a
+// hidden checkpoint).
+func ClassifyRefusal(name string, err error, lstat func() error) Refusal {
+	if _, ok := CheckpointIDFromDirName(name); !ok || !errors.Is(err, ErrIncomplete) {
+		return RefusedHidden
+	}
+	if errors.Is(lstat(), iofs.ErrNotExist) {
+		return RefusedAbsent
+	}
+	return RefusedCheckpoint
+}
 
 // Visibility decides what a replica mount shows. dir is the directory
 // relative to the mount root ("" for the root, no leading or trailing

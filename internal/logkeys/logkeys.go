@@ -47,6 +47,7 @@ var Keys = map[string]string{
 	"changes":      "how many changes to the backing file system are in flight",
 	"detail":       "what a reason means in this case",
 	"retry":        "time until a retry",
+	"suppressed":   "lines of the same kind a rate limit held back since the one before",
 	"backup":       "the znode of a pointer's backup",
 	"restored":     "the znode of a restored pointer",
 	"locks":        "whether a pointer had a locks child",

@@ -1,8 +1,10 @@
 package metrics
 
 import (
+	"maps"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,14 +73,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(desc(name), prometheus.CounterValue, float64(v), labels...)
 	}
 	gauge(BuildInfo, 1, c.src.Version, runtime.Version())
+	var jobs []string
 	if cat := c.src.Catalog; cat != nil {
-		collectCatalog(cat, gauge, counter)
+		jobs = collectCatalog(cat, gauge, counter)
 	}
 	if c.src.ProbeDuration != nil {
 		gauge(BackingProbeDuration, c.src.ProbeDuration().Seconds())
 	}
 	if srv := c.src.Mount; srv != nil {
-		collectMount(ch, srv, gauge, counter)
+		collectMount(ch, srv, jobs, gauge, counter)
 	}
 	if z := c.src.ZooKeeper; z != nil {
 		collectZooKeeper(z, c.src.Site, gauge, counter)
@@ -90,15 +93,30 @@ type (
 	counterFunc func(name string, v uint64, labels ...string)
 )
 
+// counterByValue exports a counter for every value of its family's
+// label (Family.Values), at 0 for those counts lacks; a value counts has
+// beyond them is exported too.
+func counterByValue(counter counterFunc, name string, counts map[string]uint64) {
+	values := family(name).Values
+	for _, v := range values {
+		counter(name, counts[v], v)
+	}
+	for _, v := range slices.Sorted(maps.Keys(counts)) {
+		if !slices.Contains(values, v) {
+			counter(name, counts[v], v)
+		}
+	}
+}
+
 // jobID is the label of a job directory: its last element, Flink's job
 // id (the directory layout is <state.checkpoints.dir>/<job id>/chk-N).
 func jobID(dir string) string { return filepath.Base(dir) }
 
-func collectCatalog(cat *manifest.Catalog, gauge gaugeFunc, counter counterFunc) {
+// collectCatalog exports the catalog's metrics and returns the jobs it
+// knows.
+func collectCatalog(cat *manifest.Catalog, gauge gaugeFunc, counter counterFunc) []string {
 	st := cat.Stats()
-	counter(Verifications, st.Complete, "complete")
-	counter(Verifications, st.Incomplete, "incomplete")
-	counter(Verifications, st.Unknown, "unknown")
+	counterByValue(counter, Verifications, map[string]uint64{"complete": st.Complete, "incomplete": st.Incomplete, "unknown": st.Unknown})
 	counter(CatalogPasses, st.Passes)
 	counter(BackingTimeouts, st.BackingTimeouts)
 	hung := 0.0
@@ -136,9 +154,12 @@ func collectCatalog(cat *manifest.Catalog, gauge gaugeFunc, counter counterFunc)
 		gauge(SiteNewestComplete, float64(s.complete), id)
 		gauge(IncompleteCheckpoints, float64(s.incomplete), id)
 	}
+	return slices.Collect(maps.Keys(byJob))
 }
 
-func collectMount(ch chan<- prometheus.Metric, srv *fusefs.Server, gauge gaugeFunc, counter counterFunc) {
+// collectMount exports the mount's metrics; jobs are the catalog's, whose
+// hidden accesses are exported from the start (at 0).
+func collectMount(ch chan<- prometheus.Metric, srv *fusefs.Server, jobs []string, gauge gaugeFunc, counter counterFunc) {
 	mode := srv.Mode()
 	for _, m := range []fusefs.Mode{fusefs.ModeReplica, fusefs.ModePrimary, fusefs.ModeFenced} {
 		gauge(MountMode, boolValue(m == mode), m.String())
@@ -147,12 +168,13 @@ func collectMount(ch chan<- prometheus.Metric, srv *fusefs.Server, gauge gaugeFu
 	counter(FUSEReadOnlyRefusals, st.ReadOnlyRefusals)
 	counter(DeadlineRefusals, st.DeadlineRefusals)
 	counter(WritesAfterFence, st.WritesAfterFence)
-	counter(GuardedDeletions, st.DeletionsRefused, "refused")
-	counter(GuardedDeletions, st.DeletionsHeld, "held")
-	counter(FUSEOpens, st.PassthroughOpens, "passthrough")
-	counter(FUSEOpens, st.DaemonOpens, "daemon")
+	counterByValue(counter, GuardedDeletions, map[string]uint64{"refused": st.DeletionsRefused, "held": st.DeletionsHeld})
+	counterByValue(counter, FUSEOpens, map[string]uint64{"passthrough": st.PassthroughOpens, "daemon": st.DaemonOpens})
 	counter(ChecksummedBytes, st.ReadBackBytes, "seal")
-	byJob := map[string]uint64{}
+	byJob := make(map[string]uint64, len(jobs))
+	for _, id := range jobs {
+		byJob[id] = 0
+	}
 	for dir, n := range srv.IncompleteLookups() {
 		byJob[jobID(dir)] += n
 	}
@@ -190,8 +212,7 @@ func collectZooKeeper(z *ZooKeeper, site string, gauge gaugeFunc, counter counte
 	if z.Failover != nil {
 		f := z.Failover()
 		gauge(LeaseClaiming, boolValue(f.Claiming))
-		counter(LeaseRenewals, f.Renewals, "ok")
-		counter(LeaseRenewals, f.RenewalFailures, "failed")
+		counterByValue(counter, LeaseRenewals, map[string]uint64{"ok": f.Renewals, "failed": f.RenewalFailures})
 		if f.WriteDeadline != nil {
 			gauge(LeaseWriteDeadline, time.Until(*f.WriteDeadline).Seconds())
 		}
@@ -202,27 +223,24 @@ func collectZooKeeper(z *ZooKeeper, site string, gauge gaugeFunc, counter counte
 			gauge(LeaseObservedUnchanged, time.Duration(f.Observed.Unchanged).Seconds(), f.Observed.Owner)
 		}
 		gauge(MountHolding, boolValue(f.Holding))
-		for _, r := range AutoTakeoverResults {
-			counter(AutoTakeovers, f.Runs[r], r)
-		}
+		counterByValue(counter, AutoTakeovers, f.Runs)
 		gauge(StandbyJobManagers, float64(len(f.StandbyJobManagers)))
 	}
+	// The publisher and the sweeper exist once the daemon connected;
+	// their counters are 0 until then.
+	var passes, actions, sweeps map[string]uint64
 	if p := z.publisher.Load(); p != nil {
 		st := p.Stats()
-		counter(ReconcilePasses, st.FullPasses, "full")
-		counter(ReconcilePasses, st.FastPasses, "fast")
-		counter(ReconcileActions, st.Writes, "write")
-		counter(ReconcileActions, st.Conflicts, "conflict")
-		counter(ReconcileActions, st.Refused, "refused")
-		counter(ReconcileActions, st.Failures, "failure")
+		passes = map[string]uint64{"full": st.FullPasses, "fast": st.FastPasses}
+		actions = map[string]uint64{"write": st.Writes, "conflict": st.Conflicts, "refused": st.Refused, "failure": st.Failures}
 	}
 	if s := z.sweeper.Load(); s != nil {
 		st := s.Stats()
-		counter(SweepActions, st.Retracted, "retract")
-		counter(SweepActions, st.Failures, "failure")
-		counter(SweepActions, st.SkippedLocked, "skipped_locked")
-		counter(SweepActions, st.LeftNoComplete, "left_no_complete")
+		sweeps = map[string]uint64{"retract": st.Retracted, "failure": st.Failures, "skipped_locked": st.SkippedLocked, "left_no_complete": st.LeftNoComplete}
 	}
+	counterByValue(counter, ReconcilePasses, passes)
+	counterByValue(counter, ReconcileActions, actions)
+	counterByValue(counter, SweepActions, sweeps)
 	if z.Lag == nil {
 		return
 	}

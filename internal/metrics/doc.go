@@ -19,8 +19,9 @@
 // (_seconds), _total for counters, _info for build information. Jobs are
 // labelled job_id, not job: Prometheus adds its own job label to every
 // scraped series. Families lists every name this package exports; the
-// Grafana dashboard and the alert rules in deploy/ are tested against it,
-// so renaming a metric breaks that test rather than a dashboard.
+// Grafana dashboard, the alert rules and docs/metrics.md are tested
+// against it (package deploy), so renaming a metric breaks that test
+// rather than a dashboard.
 //
 // A one-shot command cannot be scraped: takeover and restore-pruned add
 // what they did to counters in a file for node_exporter's textfile

@@ -124,7 +124,8 @@ func newCatalog(t *testing.T, backing string) *manifest.Catalog {
 // TestIntegration_ScrapeReplicaMount scrapes a replica mount over real
 // Flink data: the verified checkpoint is the newest complete one, the
 // torn one counts as incomplete, Flink's attempt to open it counts as a
-// hidden access, and the requests show up in the latency histogram.
+// hidden access (a checkpoint that does not exist does not), and the
+// requests show up in the latency histogram.
 func TestIntegration_ScrapeReplicaMount(t *testing.T) {
 	dir := t.TempDir()
 	backing := filepath.Join(dir, "orig")
@@ -134,8 +135,12 @@ func TestIntegration_ScrapeReplicaMount(t *testing.T) {
 	m := mounttest.New(t, &mounttest.Options{Dir: dir, Mode: fusefs.ModeReplica, Visibility: cat})
 	src := Sources{Site: "dc2", Version: "v1.2.3", Catalog: cat, Mount: m.Server}
 
-	if before, ok := scrape(t, src).find(HiddenCheckpointAccesses, "job_id="+testJob); ok {
+	if before := scrape(t, src).value(t, HiddenCheckpointAccesses, "job_id="+testJob); before != 0 {
 		t.Fatalf("hidden accesses before any: %v", before)
+	}
+	// A checkpoint that does not exist here hides nothing.
+	if _, err := os.Stat(filepath.Join(m.Mnt, "checkpoints", testJob, "chk-999")); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("stat of a checkpoint that does not exist: %v", err)
 	}
 	torn := filepath.Join(m.Mnt, "checkpoints", testJob, "chk-"+strconv.FormatInt(complete+1, 10), manifest.MetadataFile)
 	for range 2 {

@@ -8,6 +8,11 @@ type Family struct {
 	// Type is "gauge", "counter" or "histogram".
 	Type   string
 	Labels []string
+	// Values are every value of a counter's one label, when they are
+	// known up front: each series is exported from the start, at 0, so
+	// that increase() sees its first event (a series born at 1 shows no
+	// increase). The label's values are owned here.
+	Values []string
 	Help   string
 	// Textfile: written by takeover and restore-pruned for node_exporter's
 	// textfile collector, not served by the daemon.
@@ -103,7 +108,7 @@ var Families = []Family{
 		Help: "The newest checkpoint of the job complete on this site (L1 or better), -1 when none is."},
 	{Name: IncompleteCheckpoints, Type: "gauge", Labels: []string{labelJob},
 		Help: "chk-N directories of the job that are not complete on this site (being written, being copied, or torn)."},
-	{Name: Verifications, Type: "counter", Labels: []string{labelResult},
+	{Name: Verifications, Type: "counter", Labels: []string{labelResult}, Values: []string{"complete", "incomplete", "unknown"},
 		Help: "Checkpoint verifications by result: complete, incomplete, or unknown (an I/O error). Every pass verifies every checkpoint, incrementally."},
 	{Name: BackingTimeouts, Type: "counter",
 		Help: "Times a verification pass gave up waiting for the backing file system (a job directory or the search for them did not answer within the catalog's backing timeout); that job's checkpoints became unknown."},
@@ -117,7 +122,7 @@ var Families = []Family{
 		Help: "When the last verification pass ended (Unix time)."},
 	{Name: CatalogLastPassDuration, Type: "gauge",
 		Help: "How long the last verification pass took."},
-	{Name: ChecksummedBytes, Type: "counter", Labels: []string{labelReader},
+	{Name: ChecksummedBytes, Type: "counter", Labels: []string{labelReader}, Values: []string{"seal", "verify"},
 		Help: "Bytes read to take CRC-32C checksums: by the mount, reading back what its writers closed (seal), and by the verifier, checking sealed manifests (verify)."},
 	{Name: HiddenCheckpointAccesses, Type: "counter", Labels: []string{labelJob},
 		Help: "Lookups of chk-N directories refused because the checkpoint is not complete on this site: Flink asked for a checkpoint this site does not hold."},
@@ -129,9 +134,9 @@ var Families = []Family{
 		Help: "Changes the mount refused because its write deadline had passed before the daemon fenced it (the daemon was late: stopped, frozen or starved; design 5.14)."},
 	{Name: WritesAfterFence, Type: "counter",
 		Help: "Changes admitted before a fence that came back from the backing file system after the fence stopped waiting for them (a hung NAS answered late). Should stay 0."},
-	{Name: GuardedDeletions, Type: "counter", Labels: []string{labelAction},
+	{Name: GuardedDeletions, Type: "counter", Labels: []string{labelAction}, Values: []string{"refused", "held"},
 		Help: "Deletions of the newest complete checkpoint of a job after a promotion that the deletion guard refused or held (action): Flink deleting what the failover restored, a job that reached FAILED."},
-	{Name: FUSEOpens, Type: "counter", Labels: []string{labelPath},
+	{Name: FUSEOpens, Type: "counter", Labels: []string{labelPath}, Values: []string{"passthrough", "daemon"},
 		Help: "File opens by data path: passthrough (the kernel reads the backing file) or daemon."},
 	{Name: ZooKeeperSessionState, Type: "gauge", Labels: []string{labelState},
 		Help: "1 for the current state of the daemon's ZooKeeper session (connected, connecting, disconnected, closed), 0 for the others."},
@@ -161,21 +166,22 @@ var Families = []Family{
 		Help: "When the lag was last computed from ZooKeeper (Unix time)."},
 	{Name: LagUpdateFailures, Type: "counter",
 		Help: "Lag computations that failed (ZooKeeper or I/O errors)."},
-	{Name: ReconcilePasses, Type: "counter", Labels: []string{labelKind},
+	{Name: ReconcilePasses, Type: "counter", Labels: []string{labelKind}, Values: []string{"full", "fast"},
 		Help: "Passes of the marker publisher: full (re-reads ZooKeeper) or fast (after a verdict changed)."},
-	{Name: ReconcileActions, Type: "counter", Labels: []string{labelAction},
+	{Name: ReconcileActions, Type: "counter", Labels: []string{labelAction}, Values: []string{"write", "conflict", "refused", "failure"},
 		Help: "What the marker publisher did: write (a marker changed), conflict (another publisher wrote first), refused (the invariant check failed), failure (a pass failed)."},
-	{Name: SweepActions, Type: "counter", Labels: []string{labelAction},
+	{Name: SweepActions, Type: "counter", Labels: []string{labelAction}, Values: []string{"retract", "failure", "skipped_locked", "left_no_complete"},
 		Help: "What the active site's sweep of stray pointers did: retract (a pointer another site's JobManager added after the takeover, not held here), failure (a pass failed), skipped_locked (a pass with stray pointers due found the takeover lock held, and retracted nothing), left_no_complete (a pass left a job whose pointers since the takeover are all incomplete here, because retracting them would start it from empty state although this site holds a complete checkpoint of it)."},
 	{Name: TakeoverActions, Type: "counter", Labels: []string{labelAction}, Textfile: true,
-		Help: "What ckptfs takeover and restore-pruned did on this machine: run, retract (pointers), refuse_job, refuse_alive, activate, error, restore (pointers)."},
+		Values: []string{ActionRun, ActionRetract, ActionRefuseJob, ActionRefuseAlive, ActionActivate, ActionError, ActionRestore},
+		Help:   "What ckptfs takeover and restore-pruned did on this machine: run, retract (pointers), refuse_job, refuse_alive, activate, error, restore (pointers)."},
 	{Name: TakeoverLastRun, Type: "gauge", Textfile: true,
 		Help: "When the last takeover or restore-pruned on this machine ended (Unix time)."},
 	{Name: TakeoverLastExitCode, Type: "gauge", Textfile: true,
 		Help: "The exit status of the last takeover or restore-pruned on this machine."},
 	{Name: LeaseClaiming, Type: "gauge",
 		Help: "1 while this daemon holds the lease: its last renewal that applied started less than half the lease ago, and its mount may write (design 5.10, 5.14)."},
-	{Name: LeaseRenewals, Type: "counter", Labels: []string{labelResult},
+	{Name: LeaseRenewals, Type: "counter", Labels: []string{labelResult}, Values: []string{"ok", "failed"},
 		Help: "Renewals of the lease by this daemon, by result (ok, failed)."},
 	{Name: LeaseObservedUnchanged, Type: "gauge", Labels: []string{labelLeaseSite},
 		Help: "How long this daemon has seen the lease unchanged while its site did not hold it; lease_site is the lease's owner."},
@@ -189,7 +195,7 @@ var Families = []Family{
 		Help: "1 when the daemon before this one, on the same mount point, ended with its watchdog armed past its deadline: it had stopped running with its mount writable and was killed."},
 	{Name: MountHolding, Type: "gauge",
 		Help: "1 while the mount holds Flink's opens of its HA and checkpoint directories until this site's takeover decided (takeover auto)."},
-	{Name: AutoTakeovers, Type: "counter", Labels: []string{labelResult},
+	{Name: AutoTakeovers, Type: "counter", Labels: []string{labelResult}, Values: AutoTakeoverResults,
 		Help: "Automatic takeovers this daemon ran, by result (activated, refused, jobmanager-alive, lease-held, lost-race, failed)."},
 	{Name: StandbyJobManagers, Type: "gauge",
 		Help: "Leader sessions of this site's JobManagers (site-jobmanagers) seen while another site is active; with takeover manual a health failure."},
@@ -211,4 +217,14 @@ func desc(name string) *prometheus.Desc {
 		panic("metrics: no family " + name)
 	}
 	return d
+}
+
+// family returns the family of a name.
+func family(name string) *Family {
+	for i := range Families {
+		if Families[i].Name == name {
+			return &Families[i]
+		}
+	}
+	panic("metrics: no family " + name)
 }

@@ -32,8 +32,9 @@ const maxTextfileSize = 1 << 20
 // RecordTakeover adds actions to the counters in path, a file for
 // node_exporter's textfile collector, and sets the last run's time and
 // exit code. The counters accumulate across runs (a counter that a run
-// reset would hide a second identical run from increase()); the file is
-// replaced atomically, so the collector never reads half of it.
+// reset would hide a second identical run from increase()), every action
+// is written (0 for one that never happened); the file is replaced
+// atomically, so the collector never reads half of it.
 func RecordTakeover(path, site string, actions map[string]uint64, exitCode int, now time.Time) error {
 	totals, err := readActions(path)
 	if err != nil {
@@ -41,6 +42,13 @@ func RecordTakeover(path, site string, actions map[string]uint64, exitCode int, 
 	}
 	for a, n := range actions {
 		totals[a] += n
+	}
+	// Every action is written, 0 when none happened yet, so each series
+	// exists before its first event.
+	for _, a := range family(TakeoverActions).Values {
+		if _, ok := totals[a]; !ok {
+			totals[a] = 0
+		}
 	}
 	reg := prometheus.NewRegistry()
 	var r prometheus.Registerer = reg

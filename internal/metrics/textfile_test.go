@@ -74,3 +74,42 @@ func TestRecordTakeoverRefusesGarbage(t *testing.T) {
 		t.Errorf("a huge textfile: %v", err)
 	}
 }
+
+// TestRecordTakeoverWritesEveryAction: every run writes every action, 0
+// for those that never happened, so a refusal's series exists before the
+// refusal; an action this version does not know, left by another, stays.
+func TestRecordTakeoverWritesEveryAction(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ckptfs.prom")
+	if err := RecordTakeover(path, "dc2", map[string]uint64{ActionRun: 1, ActionActivate: 1}, 0, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	s := readTextfile(t, path)
+	actions := family(TakeoverActions).Values
+	for _, a := range actions {
+		want := 0.0
+		if a == ActionRun || a == ActionActivate {
+			want = 1
+		}
+		if got := s.value(t, TakeoverActions, "site=dc2,action="+a); got != want {
+			t.Errorf("%s = %v, want %v", a, got, want)
+		}
+	}
+	if n := len(s[TakeoverActions].GetMetric()); n != len(actions) {
+		t.Errorf("%d action series, want %d: %s", n, len(actions), s.series(TakeoverActions))
+	}
+
+	old := "# TYPE ckptfs_takeover_actions_total counter\nckptfs_takeover_actions_total{action=\"gone\",site=\"dc2\"} 3\n"
+	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := RecordTakeover(path, "dc2", map[string]uint64{ActionRun: 1}, 0, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	s = readTextfile(t, path)
+	if got := s.value(t, TakeoverActions, "site=dc2,action=gone"); got != 3 {
+		t.Errorf("an unknown action = %v, want 3 kept", got)
+	}
+	if got := s.value(t, TakeoverActions, "site=dc2,action="+ActionRefuseJob); got != 0 {
+		t.Errorf("refuse_job = %v, want 0", got)
+	}
+}

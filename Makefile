@@ -21,7 +21,7 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDec
 	./manifest:FuzzChangelogChanges:150000
 FUZZTIME ?= 10m
 
-.PHONY: all build deps flink chaos-flink chaos-net jepsen guard-flink bench-wan harvest corpus corpus-restore corpus-all corpus-walk test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install clean
+.PHONY: all build deps flink chaos-flink chaos-net jepsen guard-flink bench-wan harvest corpus corpus-restore corpus-all corpus-walk test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install deb release systemd-e2e clean
 
 all: build
 
@@ -32,7 +32,9 @@ build:
 # the Java serialization proofs and the real-Flink job, systemd for
 # systemd-analyze verify of the units in deploy/systemd, unzip for Flink's
 # packages, nsenter for the sites' namespaces and promtool (in Debian's
-# prometheus package) for the alert rules' unit tests.
+# prometheus package) for the alert rules' unit tests, debootstrap and
+# systemd-nspawn (systemd-container) for the machines that prove the
+# package and the units under a real systemd.
 deps:
 	@need=""; \
 	[ -x /usr/share/zookeeper/bin/zkServer.sh ] || need="$$need zookeeper"; \
@@ -42,6 +44,8 @@ deps:
 	command -v nsenter >/dev/null 2>&1 || need="$$need util-linux"; \
 	command -v pip >/dev/null 2>&1 || need="$$need python3-pip"; \
 	command -v promtool >/dev/null 2>&1 || need="$$need prometheus"; \
+	command -v debootstrap >/dev/null 2>&1 || need="$$need debootstrap"; \
+	command -v systemd-nspawn >/dev/null 2>&1 || need="$$need systemd-container"; \
 	if [ -n "$$need" ]; then \
 		echo "installing:$$need"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; \
@@ -283,32 +287,47 @@ dr-rehearsal:
 check-alerts:
 	cd deploy/prometheus && promtool check rules ckptfs-alerts.yml && promtool test rules ckptfs-alerts_test.yml
 
-# The binary, the mount helper mount.fuse.ckptfs that mount(8) looks for
-# in /sbin, the systemd units, the example configuration (kept when one
-# exists) and the drop-ins for Flink's units (to copy by hand: their names
-# depend on Flink's units). DESTDIR installs into a staging root.
-PREFIX  ?= /usr/local
-SBINDIR ?= /sbin
-UNITDIR ?= /etc/systemd/system
-CONFDIR ?= /etc/ckptfs
-DATADIR ?= $(PREFIX)/share/ckptfs
-UNITS   := deploy/systemd/flink.mount deploy/systemd/ckptfs.service deploy/systemd/ckptfs-takeover.service
-DROPINS := flink-jobmanager.service.d/ckptfs.conf flink-taskmanager.service.d/ckptfs.conf
-install: build
-	install -D -m 0755 $(BIN)/ckptfs $(DESTDIR)$(PREFIX)/bin/ckptfs
-	install -d $(DESTDIR)$(SBINDIR)
-	ln -sfn $(PREFIX)/bin/ckptfs $(DESTDIR)$(SBINDIR)/mount.fuse.ckptfs
-	install -d $(DESTDIR)$(UNITDIR)
-	install -m 0644 $(UNITS) $(DESTDIR)$(UNITDIR)/
-	@for d in $(DROPINS); do \
-		install -D -m 0644 deploy/systemd/$$d $(DESTDIR)$(DATADIR)/systemd/$$d || exit 1; \
+# What an operator installs, laid out once by deploy/package/build.sh:
+# the binary in /usr/bin, the mount helper /usr/sbin/mount.fuse.ckptfs,
+# the units in /usr/lib/systemd/system, the drop-ins for Flink's units,
+# the alert rules and the dashboard in /usr/share/ckptfs, the example
+# /etc/ckptfs/ckptfs.yaml (kept when one exists), the documentation.
+# make deb packs it as a Debian package (versioned from git, with its
+# changelog and md5sums) into dist/; make install copies it into DESTDIR
+# (default /) for hosts without dpkg; make release builds the static
+# binaries of a release page, for amd64 and arm64, with the package and
+# SHA256SUMS.
+DIST    ?= dist
+DESTDIR ?=
+PKG_VERSION = $(shell bash deploy/package/build.sh version)
+STATIC  = CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(PKG_VERSION)"
+deb:
+	@mkdir -p $(DIST)
+	$(STATIC) -o $(DIST)/ckptfs-linux-$$($(GO) env GOARCH) ./cmd/ckptfs
+	@bash deploy/package/build.sh deb $(DIST) $(DIST)/ckptfs-linux-$$($(GO) env GOARCH)
+
+install:
+	$(STATIC) -o $(BIN)/ckptfs-static ./cmd/ckptfs
+	@bash deploy/package/build.sh stage $(or $(DESTDIR),/) $(BIN)/ckptfs-static
+	@[ -n "$(DESTDIR)" ] || { systemctl daemon-reload 2>/dev/null || true; \
+		echo "now: edit /etc/ckptfs/ckptfs.yaml (ckptfs config from-flink), copy the drop-ins from /usr/share/ckptfs/systemd (docs/deploy.md)"; }
+
+release: deb
+	@for arch in amd64 arm64; do \
+		GOARCH=$$arch $(STATIC) -o $(DIST)/ckptfs-linux-$$arch ./cmd/ckptfs || exit 1; \
 	done
-	@if [ -e $(DESTDIR)$(CONFDIR)/ckptfs.yaml ]; then \
-		echo "kept $(DESTDIR)$(CONFDIR)/ckptfs.yaml"; \
-	else \
-		install -D -m 0644 deploy/ckptfs.yaml $(DESTDIR)$(CONFDIR)/ckptfs.yaml; \
-	fi
-	@[ -n "$(DESTDIR)" ] || echo "now: edit $(CONFDIR)/ckptfs.yaml (ckptfs config from-flink), copy the drop-ins from $(DATADIR)/systemd, systemctl daemon-reload"
+	@cd $(DIST) && rm -f SHA256SUMS && sha256sum ckptfs-linux-amd64 ckptfs-linux-arm64 ckptfs_$(PKG_VERSION)_*.deb > SHA256SUMS && cat SHA256SUMS
+
+# The package and the units under a real systemd (integration/systemde2e):
+# a Debian root file system made by debootstrap once (cached in
+# $(CKPTFS_CACHE)/systemd), booted with systemd-nspawn -b, the package
+# installed with apt-get; start and readiness, the takeover gate, kill -9
+# of the daemon, stop with files open, an upgrade in place, a hung NAS,
+# a reboot with ZooKeeper down. make test runs the short form. About a
+# minute once the root file system is cached.
+systemd-e2e: deps
+	CKPTFS_SYSTEMD_E2E=1 $(REQUIRE) $(GO) test -count=1 -run '^TestSystemd' -v -timeout 20m ./integration/systemde2e/ \
+		| grep -v -e '^ *logging.go'
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -19,17 +18,18 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The paths the units and the installation use.
+// The paths the units and the package use.
 const (
-	binPath    = "/usr/local/bin/ckptfs"
-	helperPath = "/sbin/mount.fuse.ckptfs"
-	unitDir    = "/etc/systemd/system"
+	binPath    = "/usr/bin/ckptfs"
+	helperPath = "/usr/sbin/mount.fuse.ckptfs"
+	unitDir    = "/usr/lib/systemd/system"
+	adminDir   = "/etc/systemd/system" // where the operator puts Flink's units
 	configPath = "/etc/ckptfs/ckptfs.yaml"
-	dropinDir  = "/usr/local/share/ckptfs/systemd"
+	dropinDir  = "/usr/share/ckptfs/systemd"
 )
 
-// units are the units make install puts into unitDir.
-var units = []string{"flink.mount", "ckptfs.service", "ckptfs-takeover.service"}
+// units are the units the package puts into unitDir.
+var units = []string{"ckptfs.service", "ckptfs-takeover.service"}
 
 // requireTool finds a program the test needs; missing, it skips, or fails
 // under CKPTFS_REQUIRE_SYSTEMD=1.
@@ -83,23 +83,23 @@ func TestUnitsVerify(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(root, binPath)); err != nil || fi.Mode()&0o111 == 0 {
 		t.Fatalf("%s: %v", binPath, err)
 	}
-	if target, err := os.Readlink(filepath.Join(root, helperPath)); err != nil || target != binPath {
+	if target, err := filepath.EvalSymlinks(filepath.Join(root, helperPath)); err != nil || target != filepath.Join(root, binPath) {
 		t.Fatalf("%s -> %q, %v; want %s", helperPath, target, err, binPath)
 	}
 	// The operator's side: systemd's own units, a JobManager and a
 	// TaskManager unit with the drop-ins copied next to them.
-	copySystemUnits(t, filepath.Join(root, "usr/lib/systemd/system"))
+	copySystemUnits(t, filepath.Join(root, unitDir))
 	for _, role := range []string{"jobmanager", "taskmanager"} {
 		script := "/opt/flink/bin/" + role + ".sh"
 		writeFile(t, filepath.Join(root, script), "#!/bin/sh\n", 0o755)
-		writeFile(t, filepath.Join(root, unitDir, "flink-"+role+".service"),
+		writeFile(t, filepath.Join(root, adminDir, "flink-"+role+".service"),
 			"[Unit]\nDescription=Flink "+role+"\n\n[Service]\nExecStart="+script+" start-foreground\n\n[Install]\nWantedBy=multi-user.target\n", 0o644)
 		dropin := "flink-" + role + ".service.d/ckptfs.conf"
 		data, err := os.ReadFile(filepath.Join(root, dropinDir, dropin))
 		if err != nil {
 			t.Fatal(err)
 		}
-		writeFile(t, filepath.Join(root, unitDir, dropin), string(data), 0o644)
+		writeFile(t, filepath.Join(root, adminDir, dropin), string(data), 0o644)
 	}
 
 	verify := func(names ...string) (string, error) {
@@ -119,12 +119,12 @@ func TestUnitsVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	broken := strings.Replace(string(data), "RemainAfterExit=", "RemainAfterExits=", 1)
-	writeFile(t, filepath.Join(root, unitDir, "ckptfs-broken.service"), broken, 0o644)
+	writeFile(t, filepath.Join(root, adminDir, "ckptfs-broken.service"), broken, 0o644)
 	if out, _ := verify("ckptfs-broken.service"); !strings.Contains(out, "RemainAfterExits") {
 		t.Errorf("verify did not notice a misspelt key:\n%s", out)
 	}
 	missing := strings.Replace(string(data), binPath, "/usr/local/bin/ckptfs-absent", 1)
-	writeFile(t, filepath.Join(root, unitDir, "ckptfs-missing.service"), missing, 0o644)
+	writeFile(t, filepath.Join(root, adminDir, "ckptfs-missing.service"), missing, 0o644)
 	if out, err := verify("ckptfs-missing.service"); err == nil || !strings.Contains(out, "ckptfs-absent") {
 		t.Errorf("verify did not notice a missing command: %v\n%s", err, out)
 	}
@@ -166,7 +166,6 @@ func TestUnitsAgree(t *testing.T) {
 	}
 
 	read := func(rel string) unitFile { return readUnit(t, filepath.Join(root, rel)) }
-	mount := read(unitDir + "/flink.mount")
 	service := read(unitDir + "/ckptfs.service")
 	takeover := read(unitDir + "/ckptfs-takeover.service")
 	jm := read(dropinDir + "/flink-jobmanager.service.d/ckptfs.conf")
@@ -180,42 +179,41 @@ func TestUnitsAgree(t *testing.T) {
 			}
 		}
 	}
-	// The mount unit: its name is its Where=, which is the mountpoint;
-	// it serves the backing, after the NAS is mounted.
-	if want := escapePath(cfg.MountPoint) + ".mount"; want != "flink.mount" {
-		t.Errorf("the mountpoint %s needs a unit named %s", cfg.MountPoint, want)
-	}
-	expect("flink.mount Where=", mount.get("Mount", "Where"), cfg.MountPoint)
-	expect("flink.mount What=", mount.get("Mount", "What"), cfg.Backing)
-	expect("flink.mount Type=", mount.get("Mount", "Type"), "fuse.ckptfs")
-	expect("flink.mount Options=", strings.Split(strings.Join(mount.get("Mount", "Options"), ","), ","), "_netdev", "config="+configPath)
-	for name, u := range map[string]unitFile{"flink.mount": mount, "ckptfs.service": service, "ckptfs-takeover.service": takeover} {
+	for name, u := range map[string]unitFile{"ckptfs.service": service, "ckptfs-takeover.service": takeover} {
 		expect(name+" RequiresMountsFor=", u.get("Unit", "RequiresMountsFor"), cfg.Backing)
 	}
-	// The service form: readiness and restarts.
+	// The service owns the mount: readiness and restarts. A Conflicts= on
+	// the mount unit systemd makes of its own mount cancels every start.
 	expect("ckptfs.service Type=", service.get("Service", "Type"), "notify")
 	expect("ckptfs.service Restart=", service.get("Service", "Restart"), "on-failure")
-	expect("ckptfs.service Conflicts=", service.get("Unit", "Conflicts"), "flink.mount")
-	// The takeover: a oneshot that stays active while Flink runs, and is
-	// run again at the next start of Flink.
+	if c := service.get("Unit", "Conflicts"); len(c) != 0 {
+		t.Errorf("ckptfs.service Conflicts=%q", c)
+	}
+	// The takeover: a oneshot after the mount that stays active while
+	// Flink runs, is run again at the next start of Flink, and ends only
+	// once the mount writes.
 	expect("ckptfs-takeover.service Type=", takeover.get("Service", "Type"), "oneshot")
 	expect("ckptfs-takeover.service RemainAfterExit=", takeover.get("Service", "RemainAfterExit"), "yes")
 	expect("ckptfs-takeover.service StopWhenUnneeded=", takeover.get("Unit", "StopWhenUnneeded"), "yes")
+	expect("ckptfs-takeover.service After=", takeover.get("Unit", "After"), "ckptfs.service")
+	if post := takeover.get("Service", "ExecStartPost"); len(post) != 1 || !strings.Contains(post[0], " health ") || !strings.Contains(post[0], "--writable") {
+		t.Errorf("ckptfs-takeover.service ExecStartPost=%q, want the health check of a writable mount", post)
+	}
 	if s := takeover.get("Service", "SuccessExitStatus"); len(s) != 0 {
 		t.Errorf("SuccessExitStatus=%q would let Flink start after a refused takeover", s)
 	}
 	// The JobManager needs the mount and a successful takeover, and
-	// starts after both; TaskManagers need the mount.
-	expect("the JobManager drop-in's BindsTo=", jm.get("Unit", "BindsTo"), "flink.mount")
-	expect("the JobManager drop-in's Requires=", jm.get("Unit", "Requires"), "ckptfs-takeover.service")
-	expect("the JobManager drop-in's After=", jm.get("Unit", "After"), "flink.mount", "ckptfs-takeover.service")
-	expect("the TaskManager drop-in's BindsTo=", tm.get("Unit", "BindsTo"), "flink.mount")
-	expect("the TaskManager drop-in's After=", tm.get("Unit", "After"), "flink.mount")
+	// starts after both; TaskManagers need the mount. Requires= (not
+	// BindsTo=) restarts them with a daemon systemd restarted.
+	expect("the JobManager drop-in's Requires=", jm.get("Unit", "Requires"), "ckptfs.service", "ckptfs-takeover.service")
+	expect("the JobManager drop-in's After=", jm.get("Unit", "After"), "ckptfs.service", "ckptfs-takeover.service")
+	expect("the TaskManager drop-in's Requires=", tm.get("Unit", "Requires"), "ckptfs.service")
+	expect("the TaskManager drop-in's After=", tm.get("Unit", "After"), "ckptfs.service")
 
 	// Every ExecStart= is a valid ckptfs command line (flags and
 	// configuration), checked with the installed binary.
 	for name, u := range map[string]unitFile{"ckptfs.service": service, "ckptfs-takeover.service": takeover} {
-		for _, line := range u.get("Service", "ExecStart") {
+		for _, line := range append(u.get("Service", "ExecStart"), u.get("Service", "ExecStartPost")...) {
 			args := strings.Fields(line)
 			if len(args) < 2 || args[0] != binPath {
 				t.Errorf("%s: ExecStart=%s does not run %s", name, line, binPath)
@@ -232,16 +230,6 @@ func TestUnitsAgree(t *testing.T) {
 				t.Errorf("%s: ExecStart=%s does not read %s", name, line, configPath)
 			}
 		}
-	}
-	// The mount unit's options, as mount(8) hands them to the helper,
-	// checked by the helper itself without mounting (mount -f).
-	helper := filepath.Join(t.TempDir(), "mount.fuse.ckptfs")
-	if err := os.Symlink(bin, helper); err != nil {
-		t.Fatal(err)
-	}
-	opts := strings.ReplaceAll(strings.Join(mount.get("Mount", "Options"), ","), configPath, conf)
-	if out, err := exec.Command(helper, cfg.Backing, cfg.MountPoint, "-f", "-o", opts).CombinedOutput(); err != nil {
-		t.Errorf("mount.fuse.ckptfs -f -o %s: %v\n%s", opts, err, out)
 	}
 }
 
@@ -292,23 +280,6 @@ func readUnit(t *testing.T, path string) unitFile {
 		t.Fatal(err)
 	}
 	return u
-}
-
-// escapePath is `systemd-escape --path` for paths of plain names.
-func escapePath(p string) string {
-	p = strings.Trim(p, "/")
-	var b strings.Builder
-	for i := 0; i < len(p); i++ {
-		switch c := p[i]; {
-		case c == '/':
-			b.WriteByte('-')
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '.' && i > 0:
-			b.WriteByte(c)
-		default:
-			fmt.Fprintf(&b, `\x%02x`, c)
-		}
-	}
-	return b.String()
 }
 
 // copySystemUnits copies systemd's own units (sysinit.target and the

@@ -323,8 +323,10 @@ release: deb
 # $(CKPTFS_CACHE)/systemd), booted with systemd-nspawn -b, the package
 # installed with apt-get; start and readiness, the takeover gate, kill -9
 # of the daemon, stop with files open, an upgrade in place, a hung NAS,
-# a reboot with ZooKeeper down. make test runs the short form. About a
-# minute once the root file system is cached.
+# a reboot with ZooKeeper down; and a newcomer's route on make
+# dr-rehearsal's layout (docs/deploy.md as written, the failover of the
+# runbook with systemd, restore-pruned). make test runs the short form.
+# About two minutes once the root file system is cached.
 systemd-e2e: deps
 	CKPTFS_SYSTEMD_E2E=1 $(REQUIRE) $(GO) test -count=1 -run '^TestSystemd' -v -timeout 20m ./integration/systemde2e/ \
 		| grep -v -e '^ *logging.go'

@@ -23,5 +23,8 @@
 // TestSystemdShort is make test's short form (install, readiness, the
 // takeover gate, kill -9, stop with files open); TestSystemd, which make
 // systemd-e2e runs (CKPTFS_SYSTEMD_E2E=1), adds the upgrade in place, a
-// hung NAS and the reboot order with the network and ZooKeeper.
+// hung NAS and the reboot order with the network and ZooKeeper;
+// TestRehearsal walks a newcomer's route on the standby site of make
+// dr-rehearsal's layout: docs/deploy.md's steps as written, then the
+// runbook's failover with systemd and restore-pruned.
 package systemde2e

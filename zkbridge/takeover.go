@@ -367,57 +367,71 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 // discoverForTakeover is discover, except that a cluster that has not run
 // yet is not an error: the first start of Flink on the first site passes
 // through the takeover too. The namespace of the configured cluster id
-// must be absent, the path root must hold no other Flink namespace, and
-// no site may have published markers of jobs of this cluster; otherwise
-// the cluster id or path root is more likely wrong, and a
-// takeover that looked in the wrong place would let Flink restore
-// unchecked pointers.
+// must be absent and newClusterDoubt find nothing; otherwise the cluster
+// id or path root is more likely wrong, and a takeover that looked in the
+// wrong place would let Flink restore unchecked pointers.
 func (b *Bridge) discoverForTakeover(ctx context.Context) (*Layout, error) {
 	l, err := b.discover(ctx)
 	if !errors.Is(err, ErrNoNamespace) || b.cfg.ClusterID == "" {
 		return l, err
 	}
+	doubt, derr := b.newClusterDoubt(ctx)
+	switch {
+	case derr != nil:
+		return nil, derr
+	case doubt != "":
+		return nil, fmt.Errorf("%w; %s", err, doubt)
+	}
+	ns := namespaceCandidates(b.cfg.PathRoot, b.cfg.ClusterID)[0]
+	b.log.Info("Flink's namespace does not exist: a cluster that has not run yet", "namespace", ns)
+	return &Layout{PathRoot: b.cfg.PathRoot, ClusterID: b.cfg.ClusterID, Namespace: ns,
+		Evidence: []string{ns + " does not exist: Flink has not run in this cluster yet"}}, nil
+}
+
+// newClusterDoubt says why a missing namespace of the configured cluster
+// id looks like a wrong cluster id or path root rather than a cluster
+// that has not run yet: the path root holds Flink's znodes itself or
+// another Flink cluster, or some site published markers of jobs of this
+// cluster. "" when nothing does.
+func (b *Bridge) newClusterDoubt(ctx context.Context) (string, error) {
 	root := b.cfg.PathRoot
-	names, _, lerr := b.zk.children(ctx, root)
-	if lerr != nil && !errors.Is(lerr, zk.ErrNoNode) {
-		return nil, lerr
+	names, _, err := b.zk.children(ctx, root)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return "", err
 	}
 	if looksLikeNamespace(names) {
-		return nil, fmt.Errorf("%w; %s itself holds Flink's znodes (an empty cluster id): check the cluster id", err, root)
+		return fmt.Sprintf("%s itself holds Flink's znodes (an empty cluster id): check the cluster id", root), nil
 	}
 	var others []string
 	for _, n := range names {
-		kids, _, kerr := b.zk.children(ctx, join(root, n))
-		if kerr != nil && !errors.Is(kerr, zk.ErrNoNode) {
-			return nil, kerr
+		kids, _, err := b.zk.children(ctx, join(root, n))
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return "", err
 		}
 		if looksLikeNamespace(kids) {
 			others = append(others, n)
 		}
 	}
 	if len(others) > 0 {
-		return nil, fmt.Errorf("%w; %s holds Flink cluster(s) %s: check the cluster id and path root", err, root, strings.Join(others, ", "))
+		return fmt.Sprintf("%s holds Flink cluster(s) %s: check the cluster id and path root", root, strings.Join(others, ", ")), nil
 	}
 	// Markers of jobs mean Flink ran here: then its namespace is missing
 	// because the path root is wrong, not because the cluster is new.
 	ck := newCkptfsPaths(b.cfg.CkptfsRoot, strings.Trim(b.cfg.ClusterID, "/"))
-	sites, _, serr := b.zk.children(ctx, ck.sites())
-	if serr != nil && !errors.Is(serr, zk.ErrNoNode) {
-		return nil, serr
+	sites, _, err := b.zk.children(ctx, ck.sites())
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return "", err
 	}
 	for _, site := range sites {
-		jobs, _, jerr := b.zk.children(ctx, ck.markers(site))
-		if jerr != nil && !errors.Is(jerr, zk.ErrNoNode) {
-			return nil, jerr
+		jobs, _, err := b.zk.children(ctx, ck.markers(site))
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return "", err
 		}
 		if len(jobs) > 0 {
-			return nil, fmt.Errorf("%w; yet site %s published markers for %d job(s) of this cluster, so Flink ran here: check the path root", err, site, len(jobs))
+			return fmt.Sprintf("yet site %s published markers for %d job(s) of this cluster, so Flink ran here: check the path root", site, len(jobs)), nil
 		}
 	}
-	ns := namespaceCandidates(root, b.cfg.ClusterID)[0]
-	b.log.Info("Flink's namespace does not exist: a cluster that has not run yet", "namespace", ns)
-	return &Layout{PathRoot: root, ClusterID: b.cfg.ClusterID, Namespace: ns,
-		Evidence: []string{ns + " does not exist: Flink has not run in this cluster yet"}}, nil
+	return "", nil
 }
 
 // takeoverJobs runs takeoverJob for every job of l, several at once, and

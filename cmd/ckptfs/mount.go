@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -129,6 +130,52 @@ func (c *mountConfig) validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// warnings are what config check says about valid mount settings:
+// metrics served beyond loopback to clients it does not authenticate,
+// and a primary with no fence. (The lease of a manual primary is gone:
+// with zk every mount takes part in it, design §5.14; without zk nothing
+// fences a primary.)
+func (c *mountConfig) warnings() []string {
+	var out []string
+	if c.MetricsAddr != "" && !loopbackAddr(c.MetricsAddr) {
+		switch {
+		case c.MetricsTLSCert == "":
+			out = append(out, fmt.Sprintf("metrics-addr %s serves /metrics and /healthz beyond loopback over plain HTTP, to every client that reaches the port: set metrics-tls-cert and metrics-tls-key (HTTPS) and metrics-tls-client-ca (only clients with a certificate of that CA), or listen on 127.0.0.1 (docs/deploy.md#9-metrics-and-health)", c.MetricsAddr))
+		case c.MetricsTLSClientCA == "":
+			out = append(out, fmt.Sprintf("metrics-addr %s serves /metrics and /healthz beyond loopback to every client that reaches the port: set metrics-tls-client-ca (only clients with a certificate of that CA) (docs/deploy.md#9-metrics-and-health)", c.MetricsAddr))
+		}
+	}
+	if c.Mode == "primary" && c.ZK == "" {
+		out = append(out, "mode primary without zk: nothing fences this mount (no lease, no active-site to follow), so it writes beside another site's primary after a failover; set zk and cluster-id, and it writes only while its site holds the lease (docs/design.md §5.14); without zk, primary suits one site without failover only")
+	}
+	return out
+}
+
+// loopbackAddr reports whether a metrics address listens on loopback
+// only: no host (the daemon listens on 127.0.0.1), localhost, or a
+// loopback IP.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "" || host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// fileMountWarnings are the warnings of the mount's settings as config
+// check filled them into mount's flags.
+func fileMountWarnings(mount *cobra.Command) []string {
+	get := func(name string) string { return mount.Flags().Lookup(name).Value.String() }
+	c := mountConfig{Mode: get("mode"), MetricsAddr: get("metrics-addr"), MetricsTLSCert: get("metrics-tls-cert"),
+		MetricsTLSKey: get("metrics-tls-key"), MetricsTLSClientCA: get("metrics-tls-client-ca")}
+	c.ZK = get("zk")
+	return c.warnings()
 }
 
 // daemonFieldSettings names the setting behind each daemon.Config field

@@ -70,3 +70,52 @@ func TestStatusBeforeFlinksFirstStart(t *testing.T) {
 		t.Errorf("unreachable ZooKeeper: exit %d\n%s%s\nwant 3", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestConfigCheckWarnsOfUnguardedMounts: config check warns, naming the
+// keys to set, when metrics-addr serves beyond loopback without TLS and
+// client certificates, and when a primary has no zk and so no fence;
+// the file stays valid (exit 0). (Before, both passed silently.)
+func TestConfigCheckWarnsOfUnguardedMounts(t *testing.T) {
+	dir := t.TempDir()
+	ca := zktest.NewCA(t, "metrics CA")
+	server := ca.Issue(t, "ckptfs-daemon")
+	const (
+		plain   = "serves /metrics and /healthz beyond loopback over plain HTTP"
+		noCA    = "serves /metrics and /healthz beyond loopback to every client that reaches the port: set metrics-tls-client-ca"
+		noFence = "mode primary without zk: nothing fences this mount"
+	)
+	tls := "metrics-tls-cert: " + server.CertFile + "\nmetrics-tls-key: " + server.KeyFile + "\n"
+	for _, tc := range []struct {
+		name, file string
+		want       []string
+	}{
+		{"every interface", "metrics-addr: 0.0.0.0:9477\n", []string{"metrics-addr 0.0.0.0:9477 " + plain, "set metrics-tls-cert and metrics-tls-key (HTTPS) and metrics-tls-client-ca"}},
+		{"an interface by name", "metrics-addr: flink1.dc1:9477\n", []string{"metrics-addr flink1.dc1:9477 " + plain}},
+		{"TLS without client certificates", "metrics-addr: '[::]:9477'\n" + tls, []string{"metrics-addr [::]:9477 " + noCA}},
+		{"TLS with client certificates", "metrics-addr: 0.0.0.0:9477\n" + tls + "metrics-tls-client-ca: " + ca.CertFile + "\n", nil},
+		{"loopback", "metrics-addr: 127.0.0.1:9477\n", nil},
+		{"no host", "metrics-addr: :9477\n", nil},
+		{"localhost", "metrics-addr: localhost:9477\n", nil},
+		{"primary without zk", "mode: primary\n", []string{noFence, "set zk and cluster-id"}},
+		{"primary with zk", "mode: primary\nsite: dc1\nzk: zk1:2181\nzk-acl: [open]\n", nil},
+		{"replica without zk", "mode: replica\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := writeFile(t, dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml", tc.file)
+			_, stderr, code := ckptfs(t, "config", "check", "--config", file)
+			if code != exitOK {
+				t.Fatalf("exit %d, want 0\n%s", code, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+			for _, w := range []string{plain, noCA, noFence} {
+				if len(tc.want) == 0 && strings.Contains(stderr, w) {
+					t.Errorf("stderr warns %q:\n%s", w, stderr)
+				}
+			}
+		})
+	}
+}

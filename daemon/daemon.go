@@ -276,8 +276,8 @@ func ready(n Notify, sink *logsink.Sink, log *slog.Logger) {
 		}
 	}
 	if n.Detach {
-		// Say where the log goes on the stream the caller still reads.
-		where, err := sink.Detach("ckptfs")
+		// A warning of where the log goes reaches the caller's stream.
+		where, err := sink.Detach("ckptfs", log.Warn)
 		if err != nil {
 			log.Warn("detaching from the standard streams", "err", err)
 		} else {

@@ -51,7 +51,8 @@ type mountConfig struct {
 	LogFormat     string
 	LogLevel      string
 	// LogFile is where the log goes (appended; SIGHUP reopens it). Empty:
-	// standard error, and syslog once the mount helper's daemon serves.
+	// standard error, and once the mount helper's daemon serves the
+	// journal, syslog or fallbackLog (logsink.Sink.Detach).
 	LogFile string
 	Debug   bool
 	// zkSettings name the site and, with ZK, locate Flink's HA data, as
@@ -267,11 +268,28 @@ func watchdogRecord(mountPoint string) string {
 	if dir == "" || strings.Contains(dir, ":") {
 		dir = "/run/ckptfs"
 	}
+	return filepath.Join(dir, mountName(mountPoint)+".watchdog")
+}
+
+// mountName names a mount point in a file name: /flink/x is flink-x.
+func mountName(mountPoint string) string {
 	name := strings.ReplaceAll(strings.Trim(filepath.Clean(mountPoint), "/"), "/", "-")
 	if name == "" {
 		name = "-"
 	}
-	return filepath.Join(dir, name+".watchdog")
+	return name
+}
+
+// fallbackLog is where the daemon of mountPoint started by the mount
+// helper logs when it has no log-file, no journal and no syslog: in
+// systemd's LogsDirectory= when the unit has one, else under
+// /var/log/ckptfs.
+func fallbackLog(mountPoint string) string {
+	dir := os.Getenv("LOGS_DIRECTORY")
+	if dir == "" || strings.Contains(dir, ":") {
+		dir = "/var/log/ckptfs"
+	}
+	return filepath.Join(dir, mountName(mountPoint)+".log")
 }
 
 // resolver resolves Flink's paths inside the backing directory and the
@@ -305,6 +323,7 @@ func serveMount(cmd *cobra.Command, cfg *mountConfig) error {
 	if err != nil {
 		return fail("log-file: %v", err)
 	}
+	sink.Fallback = fallbackLog(cfg.MountPoint)
 	log := cfg.logger(sink)
 	d, err := cfg.daemonConfig(log, sink)
 	if err != nil {
@@ -360,7 +379,9 @@ the mount helper mount.fuse.ckptfs.
 Logs go to standard error, or to the file of log-file. Started as the
 mount helper, the daemon leaves the caller's terminal or pipe once the
 mount serves: its log then goes to log-file, or to the journal when its
-standard error is one, or to syslog.
+standard error is one, or to syslog, or else (saying so first) to
+/var/log/ckptfs/<mount point>.log ($LOGS_DIRECTORY under systemd), or
+nowhere when that cannot be opened.
 
 Signals: SIGTERM and SIGINT unmount and exit; SIGHUP reopens log-file
 (for logrotate) and reloads nothing else (restart to change settings); a
@@ -419,7 +440,7 @@ Exit status:
 		f.BoolVar(&cfg.Passthrough, "passthrough", cfg.Passthrough, "let the kernel read files directly (FUSE passthrough)")
 		f.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "text or json")
 		f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
-		f.StringVar(&cfg.LogFile, "log-file", "", "append the log to `FILE` (SIGHUP reopens it; default: standard error, or syslog under the mount helper once mounted)")
+		f.StringVar(&cfg.LogFile, "log-file", "", "append the log to `FILE` (SIGHUP reopens it; default: standard error; under the mount helper once mounted the journal, syslog or /var/log/ckptfs)")
 		f.BoolVar(&cfg.Debug, "debug", false, "log every FUSE request")
 		f.StringVar(&cfg.ZK, "zk", "", "ZooKeeper `HOST:PORT[,...]` (optional: promotion, fencing, markers)")
 		f.StringVar(&cfg.ClusterID, "cluster-id", "", "Flink's high-availability.cluster-id")

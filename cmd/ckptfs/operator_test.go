@@ -1,13 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/ckptfs/ckptfs/integration/mounttest"
 	"github.com/ckptfs/ckptfs/integration/zktest"
 )
 
@@ -117,5 +124,100 @@ func TestConfigCheckWarnsOfUnguardedMounts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMountHelperLeavesThePipeWithoutSyslog: `mount.fuse.ckptfs ... 2>&1
+// | cat` returns on a host with no syslog, no journal and no log-file:
+// the daemon says on the pipe that its log goes on in a fallback file
+// (LOGS_DIRECTORY here), then lets the pipe go; SIGHUP reopens that file.
+// (Before, it kept standard error, so cat never saw the pipe's end.)
+func TestMountHelperLeavesThePipeWithoutSyslog(t *testing.T) {
+	mounttest.RequireFUSE(t)
+	top := t.TempDir()
+	backing, mnt, logs := filepath.Join(top, "backing"), filepath.Join(top, "mnt"), filepath.Join(top, "logs")
+	os.MkdirAll(filepath.Join(backing, "d"), 0o755)
+	os.MkdirAll(mnt, 0o755)
+	helper := filepath.Join(top, helperName)
+	if err := os.Symlink(binary, helper); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	// mount runs the helper as `| cat` would and returns what the
+	// caller's pipe got, to its end.
+	mount := func() []byte {
+		t.Helper()
+		h := exec.Command(helper, backing, mnt, "-o", "mode=primary,poll=200ms")
+		for _, e := range os.Environ() {
+			if !strings.HasPrefix(e, "JOURNAL_STREAM=") {
+				h.Env = append(h.Env, e)
+			}
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		h.Stdout, h.Stderr = w, w
+		err = h.Start()
+		w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make(chan []byte, 1)
+		go func() { b, _ := io.ReadAll(r); out <- b }()
+		if err := h.Wait(); err != nil {
+			t.Fatalf("helper: %v", err)
+		}
+		select {
+		case b := <-out:
+			if err := os.WriteFile(filepath.Join(mnt, "d", "f"), []byte("x"), 0o644); err != nil {
+				t.Fatalf("the mount no longer serves: %v", err)
+			}
+			return b
+		case <-time.After(10 * time.Second):
+			t.Fatal("the caller's pipe never ends: the daemon holds it")
+		}
+		return nil
+	}
+
+	t.Setenv("LOGS_DIRECTORY", logs)
+	said := mount()
+	for _, sock := range []string{"/dev/log", "/var/run/syslog", "/var/run/log"} {
+		if st, err := os.Stat(sock); err == nil && st.Mode()&os.ModeSocket != 0 {
+			t.Logf("this host has syslog (%s): the daemon logs there", sock)
+			return
+		}
+	}
+	logFile := fallbackLog(mnt)
+	if !strings.HasPrefix(logFile, logs+"/") || !bytes.Contains(said, []byte("the log goes on in the fallback file")) || !bytes.Contains(said, []byte(logFile)) {
+		t.Errorf("the caller's pipe got %q; want the warning naming %s", said, logFile)
+	}
+	if b, _ := os.ReadFile(logFile); !bytes.Contains(b, []byte("detached from the standard streams")) {
+		t.Errorf("the fallback file holds %q", b)
+	}
+	if err := os.Rename(logFile, logFile+".1"); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(pidOf(t, mnt), syscall.SIGHUP)
+	deadline := time.Now().Add(10 * time.Second)
+	for b, _ := os.ReadFile(logFile); !bytes.Contains(b, []byte("log reopened")); b, _ = os.ReadFile(logFile) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after logrotate and SIGHUP the fallback file holds %q", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := syscall.Unmount(mnt, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	// No fallback file either (its directory cannot be made): the log
+	// is discarded, as the caller is told, and the pipe ends.
+	t.Setenv("LOGS_DIRECTORY", filepath.Join(logFile+".1", "sub"))
+	if said := mount(); !bytes.Contains(said, []byte("the log after this line is discarded; set log-file")) {
+		t.Errorf("without a fallback file the caller's pipe got %q", said)
+	}
+	if err := syscall.Unmount(mnt, 0); err != nil {
+		t.Fatal(err)
 	}
 }

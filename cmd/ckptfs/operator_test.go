@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -219,5 +221,54 @@ func TestMountHelperLeavesThePipeWithoutSyslog(t *testing.T) {
 	}
 	if err := syscall.Unmount(mnt, 0); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMountWarnsOfNonEmptyMountPoint: a mount over a directory that
+// holds files logs a warning naming the directory, how many entries it
+// hides and the first of them; an empty one logs none. (Before, the
+// mount covered them without a word, Flink's own files included.)
+func TestMountWarnsOfNonEmptyMountPoint(t *testing.T) {
+	mounttest.RequireFUSE(t)
+	top := t.TempDir()
+	backing, mnt := filepath.Join(top, "backing"), filepath.Join(top, "mnt")
+	os.MkdirAll(backing, 0o755)
+	os.MkdirAll(filepath.Join(mnt, "checkpoints", "job"), 0o755)
+	os.WriteFile(filepath.Join(mnt, "early"), []byte("x"), 0o644)
+	const warning = "the mount point is not empty: the mount hides what it holds"
+	// linesUntilMounted are the daemon's lines up to its "mounted",
+	// which it logs after the warning.
+	linesUntilMounted := func(d *mountProc) []string {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			lines := d.allLines()
+			if slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, `"msg":"mounted"`) }) {
+				return lines
+			}
+		}
+		t.Fatal("the daemon did not log mounted")
+		return nil
+	}
+	d := startMount(t, "--log-format", "json", backing, mnt)
+	var found map[string]any
+	for _, l := range linesUntilMounted(d) {
+		if strings.Contains(l, warning) {
+			if err := json.Unmarshal([]byte(l), &found); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if found == nil || found["mountpoint"] != mnt || found["entries"] != "2" || fmt.Sprint(found["first"]) != "[checkpoints early]" {
+		t.Errorf("want one warning naming %s, 2 entries, checkpoints and early; got %v in\n%s", mnt, found, strings.Join(d.allLines(), "\n"))
+	}
+	if code := d.stop(t); code != 0 {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+
+	empty := filepath.Join(top, "empty")
+	os.MkdirAll(empty, 0o755)
+	d = startMount(t, "--log-format", "json", backing, empty)
+	if slices.ContainsFunc(linesUntilMounted(d), func(l string) bool { return strings.Contains(l, warning) }) {
+		t.Errorf("an empty mount point was warned about:\n%s", strings.Join(d.allLines(), "\n"))
 	}
 }

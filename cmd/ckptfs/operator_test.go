@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/integration/mounttest"
 	"github.com/ckptfs/ckptfs/integration/zktest"
+	"github.com/ckptfs/ckptfs/manifest"
 )
 
 // Problems an operator's trial found (issue 31), each through the built
@@ -270,5 +273,72 @@ func TestMountWarnsOfNonEmptyMountPoint(t *testing.T) {
 	d = startMount(t, "--log-format", "json", backing, empty)
 	if slices.ContainsFunc(linesUntilMounted(d), func(l string) bool { return strings.Contains(l, warning) }) {
 		t.Errorf("an empty mount point was warned about:\n%s", strings.Join(d.allLines(), "\n"))
+	}
+}
+
+// TestVerifyChecksums: verify --checksums compares contents with the
+// manifests the primary sealed (found in .ckptfs above ROOT): an intact
+// sealed checkpoint is L3, an unsealed one L1 with a note, and each file
+// whose contents differ is named with the sealed and the found checksum.
+// (Before, verify had no checksum mode: a same-size corruption passed.)
+func TestVerifyChecksums(t *testing.T) {
+	backing := t.TempDir()
+	const id = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	job := filepath.Join(backing, "checkpoints", id)
+	for n := int64(1); n <= 3; n++ {
+		writeCheckpoint(t, job, n, 10, 20)
+	}
+	res, err := manifest.NewResolver(nil, []string{backing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := manifest.NewRecorder(manifest.RecorderConfig{Backing: backing, Resolver: res, ReadUnwritten: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"chk-1", "chk-3"} {
+		if _, err := rec.Seal(filepath.Join("checkpoints", id, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// chk-3's state-1 is corrupted in place: same size, other bytes.
+	victim := filepath.Join(job, "chk-3", "state-1")
+	os.WriteFile(victim, bytes.Repeat([]byte{0xff}, 20), 0o644)
+	sealed := manifest.FormatChecksum(crc32.Checksum(make([]byte, 20), crc32.MakeTable(crc32.Castagnoli)))
+	found := manifest.FormatChecksum(crc32.Checksum(bytes.Repeat([]byte{0xff}, 20), crc32.MakeTable(crc32.Castagnoli)))
+	root := filepath.Join(backing, "checkpoints")
+
+	if out, stderr, code := ckptfs(t, "verify", root); code != exitOK || strings.Contains(out, "checksum") {
+		t.Errorf("without --checksums (sizes only): exit %d\n%s%s", code, out, stderr)
+	}
+	out, stderr, code := ckptfs(t, "verify", "--checksums", root)
+	for _, want := range []string{
+		"3: checksum_mismatch: state-1: sealed " + sealed + ", found " + found,
+		"2: no sealed manifest: sizes checked, contents not",
+		"newest complete checkpoint: 2",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--checksums: output lacks %q:\n%s%s", want, out, stderr)
+		}
+	}
+	if code != exitNewestIncomplete || !regexp.MustCompile(`(?m)^ +1 +yes +L3 `).MatchString(out) {
+		t.Errorf("--checksums: exit %d, want 1, and chk-1 at L3:\n%s", code, out)
+	}
+	out, _, _ = ckptfs(t, "verify", "--checksums", "-o", "json", filepath.Join(job, "chk-3"))
+	var doc struct {
+		Jobs []struct {
+			Checkpoints []manifest.Verdict `json:"checkpoints"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Jobs) != 1 || len(doc.Jobs[0].Checkpoints) != 1 {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if p := doc.Jobs[0].Checkpoints[0].Problems; len(p) != 1 || p[0].Kind != manifest.ProblemChecksumMismatch || p[0].Path != "state-1" ||
+		p[0].ExpectedChecksum != sealed || p[0].FoundChecksum != found {
+		t.Errorf("-o json: problems %+v, want state-1 sealed %s found %s", p, sealed, found)
+	}
+	// No sealed manifests in ROOT or above: a usage error naming why.
+	if _, stderr, code := ckptfs(t, "verify", "--checksums", checkpointsTree(t)); code != exitUsage || !strings.Contains(stderr, "no .ckptfs/manifests in") {
+		t.Errorf("no sealed manifests: exit %d, %s", code, stderr)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -340,5 +341,54 @@ func TestVerifyChecksums(t *testing.T) {
 	// No sealed manifests in ROOT or above: a usage error naming why.
 	if _, stderr, code := ckptfs(t, "verify", "--checksums", checkpointsTree(t)); code != exitUsage || !strings.Contains(stderr, "no .ckptfs/manifests in") {
 		t.Errorf("no sealed manifests: exit %d, %s", code, stderr)
+	}
+}
+
+// TestMountLogsTheFileAChecksumMismatchHides: a replica hides a sealed
+// checkpoint whose file differs from its checksum, and its log names the
+// file, the sealed and the found checksum, once, not on every pass.
+// (Before, the checkpoint was hidden with no reason logged.)
+func TestMountLogsTheFileAChecksumMismatchHides(t *testing.T) {
+	mounttest.RequireFUSE(t)
+	top := t.TempDir()
+	backing, mnt := filepath.Join(top, "nas"), filepath.Join(top, "flink")
+	const id = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	job := filepath.Join(backing, "checkpoints", id)
+	writeCheckpoint(t, job, 1, 10, 20)
+	os.MkdirAll(mnt, 0o755)
+	res, _ := manifest.NewResolver(nil, []string{backing})
+	rec, _ := manifest.NewRecorder(manifest.RecorderConfig{Backing: backing, Resolver: res, ReadUnwritten: true})
+	if _, err := rec.Seal(filepath.Join("checkpoints", id, "chk-1")); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(job, "chk-1", "state-1"), bytes.Repeat([]byte{0xff}, 20), 0o644)
+	sealed := manifest.FormatChecksum(crc32.Checksum(make([]byte, 20), crc32.MakeTable(crc32.Castagnoli)))
+	found := manifest.FormatChecksum(crc32.Checksum(bytes.Repeat([]byte{0xff}, 20), crc32.MakeTable(crc32.Castagnoli)))
+
+	d := startMount(t, "--log-format", "json", "--poll", "50ms", "--metrics-addr", "127.0.0.1:0", backing, mnt)
+	addr := d.metricsAddr(t)
+	passes := func() float64 {
+		v, _ := seriesValue(scrapeDaemon(t, addr), "ckptfs_catalog_passes_total", "", "")
+		return v
+	}
+	for start := passes(); passes() < start+10; {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "checkpoints", id, "chk-1")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("chk-1 with a corrupted file: %v, want hidden", err)
+	}
+	var warnings []map[string]any
+	for _, l := range d.allLines() {
+		if strings.Contains(l, "checkpoint hidden: its contents differ from the checksums the primary sealed") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatal(err)
+			}
+			warnings = append(warnings, m)
+		}
+	}
+	if len(warnings) != 1 || warnings[0]["file"] != "state-1" || warnings[0]["sealed"] != sealed || warnings[0]["found"] != found ||
+		warnings[0]["checkpoint"] != float64(1) || warnings[0]["job"] != id {
+		t.Errorf("after 10 passes: %d warnings %v; want one naming state-1, sealed %s, found %s", len(warnings), warnings, sealed, found)
 	}
 }

@@ -180,12 +180,14 @@ func (b *Bridge) statusWithoutNamespace(ctx context.Context, err error) (*Status
 	ns := namespaceCandidates(root, b.cfg.ClusterID)[0]
 	rep.Layout.Namespace = ns
 	rep.NoNamespace = fmt.Sprintf("no Flink job under %s yet: Flink has not started with this cluster id, or path-root or cluster-id differ from Flink's", ns)
-	doubt, err := b.newClusterDoubt(ctx)
+	beside, ran, err := b.newClusterDoubt(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if doubt != "" {
-		rep.NoNamespace += "; " + doubt
+	for _, doubt := range []string{beside, ran} {
+		if doubt != "" {
+			rep.NoNamespace += "; " + doubt
+		}
 	}
 	if err := b.readSiteState(ctx, b.ckptfsFor(rep.Layout), rep); err != nil {
 		return nil, err

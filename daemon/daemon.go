@@ -68,6 +68,15 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
+	// A checkpoint hidden because its contents differ from what the
+	// primary sealed says so, once per set of mismatches (the catalog's
+	// Change), from the first pass on; verify --checksums names them all.
+	p.catalog.OnChange(func(ch manifest.Change) {
+		if ch.Mismatch != nil {
+			log.Warn("checkpoint hidden: its contents differ from the checksums the primary sealed", append(checkpointAttrs(filepath.Join(ch.Dir, ch.Name)),
+				"file", ch.Mismatch.Path, "sealed", ch.Mismatch.ExpectedChecksum, "found", ch.Mismatch.FoundChecksum, "mismatches", ch.Mismatches)...)
+		}
+	})
 	// Verify once before mounting, so the mount starts with what is
 	// complete rather than with nothing.
 	p.catalog.Refresh(ctx)
@@ -89,9 +98,10 @@ func Run(ctx context.Context, cfg Config) error {
 		// Both are routine: Flink deletes every subsumed checkpoint, and
 		// the replication deletes it on the replica. What is not (ZooKeeper
 		// pointing at what is not complete) is health's to tell.
-		if ch.Visible {
+		switch {
+		case ch.Visible:
 			log.Info("checkpoint complete", attrs...)
-		} else {
+		case ch.Mismatch == nil: // with one, logged above
 			log.Info("checkpoint no longer complete", attrs...)
 		}
 		// Off the catalog's pass: the kernel takes the directory's lock
@@ -278,8 +288,8 @@ func ready(n Notify, sink *logsink.Sink, log *slog.Logger) {
 		}
 	}
 	if n.Detach {
-		// Say where the log goes on the stream the caller still reads.
-		where, err := sink.Detach("ckptfs")
+		// A warning of where the log goes reaches the caller's stream.
+		where, err := sink.Detach("ckptfs", log.Warn)
 		if err != nil {
 			log.Warn("detaching from the standard streams", "err", err)
 		} else {

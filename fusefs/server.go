@@ -78,6 +78,7 @@ func Mount(cfg Config) (*Server, error) {
 	if err := recoverMountPoint(mountPoint, cfg.ProbeTimeout, log); err != nil {
 		return nil, err
 	}
+	warnNonEmpty(mountPoint, cfg.ProbeTimeout, log)
 
 	fsys := &fileSystem{
 		vis:           cfg.Visibility,

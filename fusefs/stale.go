@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,6 +78,54 @@ func recoverMountPoint(dir string, probeTimeout time.Duration, log *slog.Logger)
 		}
 	}
 	return nil
+}
+
+// warnNonEmpty logs a warning when dir holds anything: the mount hides
+// it, from Flink too. Files written there before the mount (a Flink
+// started before it) are neither on the backing file system nor
+// replicated. It is a warning, not a refusal (libfuse 3 dropped
+// nonempty): a leftover must not keep the mount from coming up, and
+// what it hides stays intact beneath. The listing waits at most timeout.
+func warnNonEmpty(dir string, timeout time.Duration, log *slog.Logger) {
+	const most = 1000
+	type listing struct {
+		names []string
+		err   error
+	}
+	done := make(chan listing, 1)
+	go func() {
+		f, err := os.Open(dir)
+		if err != nil {
+			done <- listing{err: err}
+			return
+		}
+		defer f.Close()
+		names, err := f.Readdirnames(most + 1)
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		done <- listing{names, err}
+	}()
+	var l listing
+	select {
+	case l = <-done:
+	case <-time.After(timeout):
+		l.err = fmt.Errorf("no answer within %v", timeout)
+	}
+	if l.err != nil {
+		log.Warn("listing the mount point before mounting", "err", l.err)
+		return
+	}
+	if len(l.names) == 0 {
+		return
+	}
+	count := strconv.Itoa(len(l.names))
+	if len(l.names) > most {
+		count = "more than " + strconv.Itoa(most)
+	}
+	sort.Strings(l.names)
+	log.Warn("the mount point is not empty: the mount hides what it holds, from Flink too (anything written there before the mount is not on the backing file system)",
+		"entries", count, "first", l.names[:min(len(l.names), 5)])
 }
 
 // probeMount asks the file system at dir for something the kernel never

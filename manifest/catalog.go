@@ -90,12 +90,18 @@ func CheckHiddenPattern(p string) error {
 }
 
 // Change says that a checkpoint or savepoint directory's visibility
-// changed.
+// changed, or why it stays hidden: its contents differ from what the
+// primary sealed.
 type Change struct {
 	// Dir is the job directory (or the directory holding savepoints)
 	// relative to Backing; Name is chk-N (or savepoint-...).
 	Dir, Name string
 	Visible   bool
+	// Mismatch is the first of the checksum mismatches that hide it and
+	// Mismatches their count (nil, 0: none). A Change with them is sent
+	// once per set of mismatches, also while it stays hidden.
+	Mismatch   *Problem
+	Mismatches int
 }
 
 // JobState is what a catalog knows about one job directory.
@@ -536,9 +542,15 @@ func diffVisibility(old, cur map[string]map[string]*Verdict) []Change {
 		return shown(m[dir][name])
 	}
 	for dir, chks := range cur {
-		for name := range chks {
-			if now := visible(cur, dir, name); now != visible(old, dir, name) {
-				out = append(out, Change{Dir: dir, Name: name, Visible: now})
+		for name, v := range chks {
+			now := visible(cur, dir, name)
+			ch := Change{Dir: dir, Name: name, Visible: now}
+			mm := mismatches(v)
+			if !now && len(mm) > 0 {
+				ch.Mismatch, ch.Mismatches = &mm[0], len(mm)
+			}
+			if now != visible(old, dir, name) || ch.Mismatch != nil && !slices.Equal(mm, mismatches(old[dir][name])) {
+				out = append(out, ch)
 			}
 		}
 	}
@@ -547,6 +559,20 @@ func diffVisibility(old, cur map[string]map[string]*Verdict) []Change {
 			if visible(old, dir, name) && cur[dir][name] == nil {
 				out = append(out, Change{Dir: dir, Name: name, Visible: false})
 			}
+		}
+	}
+	return out
+}
+
+// mismatches are the checksum mismatches among v's problems.
+func mismatches(v *Verdict) []Problem {
+	if v == nil {
+		return nil
+	}
+	var out []Problem
+	for _, p := range v.Problems {
+		if p.Kind == ProblemChecksumMismatch {
+			out = append(out, p)
 		}
 	}
 	return out

@@ -456,3 +456,84 @@ func TestCatalogShowsFlink14Checkpoints(t *testing.T) {
 		t.Fatalf("1.5 HA file: chk-7 %v, chk-5 %v; want both hidden", visible("chk-7"), visible("chk-5"))
 	}
 }
+
+// TestCatalogSaysWhichFileAChecksumMismatchHides: a checkpoint hidden
+// because a file's contents differ from the sealed checksum is reported
+// once (a Change naming the file, the sealed and the found checksum), not
+// on every pass; again when another file differs too; and a checkpoint
+// that was visible says why it no longer is. (Before, it stayed hidden
+// with no reason given to the listeners.)
+func TestCatalogSaysWhichFileAChecksumMismatchHides(t *testing.T) {
+	backing := t.TempDir()
+	job := filepath.Join(backing, "job")
+	dir := realCheckpoint(t, job)
+	name := filepath.Base(dir)
+	res, _ := NewResolver(nil, []string{backing})
+	rec, _ := NewRecorder(RecorderConfig{Backing: backing, Resolver: res, ReadUnwritten: true})
+	if _, err := rec.Seal(filepath.Join("job", name)); err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Name() != MetadataFile {
+			states = append(states, e.Name())
+		}
+	}
+	if len(states) < 2 {
+		t.Fatalf("want two state files in %s, have %v", dir, states)
+	}
+	corrupt := func(file string) (sealed, found string) {
+		p := filepath.Join(dir, file)
+		data, _ := os.ReadFile(p)
+		sealed = FormatChecksum(crc32.Checksum(data, castagnoli))
+		data[0] ^= 0xff
+		os.WriteFile(p, data, 0o644)
+		return sealed, FormatChecksum(crc32.Checksum(data, castagnoli))
+	}
+	cfg := DefaultCatalogConfig()
+	vcfg := DefaultVerifierConfig()
+	vcfg.Resolver, vcfg.SealedRoot = res, backing
+	cfg.Backing, cfg.Verifier = backing, func() *Verifier { v, _ := NewVerifier(vcfg); return v }()
+	c, err := NewCatalog(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []Change
+	c.OnChange(func(ch Change) { changes = append(changes, ch) })
+	pass := func() []Change {
+		changes = nil
+		c.Refresh(context.Background())
+		return changes
+	}
+	if ch := pass(); len(ch) != 1 || !ch[0].Visible || ch[0].Mismatch != nil {
+		t.Fatalf("intact: changes %+v, want it visible", ch)
+	}
+
+	// Visible, then a file differs: hidden, saying which.
+	sealed, found := corrupt(states[0])
+	ch := pass()
+	if len(ch) != 1 || ch[0].Visible || ch[0].Mismatches != 1 || ch[0].Mismatch == nil ||
+		ch[0].Mismatch.Path != states[0] || ch[0].Mismatch.ExpectedChecksum != sealed || ch[0].Mismatch.FoundChecksum != found {
+		t.Fatalf("one file differs: changes %+v, want %s hidden naming %s (sealed %s, found %s)", ch, name, states[0], sealed, found)
+	}
+	// Once, not every pass.
+	for range 3 {
+		if ch := pass(); len(ch) != 0 {
+			t.Fatalf("the same mismatch again: changes %+v, want none", ch)
+		}
+	}
+	// Another file differs too: said again.
+	corrupt(states[1])
+	if ch := pass(); len(ch) != 1 || ch[0].Visible || ch[0].Mismatches != 2 {
+		t.Fatalf("a second file differs: changes %+v", ch)
+	}
+	// Hidden from the start (a fresh catalog): said on the first pass.
+	c2, _ := NewCatalog(cfg)
+	var first []Change
+	c2.OnChange(func(ch Change) { first = append(first, ch) })
+	c2.Refresh(context.Background())
+	if len(first) != 1 || first[0].Visible || first[0].Mismatches != 2 {
+		t.Fatalf("never visible: changes %+v", first)
+	}
+}

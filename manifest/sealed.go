@@ -459,7 +459,8 @@ func (v *Verifier) checkSealed(ctx context.Context, dir string, verdict *Verdict
 		case err != nil:
 			verdict.addProblem(*fileProblem(name, err))
 		case got != want:
-			verdict.addProblem(Problem{Path: name, Kind: ProblemChecksumMismatch, Detail: fmt.Sprintf("sealed %s, found %s", want, got)})
+			verdict.addProblem(Problem{Path: name, Kind: ProblemChecksumMismatch, Detail: fmt.Sprintf("sealed %s, found %s", want, got),
+				ExpectedChecksum: want, FoundChecksum: got})
 		}
 	}
 	check(MetadataFile, filepath.Join(dir, MetadataFile), sealed.MetadataChecksum)

@@ -74,6 +74,10 @@ type Problem struct {
 	Found    int64 `json:"found,omitempty"`
 	// Offset is where a parse error was found.
 	Offset int64 `json:"offset,omitempty"`
+	// ExpectedChecksum is what the primary sealed and FoundChecksum what
+	// the file holds here (checksum_mismatch).
+	ExpectedChecksum string `json:"expected_checksum,omitempty"`
+	FoundChecksum    string `json:"found_checksum,omitempty"`
 }
 
 func (p Problem) String() string {

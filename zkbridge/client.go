@@ -583,6 +583,20 @@ func (c *client) createIfAbsent(ctx context.Context, path string, data []byte) e
 	return err
 }
 
+// createOpen creates path, persistent and empty, open to every client
+// (world:anyone:cdrwa, as zkCli's create makes it), unless it exists. For
+// the namespace of a new Flink cluster only: ckptfs's own znodes take
+// the ACL of their place.
+func (c *client) createOpen(ctx context.Context, path string) error {
+	_, err := retry(ctx, c, "create "+path, func() (string, error) {
+		return c.conn.Create(path, nil, 0, zk.WorldACL(zk.PermAll))
+	})
+	if errors.Is(err, zk.ErrNodeExists) {
+		return nil
+	}
+	return err
+}
+
 // set writes a znode's data once, by compare-and-set. A transient error
 // leaves the outcome unknown.
 func (c *client) set(ctx context.Context, path string, data []byte, version int32) (*zk.Stat, error) {

@@ -2,6 +2,7 @@ package zkbridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -25,6 +26,10 @@ type StatusReport struct {
 	// none ran).
 	AutoTakeover *AutoTakeover `json:"auto_takeover"`
 	Jobs         []*JobStatus  `json:"jobs"`
+	// NoNamespace says, when Flink's namespace does not exist, what that
+	// means: Flink has not started yet, or the path root or cluster id
+	// differ from Flink's ("" when it exists).
+	NoNamespace string `json:"no_namespace,omitempty"`
 }
 
 // JobStatus is one job's pointers and markers.
@@ -89,6 +94,9 @@ type PointerStatus struct {
 // active site and the epoch. It writes nothing.
 func (b *Bridge) Status(ctx context.Context) (*StatusReport, error) {
 	l, err := b.discover(ctx)
+	if errors.Is(err, ErrNoNamespace) {
+		return b.statusWithoutNamespace(ctx, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -97,18 +105,7 @@ func (b *Bridge) Status(ctx context.Context) (*StatusReport, error) {
 	if rep.JobManager, err = b.liveness(ctx, l); err != nil {
 		return nil, err
 	}
-	ep, err := b.readEpoch(ctx, paths)
-	if err != nil {
-		return nil, err
-	}
-	rep.Epoch = ep.value
-	if rep.ActiveSite, _, err = b.readActiveSite(ctx, paths); err != nil {
-		return nil, err
-	}
-	if rep.Lease, err = b.readLease(ctx, paths); err != nil {
-		return nil, err
-	}
-	if rep.AutoTakeover, err = b.readAutoTakeover(ctx, paths); err != nil {
+	if err := b.readSiteState(ctx, paths, rep); err != nil {
 		return nil, err
 	}
 	markers, err := b.readMarkers(ctx, paths)
@@ -146,6 +143,54 @@ func (b *Bridge) Status(ctx context.Context) (*StatusReport, error) {
 			st.Notes = append(st.Notes, "cannot tell Flink 1.14 from 1.15+: whether these pointers are visible to Flink is unknown")
 		}
 		rep.Jobs = append(rep.Jobs, st)
+	}
+	return rep, nil
+}
+
+// readSiteState reads ckptfs's own znodes of the cluster into rep: the
+// epoch, the active site, the lease and the automatic takeover.
+func (b *Bridge) readSiteState(ctx context.Context, paths ckptfsPaths, rep *StatusReport) error {
+	ep, err := b.readEpoch(ctx, paths)
+	if err != nil {
+		return err
+	}
+	rep.Epoch = ep.value
+	if rep.ActiveSite, _, err = b.readActiveSite(ctx, paths); err != nil {
+		return err
+	}
+	if rep.Lease, err = b.readLease(ctx, paths); err != nil {
+		return err
+	}
+	rep.AutoTakeover, err = b.readAutoTakeover(ctx, paths)
+	return err
+}
+
+// statusWithoutNamespace is the status when Flink's namespace does not
+// exist (discover's err): no jobs and no JobManager, what that means,
+// and ckptfs's own znodes when the cluster id is known. Before Flink's
+// first start this is no error.
+func (b *Bridge) statusWithoutNamespace(ctx context.Context, err error) (*StatusReport, error) {
+	root := b.cfg.PathRoot
+	rep := &StatusReport{Site: b.cfg.Site, ClusterID: b.cfg.ClusterID, JobManager: &Liveness{}, Jobs: []*JobStatus{},
+		Layout: &Layout{PathRoot: root, ClusterID: b.cfg.ClusterID, Namespace: root, Evidence: []string{err.Error()}}}
+	if b.cfg.ClusterID == "" {
+		rep.NoNamespace = fmt.Sprintf("no Flink job under %s yet: Flink has not started under this path root, or path-root differs from Flink's high-availability.zookeeper.path.root (give cluster-id to read ckptfs's znodes of the cluster)", root)
+		return rep, nil
+	}
+	ns := namespaceCandidates(root, b.cfg.ClusterID)[0]
+	rep.Layout.Namespace = ns
+	rep.NoNamespace = fmt.Sprintf("no Flink job under %s yet: Flink has not started with this cluster id, or path-root or cluster-id differ from Flink's", ns)
+	beside, ran, err := b.newClusterDoubt(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, doubt := range []string{beside, ran} {
+		if doubt != "" {
+			rep.NoNamespace += "; " + doubt
+		}
+	}
+	if err := b.readSiteState(ctx, b.ckptfsFor(rep.Layout), rep); err != nil {
+		return nil, err
 	}
 	return rep, nil
 }

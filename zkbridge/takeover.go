@@ -59,6 +59,14 @@ type TakeoverOptions struct {
 	// AcceptStateLoss lets Flink start a job with no checkpoint pointer
 	// although it had a complete checkpoint (RefusedCheckpointsLost).
 	AcceptStateLoss bool
+	// NewCluster says that the configured cluster id is a new cluster's,
+	// although the path root holds other Flink clusters (a misspelt id
+	// looks the same): when its namespace does not exist the takeover
+	// creates it empty (not with DryRun), so that every later takeover
+	// finds it, and goes on as for a cluster that has not run yet.
+	// Markers of jobs of the cluster still refuse it: Flink ran with that
+	// id under another path root.
+	NewCluster bool
 	// Lease, when set, is the guard of a lease the caller already saw
 	// expired (an automatic takeover): the takeover does not observe it
 	// again. Otherwise the takeover observes the lease itself, in the
@@ -105,6 +113,9 @@ type TakeoverReport struct {
 	ActiveSite    string `json:"active_site"`
 	// JobManager is the liveness read last.
 	JobManager *Liveness `json:"jobmanager,omitempty"`
+	// NewNamespace is the namespace of a new cluster (NewCluster) this
+	// takeover created, or would create in a dry run.
+	NewNamespace string `json:"new_namespace,omitempty"`
 	// Lease is the lease as the takeover saw it last (nil: none read, or
 	// this site owns it).
 	Lease  *LeaseView     `json:"lease,omitempty"`
@@ -207,12 +218,13 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 	if err := b.requireSite("takeover"); err != nil {
 		return nil, err
 	}
-	l, err := b.discoverForTakeover(ctx)
+	l, created, err := b.discoverForTakeover(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	paths := b.ckptfsFor(l)
-	rep := &TakeoverReport{Site: b.cfg.Site, ClusterID: l.ClusterID, Namespace: l.Namespace, Generation: l.Generation, DryRun: opts.DryRun, Jobs: []*JobTakeover{}}
+	rep := &TakeoverReport{Site: b.cfg.Site, ClusterID: l.ClusterID, Namespace: l.Namespace, Generation: l.Generation, DryRun: opts.DryRun, Jobs: []*JobTakeover{},
+		NewNamespace: created}
 	log := b.log.With("namespace", l.Namespace)
 
 	var lock *takeoverLock
@@ -300,7 +312,7 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 		lock.lease = guard
 	}
 	// Jobs may have changed while we waited.
-	if l, err = b.discoverForTakeover(ctx); err != nil {
+	if l, _, err = b.discoverForTakeover(ctx, opts); err != nil {
 		return nil, err
 	}
 	// Refuse an ambiguous layout before writing anything.
@@ -367,57 +379,104 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 // discoverForTakeover is discover, except that a cluster that has not run
 // yet is not an error: the first start of Flink on the first site passes
 // through the takeover too. The namespace of the configured cluster id
-// must be absent, the path root must hold no other Flink namespace, and
-// no site may have published markers of jobs of this cluster; otherwise
-// the cluster id or path root is more likely wrong, and a
-// takeover that looked in the wrong place would let Flink restore
-// unchecked pointers.
-func (b *Bridge) discoverForTakeover(ctx context.Context) (*Layout, error) {
+// must be absent and newClusterDoubt find nothing (with opts.NewCluster,
+// nothing but other clusters beside it); otherwise the cluster id or path
+// root is more likely wrong, and a takeover that looked in the wrong
+// place would let Flink restore unchecked pointers. With NewCluster it
+// creates the namespace (not in a dry run) and returns its path.
+func (b *Bridge) discoverForTakeover(ctx context.Context, opts TakeoverOptions) (*Layout, string, error) {
 	l, err := b.discover(ctx)
 	if !errors.Is(err, ErrNoNamespace) || b.cfg.ClusterID == "" {
-		return l, err
+		return l, "", err
 	}
+	beside, ran, derr := b.newClusterDoubt(ctx)
+	switch {
+	case derr != nil:
+		return nil, "", derr
+	case ran != "":
+		return nil, "", fmt.Errorf("%w; %s", err, ran)
+	case beside != "" && !opts.NewCluster:
+		return nil, "", fmt.Errorf("%w; %s (or, for the first start of a new cluster beside them, --new-cluster)", err, beside)
+	}
+	ns := namespaceCandidates(b.cfg.PathRoot, b.cfg.ClusterID)[0]
+	if !opts.NewCluster {
+		b.log.Info("Flink's namespace does not exist: a cluster that has not run yet", "namespace", ns)
+		return &Layout{PathRoot: b.cfg.PathRoot, ClusterID: b.cfg.ClusterID, Namespace: ns,
+			Evidence: []string{ns + " does not exist: Flink has not run in this cluster yet"}}, "", nil
+	}
+	if !opts.DryRun {
+		if err := b.createNamespace(ctx, ns); err != nil {
+			return nil, "", err
+		}
+		b.log.Info("created the empty namespace of a new cluster", "namespace", ns)
+		l, err = b.discover(ctx)
+		return l, ns, err
+	}
+	return &Layout{PathRoot: b.cfg.PathRoot, ClusterID: b.cfg.ClusterID, Namespace: ns,
+		Evidence: []string{ns + " does not exist: a new cluster (--new-cluster)"}}, ns, nil
+}
+
+// createNamespace creates Flink's namespace ns of a new cluster, empty,
+// with its missing parents, open to every client as zkCli's create makes
+// them: Flink creates its own znodes below it with its own ACL.
+func (b *Bridge) createNamespace(ctx context.Context, ns string) error {
+	missing, err := b.missingParents(ctx, ns, "")
+	if err != nil {
+		return err
+	}
+	for _, p := range missing {
+		if err := b.zk.createOpen(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newClusterDoubt says why a missing namespace of the configured cluster
+// id looks like a wrong cluster id or path root rather than a cluster
+// that has not run yet: beside, the path root holds Flink's znodes
+// itself or another Flink cluster; ran, some site published markers of
+// jobs of this cluster. "" when nothing does.
+func (b *Bridge) newClusterDoubt(ctx context.Context) (beside, ran string, err error) {
 	root := b.cfg.PathRoot
-	names, _, lerr := b.zk.children(ctx, root)
-	if lerr != nil && !errors.Is(lerr, zk.ErrNoNode) {
-		return nil, lerr
+	names, _, err := b.zk.children(ctx, root)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return "", "", err
 	}
 	if looksLikeNamespace(names) {
-		return nil, fmt.Errorf("%w; %s itself holds Flink's znodes (an empty cluster id): check the cluster id", err, root)
+		beside = fmt.Sprintf("%s itself holds Flink's znodes (an empty cluster id): check the cluster id", root)
 	}
 	var others []string
 	for _, n := range names {
-		kids, _, kerr := b.zk.children(ctx, join(root, n))
-		if kerr != nil && !errors.Is(kerr, zk.ErrNoNode) {
-			return nil, kerr
+		kids, _, err := b.zk.children(ctx, join(root, n))
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return "", "", err
 		}
 		if looksLikeNamespace(kids) {
 			others = append(others, n)
 		}
 	}
-	if len(others) > 0 {
-		return nil, fmt.Errorf("%w; %s holds Flink cluster(s) %s: check the cluster id and path root", err, root, strings.Join(others, ", "))
+	if beside == "" && len(others) > 0 {
+		beside = fmt.Sprintf("%s holds Flink cluster(s) %s: check the cluster id and path root", root, strings.Join(others, ", "))
 	}
 	// Markers of jobs mean Flink ran here: then its namespace is missing
 	// because the path root is wrong, not because the cluster is new.
 	ck := newCkptfsPaths(b.cfg.CkptfsRoot, strings.Trim(b.cfg.ClusterID, "/"))
-	sites, _, serr := b.zk.children(ctx, ck.sites())
-	if serr != nil && !errors.Is(serr, zk.ErrNoNode) {
-		return nil, serr
+	sites, _, err := b.zk.children(ctx, ck.sites())
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return "", "", err
 	}
 	for _, site := range sites {
-		jobs, _, jerr := b.zk.children(ctx, ck.markers(site))
-		if jerr != nil && !errors.Is(jerr, zk.ErrNoNode) {
-			return nil, jerr
+		jobs, _, err := b.zk.children(ctx, ck.markers(site))
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return "", "", err
 		}
 		if len(jobs) > 0 {
-			return nil, fmt.Errorf("%w; yet site %s published markers for %d job(s) of this cluster, so Flink ran here: check the path root", err, site, len(jobs))
+			ran = fmt.Sprintf("yet site %s published markers for %d job(s) of this cluster, so Flink ran here: check the path root", site, len(jobs))
+			break
 		}
 	}
-	ns := namespaceCandidates(root, b.cfg.ClusterID)[0]
-	b.log.Info("Flink's namespace does not exist: a cluster that has not run yet", "namespace", ns)
-	return &Layout{PathRoot: root, ClusterID: b.cfg.ClusterID, Namespace: ns,
-		Evidence: []string{ns + " does not exist: Flink has not run in this cluster yet"}}, nil
+	return beside, ran, nil
 }
 
 // takeoverJobs runs takeoverJob for every job of l, several at once, and

@@ -347,7 +347,10 @@ checkpoint data, deleted by Flink itself (each warning names the key).
 With zk, it warns (on stderr, exit status 0) when ckptfs would connect
 anonymously, so that every ZooKeeper client could write its znodes; when
 flink-zk-acl says Flink's znodes are its own identity's only and ckptfs
-has no credentials; and when zk-auth-file is readable by others.
+has no credentials; and when zk-auth-file is readable by others. It also
+warns when metrics-addr is not loopback and metrics-tls-cert,
+metrics-tls-key and metrics-tls-client-ca do not guard it, and when
+mode is primary without zk: nothing fences such a mount.
 
 Exit status:
   0  the file is valid
@@ -396,6 +399,11 @@ Exit status:
 				fmt.Fprintf(w, "  %-22s line %-4d used by %s\n", k, file.entries[k].line, strings.Join(users[k], ", "))
 			}
 			warnings, identity := fileConnectionWarnings(file)
+			for _, c := range settingCommands(cmd.Root()) {
+				if c.Name() == "mount" {
+					warnings = append(warnings, fileMountWarnings(c)...)
+				}
+			}
 			if flinkConf != "" {
 				fc, err := flinkconf.Load(flinkConf, flinkconf.Auto)
 				if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -50,7 +51,8 @@ type mountConfig struct {
 	LogFormat     string
 	LogLevel      string
 	// LogFile is where the log goes (appended; SIGHUP reopens it). Empty:
-	// standard error, and syslog once the mount helper's daemon serves.
+	// standard error, and once the mount helper's daemon serves the
+	// journal, syslog or fallbackLog (logsink.Sink.Detach).
 	LogFile string
 	Debug   bool
 	// zkSettings name the site and, with ZK, locate Flink's HA data, as
@@ -129,6 +131,52 @@ func (c *mountConfig) validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// warnings are what config check says about valid mount settings:
+// metrics served beyond loopback to clients it does not authenticate,
+// and a primary with no fence. (The lease of a manual primary is gone:
+// with zk every mount takes part in it, design §5.14; without zk nothing
+// fences a primary.)
+func (c *mountConfig) warnings() []string {
+	var out []string
+	if c.MetricsAddr != "" && !loopbackAddr(c.MetricsAddr) {
+		switch {
+		case c.MetricsTLSCert == "":
+			out = append(out, fmt.Sprintf("metrics-addr %s serves /metrics and /healthz beyond loopback over plain HTTP, to every client that reaches the port: set metrics-tls-cert and metrics-tls-key (HTTPS) and metrics-tls-client-ca (only clients with a certificate of that CA), or listen on 127.0.0.1 (docs/deploy.md#9-metrics-and-health)", c.MetricsAddr))
+		case c.MetricsTLSClientCA == "":
+			out = append(out, fmt.Sprintf("metrics-addr %s serves /metrics and /healthz beyond loopback to every client that reaches the port: set metrics-tls-client-ca (only clients with a certificate of that CA) (docs/deploy.md#9-metrics-and-health)", c.MetricsAddr))
+		}
+	}
+	if c.Mode == "primary" && c.ZK == "" {
+		out = append(out, "mode primary without zk: nothing fences this mount (no lease, no active-site to follow), so it writes beside another site's primary after a failover; set zk and cluster-id, and it writes only while its site holds the lease (docs/design.md §5.14); without zk, primary suits one site without failover only")
+	}
+	return out
+}
+
+// loopbackAddr reports whether a metrics address listens on loopback
+// only: no host (the daemon listens on 127.0.0.1), localhost, or a
+// loopback IP.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "" || host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// fileMountWarnings are the warnings of the mount's settings as config
+// check filled them into mount's flags.
+func fileMountWarnings(mount *cobra.Command) []string {
+	get := func(name string) string { return mount.Flags().Lookup(name).Value.String() }
+	c := mountConfig{Mode: get("mode"), MetricsAddr: get("metrics-addr"), MetricsTLSCert: get("metrics-tls-cert"),
+		MetricsTLSKey: get("metrics-tls-key"), MetricsTLSClientCA: get("metrics-tls-client-ca")}
+	c.ZK = get("zk")
+	return c.warnings()
 }
 
 // daemonFieldSettings names the setting behind each daemon.Config field
@@ -220,11 +268,28 @@ func watchdogRecord(mountPoint string) string {
 	if dir == "" || strings.Contains(dir, ":") {
 		dir = "/run/ckptfs"
 	}
+	return filepath.Join(dir, mountName(mountPoint)+".watchdog")
+}
+
+// mountName names a mount point in a file name: /flink/x is flink-x.
+func mountName(mountPoint string) string {
 	name := strings.ReplaceAll(strings.Trim(filepath.Clean(mountPoint), "/"), "/", "-")
 	if name == "" {
 		name = "-"
 	}
-	return filepath.Join(dir, name+".watchdog")
+	return name
+}
+
+// fallbackLog is where the daemon of mountPoint started by the mount
+// helper logs when it has no log-file, no journal and no syslog: in
+// systemd's LogsDirectory= when the unit has one, else under
+// /var/log/ckptfs.
+func fallbackLog(mountPoint string) string {
+	dir := os.Getenv("LOGS_DIRECTORY")
+	if dir == "" || strings.Contains(dir, ":") {
+		dir = "/var/log/ckptfs"
+	}
+	return filepath.Join(dir, mountName(mountPoint)+".log")
 }
 
 // resolver resolves Flink's paths inside the backing directory and the
@@ -258,6 +323,7 @@ func serveMount(cmd *cobra.Command, cfg *mountConfig) error {
 	if err != nil {
 		return fail("log-file: %v", err)
 	}
+	sink.Fallback = fallbackLog(cfg.MountPoint)
 	log := cfg.logger(sink)
 	d, err := cfg.daemonConfig(log, sink)
 	if err != nil {
@@ -318,7 +384,9 @@ the mount helper mount.fuse.ckptfs.
 Logs go to standard error, or to the file of log-file. Started as the
 mount helper, the daemon leaves the caller's terminal or pipe once the
 mount serves: its log then goes to log-file, or to the journal when its
-standard error is one, or to syslog.
+standard error is one, or to syslog, or else (saying so first) to
+/var/log/ckptfs/<mount point>.log ($LOGS_DIRECTORY under systemd), or
+nowhere when that cannot be opened.
 
 Signals: SIGTERM and SIGINT unmount and exit; SIGHUP reopens log-file
 (for logrotate) and reloads nothing else (restart to change settings); a
@@ -379,7 +447,7 @@ Exit status:
 		f.BoolVar(&cfg.Passthrough, "passthrough", cfg.Passthrough, "let the kernel read files directly (FUSE passthrough)")
 		f.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "text or json")
 		f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
-		f.StringVar(&cfg.LogFile, "log-file", "", "append the log to `FILE` (SIGHUP reopens it; default: standard error, or syslog under the mount helper once mounted)")
+		f.StringVar(&cfg.LogFile, "log-file", "", "append the log to `FILE` (SIGHUP reopens it; default: standard error; under the mount helper once mounted the journal, syslog or /var/log/ckptfs)")
 		f.BoolVar(&cfg.Debug, "debug", false, "log every FUSE request")
 		f.StringVar(&cfg.ZK, "zk", "", "ZooKeeper `HOST:PORT[,...]` (optional: promotion, fencing, markers)")
 		f.StringVar(&cfg.ClusterID, "cluster-id", "", "Flink's high-availability.cluster-id")

@@ -163,6 +163,9 @@ It writes nothing.
 Flink stores absolute paths of the site that wrote them: --map says where
 they are here (as for verify).
 
+Before Flink's first start (no Flink namespace in ZooKeeper yet) it says
+so, and what else would explain it, with exit status 0.
+
 Exit status:
   0  status printed
   3  usage, ZooKeeper or I/O error`,
@@ -203,7 +206,11 @@ func writeJSON(w io.Writer, v any) error {
 
 func writeStatusText(w io.Writer, rep *zkbridge.StatusReport) {
 	l := rep.Layout
-	fmt.Fprintf(w, "cluster %s (%s), Flink layout %s\n", displayCluster(rep.ClusterID), l.Namespace, layoutName(l))
+	if rep.NoNamespace != "" {
+		fmt.Fprintf(w, "cluster %s (%s): %s\n", displayCluster(rep.ClusterID), l.Namespace, rep.NoNamespace)
+	} else {
+		fmt.Fprintf(w, "cluster %s (%s), Flink layout %s\n", displayCluster(rep.ClusterID), l.Namespace, layoutName(l))
+	}
 	active := rep.ActiveSite
 	if active == "" {
 		active = "none yet"
@@ -274,7 +281,7 @@ func writeStatusText(w io.Writer, rep *zkbridge.StatusReport) {
 			fmt.Fprintf(w, "  note: %s\n", n)
 		}
 	}
-	if len(rep.Jobs) == 0 {
+	if len(rep.Jobs) == 0 && rep.NoNamespace == "" {
 		fmt.Fprintln(w, "\nno jobs in ZooKeeper")
 	}
 }

@@ -29,6 +29,7 @@ func newTakeoverCmd(checks settingsChecks) *cobra.Command {
 		dryRun         bool
 		activateAnyway bool
 		acceptLoss     bool
+		newCluster     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "takeover --zk HOST:PORT --site NAME --map P=D... [--wait D] [--dry-run] [-o json]",
@@ -61,7 +62,14 @@ reach a quorum is re-elected within it), and then, for every job:
                              starts it from empty state anyway)
 
 Finally it sets /ckptfs/<cluster>/active-site to this site and bumps the
-epoch, unless a job was refused (--activate-anyway overrides). It never
+epoch, unless a job was refused (--activate-anyway overrides).
+
+A cluster whose Flink namespace does not exist yet passes with nothing to
+retract (Flink's first start), unless the path root holds other Flink
+clusters: the cluster id may be misspelt. --new-cluster says it is a new
+cluster beside them: the takeover creates its empty namespace (with its
+missing parents, open as zkCli's create makes it) so that every later
+takeover finds it. Markers of the cluster's jobs still refuse it. It never
 touches state files, _metadata, HA files, job graphs, the checkpoint
 counter, leader nodes or the job result store. Running it again after a
 failure is safe: it converges to the same result.
@@ -90,7 +98,7 @@ Exit status:
 			if cmd.Flags().Changed("wait") {
 				opts.Wait = wait
 			}
-			opts.DryRun, opts.ActivateAnyway, opts.AcceptStateLoss = dryRun, activateAnyway, acceptLoss
+			opts.DryRun, opts.ActivateAnyway, opts.AcceptStateLoss, opts.NewCluster = dryRun, activateAnyway, acceptLoss, newCluster
 			rep, err := b.Takeover(ctx, opts)
 			if rep != nil {
 				if out == "json" {
@@ -121,6 +129,7 @@ Exit status:
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and write nothing")
 	cmd.Flags().BoolVar(&activateAnyway, "activate-anyway", false, "make this site active even when a job was refused")
 	cmd.Flags().BoolVar(&acceptLoss, "accept-state-loss", false, "let Flink start a job that has no checkpoint pointer left although it had a complete checkpoint (checkpoints_lost)")
+	cmd.Flags().BoolVar(&newCluster, "new-cluster", false, "the cluster id is a new cluster's beside others under the path root: create its empty Flink namespace if absent, then take over")
 	return cmd
 }
 
@@ -130,6 +139,11 @@ func writeTakeoverText(w io.Writer, rep *zkbridge.TakeoverReport) {
 		what = "dry run of a takeover (nothing written)"
 	}
 	fmt.Fprintf(w, "%s of cluster %s (%s, Flink layout %s) for site %s\n", what, displayCluster(rep.ClusterID), rep.Namespace, rep.Generation, rep.Site)
+	if rep.NewNamespace != "" && rep.DryRun {
+		fmt.Fprintf(w, "would create the empty namespace %s of a new cluster\n", rep.NewNamespace)
+	} else if rep.NewNamespace != "" {
+		fmt.Fprintf(w, "created the empty namespace %s of a new cluster\n", rep.NewNamespace)
+	}
 	if rep.JobManager != nil {
 		fmt.Fprintf(w, "JobManager: %s (waited %s)\n", rep.JobManager, time.Duration(rep.Waited))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"text/tabwriter"
 
@@ -81,6 +82,7 @@ func newVerifyCmd(checks settingsChecks) *cobra.Command {
 		paths      pathFlags
 		jobFilter  string
 		checkpoint int64
+		checksums  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "verify [-o json] [--map P=D]... [--job ID] [--checkpoint N] ROOT",
@@ -93,6 +95,14 @@ checkpoint directory (any directory holding _metadata); verify detects which.
 Absolute paths that Flink stored are resolved through --map and must lie under
 ROOT, a --map directory or a --root directory; anything else is reported as
 outside_root and never opened.
+
+--checksums also compares the contents of every file with the checksums
+the primary sealed for the checkpoint (in .ckptfs/manifests under the
+primary's backing directory, replicated with it: the nearest .ckptfs in
+ROOT or above it). A checkpoint whose files all match is complete at
+level L3; each file that differs is a checksum_mismatch with the sealed
+(expected) and the found checksum, and makes it incomplete. A checkpoint
+without a sealed manifest stays at L1: only its sizes were checked.
 
 Exit status:
   0  the newest checkpoint of every job is complete
@@ -118,6 +128,11 @@ Exit status:
 			}
 			cfg := manifest.DefaultVerifierConfig()
 			cfg.Resolver = res
+			if checksums {
+				if cfg.SealedRoot, err = sealedRoot(root); err != nil {
+					return fail("%v", err)
+				}
+			}
 			v, err := manifest.NewVerifier(cfg)
 			if err != nil {
 				return fail("%v", err)
@@ -135,7 +150,7 @@ Exit status:
 					return fail("%v", err)
 				}
 			} else {
-				writeVerifyText(cmd.OutOrStdout(), root, shape, reports)
+				writeVerifyText(cmd.OutOrStdout(), root, shape, reports, checksums)
 			}
 			if code := verifyExitCode(reports); code != exitOK {
 				return exitWith(code)
@@ -151,7 +166,22 @@ Exit status:
 	}
 	cmd.Flags().StringVar(&jobFilter, "job", "", "verify only the job with this `ID` (directory name)")
 	cmd.Flags().Int64Var(&checkpoint, "checkpoint", 0, "verify only checkpoint `N` of each job")
+	cmd.Flags().BoolVar(&checksums, "checksums", false, "also compare contents with the checksums the primary sealed (.ckptfs in ROOT or above it): level L3, each differing file a checksum_mismatch")
 	return cmd
+}
+
+// sealedRoot is the nearest of dir and its ancestors that holds sealed
+// manifests (.ckptfs/manifests): the primary's backing directory, or its
+// replica.
+func sealedRoot(dir string) (string, error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		if st, err := os.Stat(filepath.Join(d, manifest.StateDir, "manifests")); err == nil && st.IsDir() {
+			return d, nil
+		}
+		if d == filepath.Dir(d) {
+			return "", fmt.Errorf("--checksums: no %s/manifests in %s or above it: the primary mount seals them under its backing directory (verify the NAS or its replica, not the mount, which hides them)", manifest.StateDir, dir)
+		}
+	}
 }
 
 func filterJobs(jobs []manifest.JobDir, job string, checkpoint int64, byCheckpoint bool) ([]manifest.JobDir, error) {
@@ -240,7 +270,7 @@ func writeVerifyJSON(w io.Writer, reports []*manifest.JobReport) error {
 	return enc.Encode(doc)
 }
 
-func writeVerifyText(w io.Writer, root string, shape manifest.Shape, reports []*manifest.JobReport) {
+func writeVerifyText(w io.Writer, root string, shape manifest.Shape, reports []*manifest.JobReport, checksums bool) {
 	fmt.Fprintf(w, "%s (%s)\n", root, shape)
 	for _, r := range reports {
 		fmt.Fprintf(w, "\njob %s\n", r.JobID)
@@ -269,6 +299,13 @@ func writeVerifyText(w io.Writer, root string, shape manifest.Shape, reports []*
 		}
 		for _, s := range r.Skipped {
 			fmt.Fprintf(w, "  skipped %s: %s\n", s.Name, s.Reason)
+		}
+		if checksums {
+			for _, v := range r.Checkpoints {
+				if v.Complete && v.Level < manifest.L3 {
+					fmt.Fprintf(w, "  %d: no sealed manifest: sizes checked, contents not\n", v.CheckpointID)
+				}
+			}
 		}
 		if n := r.NewestComplete(); n != nil {
 			fmt.Fprintf(w, "newest complete checkpoint: %d (%s)\n", n.CheckpointID, n.Dir)

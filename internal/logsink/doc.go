@@ -8,8 +8,10 @@
 // So a Sink starts on standard error, where start-up errors belong, and
 // Detach moves it, in this order of preference, to the log file the
 // operator configured, to the systemd journal when standard error already
-// is a journal stream (JOURNAL_STREAM), or to syslog (/dev/log, which is
-// the journal on systemd hosts); it then points the process's standard
-// streams at /dev/null. Reopen, on SIGHUP, reopens the log file so that
+// is a journal stream (JOURNAL_STREAM), to syslog (/dev/log, which is the
+// journal on systemd hosts), or to a fallback file; with none of them it
+// discards them, saying so on standard error first. It then points the
+// process's standard streams at /dev/null: it never keeps the caller's.
+// Reopen, on SIGHUP, reopens the log file (or the fallback file) so that
 // logrotate can move it.
 package logsink

@@ -1,0 +1,67 @@
+package zkbridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// restoredFormat is the version of a put-back's record.
+const restoredFormat = 1
+
+// Restored is restore-pruned's record of a pointer it put back, at
+// <ckptfs>/<cluster>/restored/<job>/<%019d>, written in the multi that
+// creates the pointer: one transaction, so the record's mzxid is the
+// pointer's czxid. The sweeper leaves such a pointer for the activation
+// it was put back in (docs/design.md §5.5.2).
+type Restored struct {
+	Format       int    `json:"format"`
+	JobID        string `json:"job_id"`
+	CheckpointID int64  `json:"checkpoint_id"`
+	// Znode is the pointer put back.
+	Znode string `json:"znode"`
+	// Site put it back while the epoch was Epoch, last written at zxid
+	// EpochZxid (the epoch's mzxid, which every activation moves).
+	Site      string `json:"site"`
+	Epoch     int64  `json:"epoch"`
+	EpochZxid int64  `json:"epoch_zxid"`
+	// Unverified: put back without the L2 check (--unverified).
+	Unverified bool      `json:"unverified,omitempty"`
+	RestoredAt time.Time `json:"restored_at"`
+}
+
+func (r *Restored) encode() ([]byte, error) { return json.Marshal(r) }
+
+func decodeRestored(data []byte) (*Restored, error) {
+	var r Restored
+	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&r); err != nil {
+		return nil, fmt.Errorf("restored record: %w", err)
+	}
+	if r.Format != restoredFormat {
+		return nil, fmt.Errorf("restored record: format %d, want %d", r.Format, restoredFormat)
+	}
+	return &r, nil
+}
+
+// restoredOp writes rec at its place in a put-back's multi: a create, or
+// a set at the version read of a record there already (an earlier
+// put-back's), so that either way the record's mzxid is the multi's.
+func (b *Bridge) restoredOp(ctx context.Context, paths ckptfsPaths, rec *Restored) (txOp, error) {
+	path := paths.restored(rec.JobID, rec.CheckpointID)
+	data, err := rec.encode()
+	if err != nil {
+		return txOp{}, err
+	}
+	stat, err := b.zk.exists(ctx, path)
+	if err != nil {
+		return txOp{}, err
+	}
+	if stat == nil {
+		return txOp{name: "restored record", op: &zk.CreateRequest{Path: path, Data: data, Acl: b.zk.acls.forPath(path)}}, nil
+	}
+	return txOp{name: "restored record", op: &zk.SetDataRequest{Path: path, Data: data, Version: stat.Version}}, nil
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -64,4 +65,28 @@ func (b *Bridge) restoredOp(ctx context.Context, paths ckptfsPaths, rec *Restore
 		return txOp{name: "restored record", op: &zk.CreateRequest{Path: path, Data: data, Acl: b.zk.acls.forPath(path)}}, nil
 	}
 	return txOp{name: "restored record", op: &zk.SetDataRequest{Path: path, Data: data, Version: stat.Version}}, nil
+}
+
+// putBack reports whether p is a pointer this site's restore-pruned put
+// back during the epoch last written at epochZxid: its record was
+// written in the transaction that created p (mzxid = p's czxid) and
+// names p's znode, this site and that epoch write. Read after p, on
+// the same session, a record written with p is always seen.
+func (b *Bridge) putBack(ctx context.Context, paths ckptfsPaths, p *Pointer, epochZxid int64) (bool, error) {
+	data, stat, err := b.zk.get(ctx, paths.restored(p.JobID, p.ID))
+	if errors.Is(err, zk.ErrNoNode) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if stat.Mzxid != p.Stat.Czxid {
+		return false, nil
+	}
+	r, err := decodeRestored(data)
+	if err != nil {
+		b.log.Warn("undecodable record of a put-back: the pointer is judged", "znode", paths.restored(p.JobID, p.ID), "err", err)
+		return false, nil
+	}
+	return r.Znode == p.Znode && r.Site == b.cfg.Site && r.JobID == p.JobID && r.CheckpointID == p.ID && r.EpochZxid == epochZxid, nil
 }

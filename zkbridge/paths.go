@@ -111,6 +111,7 @@ func (p ckptfsPaths) pruned(job string, id int64) string {
 }
 
 // restored holds restore-pruned's records of the pointers it put back.
+func (p ckptfsPaths) restoredRoot() string          { return join(p.base, "restored") }
 func (p ckptfsPaths) restoredJob(job string) string { return join(p.base, "restored", job) }
 func (p ckptfsPaths) restored(job string, id int64) string {
 	return join(p.base, "restored", job, checkpointName(id))

@@ -73,7 +73,8 @@ type SkippedBackup struct {
 // site active-site names (a *NotActiveError otherwise, dry run too), holds
 // the takeover lock (except in a dry run), checks in every multi the
 // epoch, the lock and active-site's version, and refuses while a
-// JobManager is alive (it would not see the pointers).
+// JobManager is alive (it would not see the pointers). Under the lock it
+// also drops the records of put-backs whose pointer is gone.
 func (b *Bridge) RestorePruned(ctx context.Context, opts RestoreOptions) (*RestoreReport, error) {
 	if err := b.requireSite("restore-pruned"); err != nil {
 		return nil, err
@@ -118,6 +119,20 @@ func (b *Bridge) RestorePruned(ctx context.Context, opts RestoreOptions) (*Resto
 	ep, err := b.readEpoch(ctx, paths)
 	if err != nil {
 		return nil, err
+	}
+	if !opts.DryRun {
+		// Under the lock: records whose pointer went match nothing.
+		recJobs, _, err := b.zk.children(ctx, paths.restoredRoot())
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return nil, err
+		}
+		for _, job := range recJobs {
+			if len(opts.Jobs) == 0 || slices.Contains(opts.Jobs, job) {
+				if err := b.dropStaleRecords(ctx, paths, job); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
 	jobs, _, err := b.zk.children(ctx, paths.prunedRoot())
 	if errors.Is(err, zk.ErrNoNode) {

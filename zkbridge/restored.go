@@ -90,3 +90,52 @@ func (b *Bridge) putBack(ctx context.Context, paths ckptfsPaths, p *Pointer, epo
 	}
 	return r.Znode == p.Znode && r.Site == b.cfg.Site && r.JobID == p.JobID && r.CheckpointID == p.ID && r.EpochZxid == epochZxid, nil
 }
+
+// dropStaleRecords deletes, each at the version read, the records of
+// job whose pointer is gone or was created by another transaction: they
+// match no pointer any more. Called under the takeover lock, so no
+// put-back rewrites one meanwhile; an undecodable record is left as it
+// is.
+func (b *Bridge) dropStaleRecords(ctx context.Context, paths ckptfsPaths, job string) error {
+	names, _, err := b.zk.children(ctx, paths.restoredJob(job))
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		id, ok := parseCheckpointName(n)
+		if !ok {
+			continue
+		}
+		path := paths.restored(job, id)
+		data, stat, err := b.zk.get(ctx, path)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		rec, err := decodeRestored(data)
+		if err != nil || checkAbsPath(rec.Znode) != nil {
+			continue
+		}
+		pstat, err := b.zk.exists(ctx, rec.Znode)
+		if err != nil {
+			return err
+		}
+		if pstat != nil && pstat.Czxid == stat.Mzxid {
+			continue
+		}
+		err = b.zk.remove(ctx, path, stat.Version)
+		if errors.Is(err, zk.ErrBadVersion) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b.log.Info("record of a put-back dropped: its pointer is gone", "job", job, "checkpoint", id, "znode", path)
+	}
+	return nil
+}

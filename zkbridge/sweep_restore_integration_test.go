@@ -216,7 +216,8 @@ func TestIntegration_SweepAfterRestore(t *testing.T) {
 //     put-back, once made, is left.
 //   - An activation after the put-back (the site adopts a deleted lease,
 //     judging nothing): the record's epoch is gone, and the sweeper
-//     judges the put-backs like any pointer.
+//     judges the put-backs like any pointer; the next restore-pruned
+//     drops the records of the pointers it retracted.
 func TestIntegration_SweepRestoreRaces(t *testing.T) {
 	c := zktest.StartCluster(t, 1)
 	t.Run("a pointer created again where a put-back was", func(t *testing.T) {
@@ -328,6 +329,14 @@ func TestIntegration_SweepRestoreRaces(t *testing.T) {
 			SweptPointer{JobID: s.job, ID: 3, Reason: ReasonHAFileUnreadable},
 			SweptPointer{JobID: s.job, ID: 5, Reason: ReasonAboveNewestComplete})
 		s.exist(t, []int64{4}, 3, 5)
+		// Their records match nothing now: restore-pruned drops them
+		// (and puts nothing back, neither is complete here).
+		s.restore(t, RestoreOptions{})
+		for _, id := range []int64{3, 5} {
+			if ok, _, err := s.b.Conn().Exists(s.paths.restored(s.job, id)); err != nil || ok {
+				t.Errorf("record of %d exists=%v (%v), want it dropped", id, ok, err)
+			}
+		}
 	})
 }
 

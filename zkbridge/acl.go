@@ -120,17 +120,17 @@ func parsePerms(letters string) (int32, error) {
 }
 
 // aclPolicy gives every znode ckptfs creates below CkptfsRoot its ACL
-// (docs/deploy.md#security): the takeover lock and the backups get the
-// configured ACL, which by default lets only ckptfs's identity in;
-// everything else (active-site, the epoch, the markers and the parents
-// above them) gets it plus world read, so that people, dashboards and
-// other sites' monitors can read where the cluster stands without
-// ckptfs's credentials. Nothing that can be written is open: writing,
+// (docs/deploy.md#security): the takeover lock, the backups and the
+// records of put-backs get the configured ACL, which by default lets
+// only ckptfs's identity in; everything else (active-site, the epoch,
+// the markers and the parents above them) gets it plus world read, so
+// that people, dashboards and other sites' monitors can read where the
+// cluster stands without ckptfs's credentials. Nothing that can be written is open: writing,
 // creating and deleting children (which deleting a node needs on its
 // parent) stay with the configured ACL.
 type aclPolicy struct {
 	root    string   // CkptfsRoot
-	private []zk.ACL // takeover/..., pruned/...
+	private []zk.ACL // takeover/..., pruned/..., restored/...
 	public  []zk.ACL // the rest
 }
 
@@ -147,7 +147,7 @@ func (p aclPolicy) forPath(path string) []zk.ACL {
 	}
 	// <cluster>/<kind>/...
 	parts := strings.SplitN(rel, "/", 3)
-	if len(parts) >= 2 && (parts[1] == "takeover" || parts[1] == "pruned") {
+	if len(parts) >= 2 && (parts[1] == "takeover" || parts[1] == "pruned" || parts[1] == "restored") {
 		return p.private
 	}
 	return p.public

@@ -110,6 +110,13 @@ func (p ckptfsPaths) pruned(job string, id int64) string {
 	return join(p.base, "pruned", job, checkpointName(id))
 }
 
+// restored holds restore-pruned's records of the pointers it put back.
+func (p ckptfsPaths) restoredRoot() string          { return join(p.base, "restored") }
+func (p ckptfsPaths) restoredJob(job string) string { return join(p.base, "restored", job) }
+func (p ckptfsPaths) restored(job string, id int64) string {
+	return join(p.base, "restored", job, checkpointName(id))
+}
+
 func (p ckptfsPaths) sites() string              { return join(p.base, "sites") }
 func (p ckptfsPaths) site(site string) string    { return join(p.base, "sites", site) }
 func (p ckptfsPaths) markers(site string) string { return join(p.base, "sites", site, "jobs") }

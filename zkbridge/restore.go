@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -63,7 +64,8 @@ type SkippedBackup struct {
 // RestorePruned puts retracted pointers back from their backups
 // (docs/design.md §5.6): the original bytes and, for 1.15+, the persistent
 // locks child without which Flink treats the pointer as deleted, with its
-// original bytes (empty from a backup that predates Backup.LocksData). A
+// original bytes (empty from a backup that predates Backup.LocksData),
+// and records the put-back in the same multi (Restored). A
 // backup is put back only where the pointer is absent and its parent
 // still exists, its id is below the job's checkpoint counter (ids stay
 // ascending) and, unless Unverified, the checkpoint is L2-complete here;
@@ -71,7 +73,8 @@ type SkippedBackup struct {
 // site active-site names (a *NotActiveError otherwise, dry run too), holds
 // the takeover lock (except in a dry run), checks in every multi the
 // epoch, the lock and active-site's version, and refuses while a
-// JobManager is alive (it would not see the pointers).
+// JobManager is alive (it would not see the pointers). Under the lock it
+// also drops the records of put-backs whose pointer is gone.
 func (b *Bridge) RestorePruned(ctx context.Context, opts RestoreOptions) (*RestoreReport, error) {
 	if err := b.requireSite("restore-pruned"); err != nil {
 		return nil, err
@@ -116,6 +119,20 @@ func (b *Bridge) RestorePruned(ctx context.Context, opts RestoreOptions) (*Resto
 	ep, err := b.readEpoch(ctx, paths)
 	if err != nil {
 		return nil, err
+	}
+	if !opts.DryRun {
+		// Under the lock: records whose pointer went match nothing.
+		recJobs, _, err := b.zk.children(ctx, paths.restoredRoot())
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return nil, err
+		}
+		for _, job := range recJobs {
+			if len(opts.Jobs) == 0 || slices.Contains(opts.Jobs, job) {
+				if err := b.dropStaleRecords(ctx, paths, job); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
 	jobs, _, err := b.zk.children(ctx, paths.prunedRoot())
 	if errors.Is(err, zk.ErrNoNode) {
@@ -247,6 +264,16 @@ func (b *Bridge) restoreJob(ctx context.Context, paths ckptfsPaths, lock *takeov
 			jr.Restored = append(jr.Restored, id)
 			continue
 		}
+		// The record of the put-back, in its multi: the sweeper leaves the
+		// pointer for this activation (design §5.5.2).
+		if err := b.zk.ensure(ctx, paths.restoredJob(job)); err != nil {
+			return nil, err
+		}
+		rec, err := b.restoredOp(ctx, paths, &Restored{Format: restoredFormat, JobID: job, CheckpointID: id, Znode: bk.Znode,
+			Site: b.cfg.Site, Epoch: ep.value, EpochZxid: ep.mzxid, Unverified: opts.Unverified, RestoredAt: time.Now().UTC()})
+		if err != nil {
+			return nil, err
+		}
 		if opts.beforeRestore != nil {
 			opts.beforeRestore(job, id)
 		}
@@ -255,7 +282,7 @@ func (b *Bridge) restoreJob(ctx context.Context, paths ckptfsPaths, lock *takeov
 		if bk.HadLocks {
 			ops = append(ops, txOp{name: "locks child", op: &zk.CreateRequest{Path: join(bk.Znode, "locks"), Data: bk.LocksData, Acl: locksACL}})
 		}
-		ops = append(ops, txOp{name: "backup", op: &zk.DeleteRequest{Path: bpath, Version: bstat.Version}})
+		ops = append(ops, rec, txOp{name: "backup", op: &zk.DeleteRequest{Path: bpath, Version: bstat.Version}})
 		err = b.fencedMulti("restore "+bk.Znode, ops...)
 		if errors.Is(err, errOutcomeUnknown) {
 			ok, rerr := b.restoreApplied(ctx, bk, bpath)

@@ -3,6 +3,7 @@ package zkbridge
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -71,4 +72,36 @@ func TestIntegration_RestorePrunedOnlyOnTheActiveSite(t *testing.T) {
 	if err != nil || rr.ActiveSite != "dc2" || !slices.Equal(rr.Jobs[0].Restored, []int64{3, 5}) {
 		t.Fatalf("restore-pruned on the active site: %+v, %v", rr, err)
 	}
+	for _, id := range []int64{3, 5} {
+		requireRecord(t, b2, paths, s.job, id, false)
+	}
+}
+
+// requireRecord checks restore-pruned's record of pointer id of job: it
+// was written in the multi that created the pointer (its mzxid is the
+// pointer's czxid) and names the pointer, the site and the epoch's last
+// write.
+func requireRecord(t *testing.T, b *Bridge, paths ckptfsPaths, job string, id int64, unverified bool) *Restored {
+	t.Helper()
+	data, stat, err := b.Conn().Get(paths.restored(job, id))
+	if err != nil {
+		t.Fatalf("record of %d: %v", id, err)
+	}
+	rec, err := decodeRestored(data)
+	if err != nil {
+		t.Fatalf("record of %d: %v", id, err)
+	}
+	_, pstat, err := b.Conn().Get(rec.Znode)
+	if err != nil {
+		t.Fatalf("pointer %s of record %d: %v", rec.Znode, id, err)
+	}
+	epoch, estat, err := b.Conn().Get(paths.epoch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stat.Mzxid != pstat.Czxid || rec.JobID != job || rec.CheckpointID != id || rec.Site != b.cfg.Site ||
+		rec.EpochZxid != estat.Mzxid || strconv.FormatInt(rec.Epoch, 10) != string(epoch) || rec.Unverified != unverified || rec.RestoredAt.IsZero() {
+		t.Errorf("record of %d: %+v at mzxid %#x; pointer created at %#x, epoch %s written at %#x", id, rec, stat.Mzxid, pstat.Czxid, epoch, estat.Mzxid)
+	}
+	return rec
 }

@@ -170,9 +170,9 @@ func (m staticMarkers) Level(context.Context, string, int64) (manifest.Level, er
 
 // What ckptfs creates is ckptfs's: another ZooKeeper client, anonymous
 // or with another identity, cannot write active-site, the epoch, the
-// takeover lock, markers or backups, nor create or delete beside them;
-// it may read active-site, the epoch and the markers, not the lock or
-// the backups.
+// takeover lock, markers, backups or the records of put-backs, nor
+// create or delete beside them; it may read active-site, the epoch and
+// the markers, not the lock, the backups or the records.
 func TestIntegration_CkptfsZnodesACL(t *testing.T) {
 	c := zktest.StartCluster(t, 1)
 	e := newEnv(t, c)
@@ -182,6 +182,10 @@ func TestIntegration_CkptfsZnodesACL(t *testing.T) {
 	ctx := testContext(t, time.Minute)
 	if _, err := b.Takeover(ctx, TakeoverOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// 3 and 5 go back with their records; 4's backup (kept) stays.
+	if rr, err := b.RestorePruned(ctx, RestoreOptions{Unverified: true}); err != nil || !slices.Equal(rr.Jobs[0].Restored, []int64{3, 5}) {
+		t.Fatalf("restore-pruned: %+v, %v", rr, err)
 	}
 	pub, err := b.NewPublisher(staticMarkers{{JobID: s.job, CheckpointID: 4, Level: manifest.L1}})
 	if err != nil {
@@ -196,7 +200,8 @@ func TestIntegration_CkptfsZnodesACL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.releaseLock(lock)
-	backup := paths.pruned(s.job, 5)
+	backup := paths.pruned(s.job, 4)
+	record := paths.restored(s.job, 5)
 	marker := paths.marker("dc2", s.job)
 
 	mine := digest("ckptfs", "ckptfspw").Identity()
@@ -204,6 +209,7 @@ func TestIntegration_CkptfsZnodesACL(t *testing.T) {
 		paths.activeSite(): {mine, {Perms: zk.PermRead, Scheme: "world", ID: "anyone"}},
 		marker:             {mine, {Perms: zk.PermRead, Scheme: "world", ID: "anyone"}},
 		backup:             {mine},
+		record:             {mine},
 		lock.node:          {mine},
 	} {
 		if got := aclOf(t, b.Conn(), path); !slices.Equal(got, want) {
@@ -223,12 +229,12 @@ func TestIntegration_CkptfsZnodesACL(t *testing.T) {
 					t.Errorf("%s: %v, want NoAuth", what, err)
 				}
 			}
-			for _, p := range []string{paths.activeSite(), paths.epoch(), lock.node, marker, backup} {
+			for _, p := range []string{paths.activeSite(), paths.epoch(), lock.node, marker, backup, record} {
 				_, err := cl.Set(p, []byte("dc1"), -1)
 				refused("set "+p, err)
 				refused("delete "+p, cl.Delete(p, -1))
 			}
-			for _, p := range []string{paths.takeover() + "/_c_0-lock-", paths.pruned(s.job, 6), paths.marker("dc2", flinkemu.NewJobID()), paths.base + "/x"} {
+			for _, p := range []string{paths.takeover() + "/_c_0-lock-", paths.pruned(s.job, 6), paths.restored(s.job, 6), paths.marker("dc2", flinkemu.NewJobID()), paths.base + "/x"} {
 				_, err := cl.Create(p, nil, zk.FlagSequence, zk.WorldACL(zk.PermAll))
 				refused("create "+p, err)
 			}
@@ -239,7 +245,7 @@ func TestIntegration_CkptfsZnodesACL(t *testing.T) {
 					t.Errorf("read %s: %v, want readable by everyone", p, err)
 				}
 			}
-			for _, p := range []string{backup, lock.node} {
+			for _, p := range []string{backup, record, lock.node} {
 				_, _, err := cl.Get(p)
 				refused("read "+p, err)
 			}

@@ -67,6 +67,10 @@ type SweepStats struct {
 //     pointers are never judged, whatever a stale read of the NAS says
 //     (a lock it adds later, recovering, does not count: a new leader
 //     locks a stray pointer too before failing on it);
+//   - were not put back by this site's restore-pruned during this
+//     activation: its record, written in the multi that created the
+//     pointer, has the pointer's czxid as mzxid and names the epoch's
+//     last write (Restored); such pointers are the operator's;
 //   - have a verdict (an I/O error decides nothing);
 //   - stayed so for the grace period (the daemon passes Flink's session
 //     timeout: the lease of a writer's creating lock), and again when
@@ -90,6 +94,10 @@ type Sweeper struct {
 	// leftWarned: GUARDED_BY(mu). Per job left without a complete
 	// pointer, the marker's checkpoint last warned of.
 	leftWarned map[string]int64
+
+	// beforeRetract is a test seam, called under the takeover lock with
+	// the strays judged there, before they are retracted.
+	beforeRetract func(due []SweptPointer)
 }
 
 // strayKey names one pointer node: a pointer deleted and created again
@@ -216,6 +224,13 @@ func (s *Sweeper) Pass(ctx context.Context) (swept []SweptPointer, err error) {
 		return nil, err
 	}
 	due = s.keep(cands)
+	if s.beforeRetract != nil {
+		var ds []SweptPointer
+		for _, c := range due {
+			ds = append(ds, SweptPointer{JobID: c.p.JobID, ID: c.p.ID, Reason: c.r.Reason})
+		}
+		s.beforeRetract(ds)
+	}
 	for _, c := range due {
 		if err := b.zk.ensure(ctx, paths.prunedJob(c.p.JobID)); err != nil {
 			return swept, err
@@ -267,6 +282,16 @@ func (s *Sweeper) strays(ctx context.Context, paths ckptfsPaths, l *Layout) ([]s
 	if err != nil || !ok {
 		return nil, err
 	}
+	// A put-back is this activation's while the epoch's last write is
+	// the one its record names; without an epoch none is.
+	ep, err := b.readEpoch(ctx, paths)
+	if err != nil {
+		return nil, err
+	}
+	epochZxid := int64(-1)
+	if ep.exists {
+		epochZxid = ep.mzxid
+	}
 	live, err := b.liveness(ctx, l)
 	if err != nil {
 		return nil, err
@@ -287,13 +312,24 @@ func (s *Sweeper) strays(ctx context.Context, paths ckptfsPaths, l *Layout) ([]s
 			return err // an ambiguous layout is the takeover's to refuse
 		}
 		// Only pointers the activation may not have judged, not
-		// written by a leader, are suspects; a job without one costs no verification.
-		var suspects []int64
+		// written by a leader nor put back during this activation, are
+		// suspects; a job without one costs no verification.
+		var suspects, restored []int64
 		for _, p := range js.Pointers {
 			own := slices.ContainsFunc(p.Locks, func(n EphemeralNode) bool {
 				return n.Czxid == p.Stat.Czxid && slices.Contains(leaders, n.Owner)
 			})
-			if p.Stat.Czxid > since && !own {
+			if p.Stat.Czxid <= since || own {
+				continue
+			}
+			// Read after p: a record written with p is seen.
+			back, err := b.putBack(ctx, paths, p, epochZxid)
+			if err != nil {
+				return err
+			}
+			if back {
+				restored = append(restored, p.ID)
+			} else {
 				suspects = append(suspects, p.ID)
 			}
 		}
@@ -305,7 +341,13 @@ func (s *Sweeper) strays(ctx context.Context, paths ckptfsPaths, l *Layout) ([]s
 		}
 		plan := PlanJob(facts(js))
 		if plan.Refused {
-			orphans[i] = allSuspects(js, suspects)
+			// With a put-back left the job keeps a pointer: the
+			// marker's exception (starting empty) does not apply.
+			if o, kept := allSuspects(js, suspects, restored); kept {
+				perJob[i] = o
+			} else {
+				orphans[i] = o
+			}
 			return nil
 		}
 		for _, r := range plan.Retract {
@@ -338,22 +380,26 @@ func (s *Sweeper) strays(ctx context.Context, paths ckptfsPaths, l *Layout) ([]s
 }
 
 // allSuspects returns every visible pointer of a job none of whose
-// visible pointers is complete, to retract, when all of them are
-// suspects (created after the judged bound, not a leader's) with a
-// verdict; nil otherwise: a pointer the activation judged (it refused
-// the job) or a leader's makes the job the operator's as it stands.
-func allSuspects(js *JobState, suspects []int64) []stray {
-	var out []stray
+// visible pointers is complete, to retract, when all of them but those
+// put back during this activation (restored, which stay) are suspects
+// (created after the judged bound, not a leader's) with a verdict; nil
+// otherwise: a pointer the activation judged (it refused the job) or a
+// leader's makes the job the operator's as it stands. kept reports that
+// a visible put-back stays.
+func allSuspects(js *JobState, suspects, restored []int64) (out []stray, kept bool) {
 	for _, p := range js.Pointers {
-		if !p.Visible {
+		switch {
+		case !p.Visible:
 			continue
-		}
-		if !slices.Contains(suspects, p.ID) || p.Verdict.Verdict.Unknown {
-			return nil
+		case slices.Contains(restored, p.ID):
+			kept = true
+			continue
+		case !slices.Contains(suspects, p.ID) || p.Verdict.Verdict.Unknown:
+			return nil, false
 		}
 		out = append(out, stray{js: js, p: p, r: Retraction{ID: p.ID, Reason: ReasonNoneCompleteSinceActivation}})
 	}
-	return out
+	return out, kept
 }
 
 // leftNoComplete counts a job whose pointers since the activation are

@@ -175,7 +175,9 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d)
 type epochState struct {
 	value   int64
 	version int32
-	exists  bool
+	// mzxid is the zxid of the epoch's last write: every activation's.
+	mzxid  int64
+	exists bool
 }
 
 func (b *Bridge) readEpoch(ctx context.Context, paths ckptfsPaths) (epochState, error) {
@@ -190,7 +192,7 @@ func (b *Bridge) readEpoch(ctx context.Context, paths ckptfsPaths) (epochState, 
 	if err != nil || v < 0 {
 		return epochState{}, fmt.Errorf("epoch %s holds %q, want a decimal number", paths.epoch(), data)
 	}
-	return epochState{value: v, version: stat.Version, exists: true}, nil
+	return epochState{value: v, version: stat.Version, mzxid: stat.Mzxid, exists: true}, nil
 }
 
 func (b *Bridge) readActiveSite(ctx context.Context, paths ckptfsPaths) (site string, stat *zk.Stat, err error) {

@@ -183,7 +183,9 @@
 //     adds a stray pointer of its own (its HA file nowhere, no lock of a
 //     leading session): no takeover comes after it, so the sweeper alone
 //     must have retracted it by then. The same again after the end's
-//     restore-pruned put pointers back. With real Flink,
+//     restore-pruned put pointers back: the sweeper leaves what
+//     restore-pruned put back during the activation (§5.5.2, issue 31),
+//     never a pointer of the same job written after it. With real Flink,
 //     Flink started on that site must restore the newest pointer, run,
 //     and find exactly that checkpoint's state (the flink column: ok,
 //     BAD, or - when it could not be tried).
@@ -192,9 +194,13 @@
 //     passed, held to the same rule. A pointer made since, gone or made
 //     again right after the status, or written by a leading session (the
 //     sweeper leaves those, §5.5.2) is not judged; it only decides which
-//     pointer is the newest. A round is judged only when the sweeper had
-//     the whole window: no other activation, no operator's edit or
-//     squatter on the lock, the lock held by nothing but a sweep's pass
+//     pointer is the newest. The sweeper leaves put-backs of the
+//     activation too, yet they stay judged: restore-pruned runs without
+//     --unverified here and puts back only what is complete (invariant
+//     5), so they are held to the rule as every other pointer is. A
+//     round is judged only when the sweeper had the whole window: no
+//     other activation, no operator's edit or squatter on the lock, the
+//     lock held by nothing but a sweep's pass
 //     once the grace ran out, the site holding the lease at every observation,
 //     and a daemon of the site that ran through it unhindered (not
 //     stopped, frozen or cut off, no failed sweep pass in the 32 s

@@ -1,12 +1,15 @@
 package systemde2e
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ckptfs/ckptfs/integration/zktest"
 )
@@ -137,6 +140,27 @@ systemctl enable --now ckptfs.service 2>&1`, 0)
 	step("runbook: restore-pruned, dry run", "ckptfs restore-pruned --dry-run --config /etc/ckptfs/ckptfs.yaml", 0)
 	step("runbook: restore-pruned", "ckptfs restore-pruned --config /etc/ckptfs/ckptfs.yaml", 0)
 	step("after restore-pruned", "ckptfs status --config /etc/ckptfs/ckptfs.yaml", 0)
+	// The daemon's sweeper leaves what restore-pruned put back (design
+	// §5.5.2): past its grace (Flink's session timeout, 10 s here) the
+	// pointer is still there and nothing was retracted.
+	time.Sleep(15 * time.Second)
+	if got := step("the sweeper left it", "ckptfs status --config /etc/ckptfs/ckptfs.yaml | grep -E '^  4 '", 0); !strings.Contains(got, "yes") {
+		t.Fatalf("pointer 4 after the sweeper's grace: %q", got)
+	}
+	resp, err := http.Get("http://" + s.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, `ckptfs_sweep_actions_total{action="retract"`) {
+			t.Logf("the daemon's metrics: %s", line)
+			if !strings.HasSuffix(line, " 0") {
+				t.Errorf("the sweeper retracted a pointer: %s", line)
+			}
+		}
+	}
 }
 
 func indent(s string) string {

@@ -72,7 +72,7 @@ vet:
 # is missing.
 # The real-Flink tests run after the others, alone: four JVMs of Flink on
 # two cores would slow the timing-sensitive mount and ZooKeeper tests.
-REQUIRE := CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_JDK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_REQUIRE_SYSTEMD=1 CKPTFS_REQUIRE_FLINK=1
+REQUIRE := CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_JDK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_REQUIRE_SYSTEMD=1 CKPTFS_REQUIRE_FLINK=1 CKPTFS_REQUIRE_PROMETHEUS=1
 test: deps flink vet build
 	$(REQUIRE) $(GO) test -race -count=1 -timeout 18m $$($(GO) list ./... | grep -v /integration/realflink)
 	$(REQUIRE) $(GO) test -race -count=1 -timeout 20m ./integration/realflink/

@@ -31,10 +31,11 @@ build:
 # Debian packages the tests use: ZooKeeper 3.8 (with its JRE), a JDK for
 # the Java serialization proofs and the real-Flink job, systemd for
 # systemd-analyze verify of the units in deploy/systemd, unzip for Flink's
-# packages, nsenter for the sites' namespaces and promtool (in Debian's
-# prometheus package) for the alert rules' unit tests, debootstrap and
-# systemd-nspawn (systemd-container) for the machines that prove the
-# package and the units under a real systemd.
+# packages, nsenter for the sites' namespaces, Prometheus (Debian's
+# prometheus package: the server, and promtool for the alert rules' unit
+# tests) and its node exporter for the alerts proven in a real
+# Prometheus, debootstrap and systemd-nspawn (systemd-container) for the
+# machines that prove the package and the units under a real systemd.
 deps:
 	@need=""; \
 	[ -x /usr/share/zookeeper/bin/zkServer.sh ] || need="$$need zookeeper"; \
@@ -44,6 +45,7 @@ deps:
 	command -v nsenter >/dev/null 2>&1 || need="$$need util-linux"; \
 	command -v pip >/dev/null 2>&1 || need="$$need python3-pip"; \
 	command -v promtool >/dev/null 2>&1 || need="$$need prometheus"; \
+	command -v prometheus-node-exporter >/dev/null 2>&1 || need="$$need prometheus-node-exporter"; \
 	command -v debootstrap >/dev/null 2>&1 || need="$$need debootstrap"; \
 	command -v systemd-nspawn >/dev/null 2>&1 || need="$$need systemd-container"; \
 	if [ -n "$$need" ]; then \
@@ -70,7 +72,7 @@ vet:
 # is missing.
 # The real-Flink tests run after the others, alone: four JVMs of Flink on
 # two cores would slow the timing-sensitive mount and ZooKeeper tests.
-REQUIRE := CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_JDK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_REQUIRE_SYSTEMD=1 CKPTFS_REQUIRE_FLINK=1
+REQUIRE := CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_JDK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_REQUIRE_SYSTEMD=1 CKPTFS_REQUIRE_FLINK=1 CKPTFS_REQUIRE_PROMETHEUS=1
 test: deps flink vet build
 	$(REQUIRE) $(GO) test -race -count=1 -timeout 18m $$($(GO) list ./... | grep -v /integration/realflink)
 	$(REQUIRE) $(GO) test -race -count=1 -timeout 20m ./integration/realflink/

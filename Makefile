@@ -21,7 +21,7 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDec
 	./manifest:FuzzChangelogChanges:150000
 FUZZTIME ?= 10m
 
-.PHONY: all build deps flink chaos-flink chaos-net jepsen guard-flink bench-wan harvest corpus corpus-restore corpus-all corpus-walk test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts install deb release systemd-e2e clean
+.PHONY: all build deps flink chaos-flink chaos-net jepsen guard-flink bench-wan harvest corpus corpus-restore corpus-all corpus-walk test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts alerts-e2e install deb release systemd-e2e clean
 
 all: build
 
@@ -288,6 +288,18 @@ dr-rehearsal:
 # the rules and the dashboard use only metrics ckptfs exports.
 check-alerts:
 	cd deploy/prometheus && promtool check rules ckptfs-alerts.yml && promtool test rules ckptfs-alerts_test.yml
+
+# The alert rules in a real Prometheus (integration/alertse2e): Debian's
+# prometheus, with the rules unchanged and a copy with every for: divided
+# by 20, scraping real ckptfs daemons over real ZooKeeper and the node
+# exporter's textfile collector; each alert driven by its fault, the time
+# from fault to pending or firing logged, and a planned failover and a
+# restore-pruned that fire nothing else. make test runs the short form
+# (about 2.5 minutes, the emulated Flink); this adds a NAS hung past five
+# minutes and the lag with real Flink 1.20.5. About 5 minutes.
+alerts-e2e: deps flink
+	@bash -o pipefail -c "CKPTFS_ALERTS_E2E=1 $(REQUIRE) $(GO) test -count=1 -run '^TestAlerts$$' -v -timeout 30m ./integration/alertse2e/ \
+		| grep -v -e '^ *logging.go'"
 
 # What an operator installs, laid out once by deploy/package/build.sh:
 # the binary in /usr/bin, the mount helper /usr/sbin/mount.fuse.ckptfs,

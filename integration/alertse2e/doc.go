@@ -66,8 +66,26 @@
 //     nothing (the same). CkptfsStrayPointerRetracted would be the
 //     sweeper retracting the pointer put back.
 //
-// Not driven: CkptfsVerificationStalled and CkptfsLagUnknown (five
-// minutes each), CkptfsStrayPointerLeft and CkptfsSweepLockedOut (the
+// The full form adds two worlds:
+//
+//   - stalled: dc2's NAS hangs and the daemon waits for it longer than
+//     five minutes (--backing-timeout 10m): its verification pass does
+//     not finish, nor does the lag, read from HA files on the same NAS:
+//     CkptfsVerificationStalled, CkptfsLagUnknown. With the default
+//     backing-timeout (30s) a pass gives up on the hung directory and
+//     finishes, which hung's CkptfsBackingHung reports instead.
+//   - flink: real Flink 1.20.5 (its JobManager and TaskManager started
+//     by integration/realflink in dc1, a mount namespace of its own)
+//     checkpoints every second through dc1's mount, replicated to dc2;
+//     the replication stops while Flink goes on, then catches up:
+//     CkptfsLagHigh and, once none of Flink's three retained pointers is
+//     complete on dc2, CkptfsNoCompletePointer, and both end. It runs
+//     once the other worlds are over. CkptfsLagSecondsHigh is left to
+//     the emulator: it compares the trigger times of ZooKeeper's
+//     pointers, which reach its 15 minutes only with checkpoint intervals
+//     of minutes (lag sets them 10 minutes apart).
+//
+// Not driven: CkptfsStrayPointerLeft and CkptfsSweepLockedOut (the
 // sweeper's rarer cases, left to zkbridge's tests),
 // CkptfsZooKeeperSessionExpired (a server that stops and starts restarts
 // its sessions' clocks: the daemons keep their sessions; allowed in
@@ -87,9 +105,10 @@
 // CkptfsZooKeeperSessionDown: their worlds wait two minutes, beside the
 // others), and pending, the expression true, for those with 10m and 15m.
 // With the copy it requires firing for every driven alert. Thresholds
-// that are durations inside an expression (CkptfsBackingHung's 120s)
-// are not for: and are the same in both servers: the test waits them
-// out.
+// that are durations inside an expression (CkptfsBackingHung's 120s,
+// and in the full form CkptfsVerificationStalled's and CkptfsLagUnknown's
+// 300s) are not for: and are the same in both servers: the test waits
+// them out.
 //
 // Scrapes and evaluations are every second. The figures the test logs
 // are from the fault (the test's clock when it acted) to the first
@@ -120,12 +139,15 @@
 // worlds allow nothing but CkptfsDaemonDown of the daemon stopped for the
 // switch.
 //
-// # Running
+// # Short and full form
 //
-// TestAlerts takes about two and a half minutes, the longest world being
-// zkdown; make test runs it. It needs root and /dev/fuse
-// (CKPTFS_REQUIRE_FUSE), ZooKeeper (CKPTFS_REQUIRE_ZK), and Debian's
+// TestAlerts without CKPTFS_ALERTS_E2E=1 is the short form make test
+// runs: about two and a half minutes, the longest world being zkdown, and
+// no Flink. make alerts-e2e sets it for the full form, about five
+// minutes (stalled's). The tests need root and /dev/fuse
+// (CKPTFS_REQUIRE_FUSE), ZooKeeper (CKPTFS_REQUIRE_ZK), Debian's
 // prometheus, promtool and prometheus-node-exporter
-// (CKPTFS_REQUIRE_PROMETHEUS): without them it skips, loudly, or fails
-// when the switch is 1. In -short mode it skips.
+// (CKPTFS_REQUIRE_PROMETHEUS), and in the full form Flink 1.20.5 from make
+// flink and a JDK for its job (CKPTFS_REQUIRE_FLINK): without them they
+// skip, loudly, or fail when the switch is 1. In -short mode they skip.
 package alertse2e

@@ -17,6 +17,9 @@ import (
 // failure instead of a skip (make test sets it; make deps installs them).
 const requireEnv = "CKPTFS_REQUIRE_PROMETHEUS"
 
+// fullEnv selects the full form (make alerts-e2e).
+const fullEnv = "CKPTFS_ALERTS_E2E"
+
 func TestMain(m *testing.M) {
 	// Every ckptfs command of these tests, mounts and takeovers alike.
 	mounttest.UseLease(mounttest.TestLease)

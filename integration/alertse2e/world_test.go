@@ -44,6 +44,7 @@ const (
 type env struct {
 	binary string
 	zk     *zktest.Cluster
+	full   bool
 
 	mu      sync.Mutex
 	figures []figure // GUARDED_BY(mu)
@@ -90,7 +91,10 @@ type world struct {
 	// site maps it to its own NAS.
 	flinkURI string
 
-	daemons   []*daemon
+	daemons []*daemon
+	// others are more ckptfs daemons' metrics addresses (run by other
+	// means: in a site's namespace).
+	others    []string
 	textfiles string // the node exporter's textfile directory ("" without one)
 	node      string // the node exporter's address
 	proms     []*prom
@@ -488,6 +492,7 @@ func (w *world) watch(backfillNode bool) {
 	for _, d := range w.daemons {
 		tg.ckptfs = append(tg.ckptfs, d.addr)
 	}
+	tg.ckptfs = append(tg.ckptfs, w.others...)
 	for _, factor := range []int{1, forFactor} {
 		var backfill []byte
 		if backfillNode && factor == 1 {

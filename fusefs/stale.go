@@ -125,7 +125,7 @@ func warnNonEmpty(dir string, timeout time.Duration, log *slog.Logger) {
 	}
 	sort.Strings(l.names)
 	log.Warn("the mount point is not empty: the mount hides what it holds, from Flink too (anything written there before the mount is not on the backing file system)",
-		"entries", count, "first", l.names[:min(len(l.names), 5)])
+		"entries", count, "names", l.names[:min(len(l.names), 5)])
 }
 
 // probeMount asks the file system at dir for something the kernel never

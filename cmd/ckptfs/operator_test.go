@@ -262,7 +262,7 @@ func TestMountWarnsOfNonEmptyMountPoint(t *testing.T) {
 			}
 		}
 	}
-	if found == nil || found["mountpoint"] != mnt || found["entries"] != "2" || fmt.Sprint(found["first"]) != "[checkpoints early]" {
+	if found == nil || found["mountpoint"] != mnt || found["entries"] != "2" || fmt.Sprint(found["names"]) != "[checkpoints early]" {
 		t.Errorf("want one warning naming %s, 2 entries, checkpoints and early; got %v in\n%s", mnt, found, strings.Join(d.allLines(), "\n"))
 	}
 	if code := d.stop(t); code != 0 {

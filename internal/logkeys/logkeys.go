@@ -67,4 +67,6 @@ var Keys = map[string]string{
 	"log":          "where the daemon's log goes (a file, the journal, syslog)",
 	"staging":      "the staging directory of a DR rehearsal (make dr-rehearsal)",
 	"missing":      "a file a DR rehearsal leaves out of the replica",
+	"entries":      "how many entries a directory holds",
+	"names":        "the first names of a directory's entries",
 }

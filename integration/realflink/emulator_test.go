@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -374,8 +375,20 @@ func describe(t *testing.T, f *fixture) *picture {
 	}
 	d.lo, d.hi = ps[0].id, ps[len(ps)-1].id
 	pc := &picture{release: f.meta.Release, nodes: map[string]*shape{}, files: map[string]*shape{}, facts: map[string]bool{}}
+	type keyed struct {
+		key string
+		n   fixtureZNode
+	}
+	nodes := make([]keyed, 0, len(f.zk.Nodes))
 	for _, n := range f.zk.Nodes {
-		key := d.znodeKey(n.Path)
+		nodes = append(nodes, keyed{d.znodeKey(n.Path), n})
+	}
+	// Leader sessions are numbered as their znodes are described: in
+	// the order of their keys, not of ZooKeeper's listing (a hash order,
+	// and the job's id sorts anywhere among the other leaders' names).
+	sort.SliceStable(nodes, func(i, j int) bool { return nodes[i].key < nodes[j].key })
+	for _, kn := range nodes {
+		key, n := kn.key, kn.n
 		s := shapeOf(pc.nodes, key)
 		s.count++
 		s.add("kind", n.Kind)

@@ -684,6 +684,27 @@ func (w *world) value(p *prom, expr string) (float64, bool) {
 	return res[0].Points[0].V, true
 }
 
+// firstAt waits until Prometheus p holds the series sel at want, and
+// returns the time of its first raw sample at want since since.
+func (w *world) firstAt(p *prom, sel string, want float64, since time.Time, limit time.Duration) time.Time {
+	w.t.Helper()
+	var first time.Time
+	w.waitFor(limit, fmt.Sprintf("Prometheus (%s): %s == %v", p.name, sel, want), func() bool {
+		res, err := p.query(sel+"["+promDuration(time.Since(since)+interval)+"]", time.Now())
+		if err != nil || len(res) != 1 {
+			return false
+		}
+		for _, pt := range res[0].Points {
+			if pt.V == want && !pt.T.Before(since) {
+				first = pt.T
+				return true
+			}
+		}
+		return false
+	})
+	return first
+}
+
 // waitValue waits until both Prometheus servers hold expr at want.
 func (w *world) waitValue(expr string, want float64, limit time.Duration) {
 	w.t.Helper()

@@ -312,12 +312,12 @@ func hungNAS(t *testing.T, e *env) {
 // zooKeeperDown: the ZooKeeper server stops (a world of its own). Both
 // daemons lose their session: CkptfsZooKeeperSessionDown (for: 2m).
 // dc1, the active site, stops holding the lease while Flink writes
-// through its mount without pause: the mount refuses the first writes
-// past its write deadline by its own clock, the daemon fences it a moment
-// later, on time (ckptfs_fence_overrun_seconds stays 0), and every later
-// write fails with EROFS. CkptfsDaemonStalled must stay silent: the
-// daemon never stopped running. The server comes back: sessions again,
-// dc1 writes again.
+// through its mount (every millisecond then): the mount refuses the
+// first writes past its write deadline by its own clock, the daemon
+// fences it a moment later, on time (ckptfs_fence_overrun_seconds stays
+// 0), and every later write fails with EROFS. CkptfsDaemonStalled must
+// stay silent: the daemon never stopped running. The server comes back:
+// sessions again, dc1 writes again.
 func zooKeeperDown(t *testing.T, e *env) {
 	zk := zktest.StartCluster(t, 1)
 	w := newWorld(t, e, "zkdown", zk)
@@ -336,10 +336,12 @@ func zooKeeperDown(t *testing.T, e *env) {
 	w.syncOnce(nas1, nas2)
 	w.startDaemon("dc2", nas2)
 	w.watch(false)
-	// Every 20ms: a write meets the lease's lapse in every run.
-	writes := w.writeEvery(d1.mnt, 20*time.Millisecond)
+	writes := w.writeEvery(d1.mnt, 200*time.Millisecond)
 
 	at := w.fault("the ZooKeeper server stops")
+	// A write every millisecond while the lease lapses (half a lease
+	// after its last renewal): one meets the lapse in every run.
+	writes.burstFor(mounttest.TestLease)
 	if err := zk.Stop(0); err != nil {
 		t.Fatal(err)
 	}

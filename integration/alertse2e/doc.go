@@ -47,8 +47,8 @@
 //     CkptfsNoCompletePointer, CkptfsLagHigh: what the daemon cannot
 //     read is not complete there).
 //   - zkdown: the ZooKeeper server stops for two minutes while Flink
-//     writes through the active site's mount without pause, then starts
-//     again: CkptfsZooKeeperSessionDown (CkptfsZooKeeperSessionExpired).
+//     writes through the active site's mount (every millisecond while the
+//     lease lapses), then starts again: CkptfsZooKeeperSessionDown (CkptfsZooKeeperSessionExpired).
 //     The lease rules: dc1 stops holding the lease, its mount refuses the
 //     first writes past its write deadline and the daemon fences it on
 //     time (ckptfs_fence_overrun_seconds 0), the writes then fail with

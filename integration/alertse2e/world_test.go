@@ -510,10 +510,13 @@ func (w *world) watch(backfillNode bool) {
 			return err == nil && len(res) == n
 		})
 	}
-	// One evaluation of the rules after every target answered.
+	// One evaluation of the rules after every target answered; then two
+	// more before any fault, for expect to see an alert that was in its
+	// state before the fault.
 	time.Sleep(2 * interval)
 	w.watching = time.Now()
 	w.checkRules()
+	time.Sleep(2 * interval)
 }
 
 // upHistory is an hour of the node exporter's up at 1, 15 seconds apart,
@@ -722,6 +725,7 @@ type writer struct {
 	stopc chan struct{}
 	done  chan struct{}
 	mu    sync.Mutex
+	burst time.Time // GUARDED_BY(mu): until then, a write every millisecond
 	ok    int       // GUARDED_BY(mu)
 	erofs int       // GUARDED_BY(mu)
 	first time.Time // GUARDED_BY(mu): the first EROFS
@@ -746,16 +750,27 @@ func (w *world) writeEvery(mnt string, period time.Duration) *writer {
 			default:
 				wr.other = append(wr.other, err.Error())
 			}
+			next := period
+			if time.Now().Before(wr.burst) {
+				next = time.Millisecond
+			}
 			wr.mu.Unlock()
 			select {
 			case <-wr.stopc:
 				return
-			case <-time.After(period):
+			case <-time.After(next):
 			}
 		}
 	}()
 	w.t.Cleanup(func() { wr.stop() })
 	return wr
+}
+
+// burstFor writes every millisecond for d.
+func (wr *writer) burstFor(d time.Duration) {
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	wr.burst = time.Now().Add(d)
 }
 
 // stop ends the writes and returns their counts, and when the first was

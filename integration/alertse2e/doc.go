@@ -47,11 +47,14 @@
 //     CkptfsNoCompletePointer, CkptfsLagHigh: what the daemon cannot
 //     read is not complete there).
 //   - zkdown: the ZooKeeper server stops for two minutes while Flink
-//     writes through the active site's mount, then starts again:
-//     CkptfsZooKeeperSessionDown (CkptfsZooKeeperSessionExpired). The
-//     lease rules: dc1's mount turns read-only, its writes fail with
-//     EROFS, none is refused past the write deadline, and
-//     CkptfsDaemonStalled stays silent; dc1 writes again afterwards.
+//     writes through the active site's mount (every millisecond while the
+//     lease lapses), then starts again: CkptfsZooKeeperSessionDown (CkptfsZooKeeperSessionExpired).
+//     The lease rules: dc1 stops holding the lease, its mount refuses the
+//     first writes past its write deadline and the daemon fences it on
+//     time (ckptfs_fence_overrun_seconds 0), the writes then fail with
+//     EROFS, and CkptfsDaemonStalled stays silent (it fired on those
+//     first refusals until it read the overrun); dc1 writes again
+//     afterwards.
 //   - failover: a planned switch (docs/runbook.md): Flink on dc1 stops,
 //     dc2 holds its newest checkpoint, dc1's daemon stops, a takeover on
 //     dc2 activates it, dc1's daemon starts again read-only, the

@@ -510,10 +510,13 @@ func (w *world) watch(backfillNode bool) {
 			return err == nil && len(res) == n
 		})
 	}
-	// One evaluation of the rules after every target answered.
+	// One evaluation of the rules after every target answered; then two
+	// more before any fault, for expect to see an alert that was in its
+	// state before the fault.
 	time.Sleep(2 * interval)
 	w.watching = time.Now()
 	w.checkRules()
+	time.Sleep(2 * interval)
 }
 
 // upHistory is an hour of the node exporter's up at 1, 15 seconds apart,
@@ -582,9 +585,14 @@ func (w *world) expect(p *prom, name, state string, labels map[string]string, fa
 			last = as
 			for _, a := range as {
 				if a.Labels["alertname"] == name && a.State == state && matches(a.Labels, labels) {
+					// The fault must have caused it: no sample in that
+					// state before it.
+					if before, err := p.firstAlertSample(name, state, labels, w.watching); err == nil && before.Before(fault) {
+						w.t.Fatalf("%s: Prometheus (%s): %s was %s %.1fs before %s already", w.name, p.name, name, state, fault.Sub(before).Seconds(), what)
+					}
 					at, err := p.firstAlertSample(name, state, labels, fault)
 					if err != nil {
-						w.t.Fatalf("%s: Prometheus (%s): %v", w.name, p.name, err)
+						continue // not evaluated since the fault yet
 					}
 					took := at.Sub(fault)
 					w.logf("Prometheus (%s): %s %s %.1fs after %s", p.name, name, state, took.Seconds(), what)
@@ -650,7 +658,7 @@ func (w *world) silence(phase string, from, to time.Time, unchanged, scaled allo
 			max, ok := al[a.name]
 			if !ok || (a.state == "firing" && max == "pending") {
 				w.t.Errorf("%s: %s (%.0fs): Prometheus (%s): %s was %s, which the phase does not allow (allowed: %v)%s",
-					w.name, phase, to.Sub(from).Seconds(), p.name, a.name, a.state, al, expectedUntilMerged(a.name))
+					w.name, phase, to.Sub(from).Seconds(), p.name, a.name, a.state, al, w.expectedUntilMerged(a.name))
 			}
 		}
 		w.logf("%s (%.0fs): Prometheus (%s) had pending or firing: %v", phase, to.Sub(from).Seconds(), p.name, seen)
@@ -658,8 +666,8 @@ func (w *world) silence(phase string, from, to time.Time, unchanged, scaled allo
 }
 
 // expectedUntilMerged explains a failure that a change elsewhere fixes.
-func expectedUntilMerged(name string) string {
-	if name == "CkptfsStrayPointerRetracted" {
+func (w *world) expectedUntilMerged(name string) string {
+	if w.name == "restore" && name == "CkptfsStrayPointerRetracted" {
 		return "\n\tthe sweeper retracted the pointer restore-pruned put back: expected until the sweeper change that keeps a restored pointer (issue 31) is merged"
 	}
 	return ""
@@ -679,6 +687,27 @@ func (w *world) value(p *prom, expr string) (float64, bool) {
 	return res[0].Points[0].V, true
 }
 
+// firstAt waits until Prometheus p holds the series sel at want, and
+// returns the time of its first raw sample at want since since.
+func (w *world) firstAt(p *prom, sel string, want float64, since time.Time, limit time.Duration) time.Time {
+	w.t.Helper()
+	var first time.Time
+	w.waitFor(limit, fmt.Sprintf("Prometheus (%s): %s == %v", p.name, sel, want), func() bool {
+		res, err := p.query(sel+"["+promDuration(time.Since(since)+interval)+"]", time.Now())
+		if err != nil || len(res) != 1 {
+			return false
+		}
+		for _, pt := range res[0].Points {
+			if pt.V == want && !pt.T.Before(since) {
+				first = pt.T
+				return true
+			}
+		}
+		return false
+	})
+	return first
+}
+
 // waitValue waits until both Prometheus servers hold expr at want.
 func (w *world) waitValue(expr string, want float64, limit time.Duration) {
 	w.t.Helper()
@@ -696,6 +725,7 @@ type writer struct {
 	stopc chan struct{}
 	done  chan struct{}
 	mu    sync.Mutex
+	burst time.Time // GUARDED_BY(mu): until then, a write every millisecond
 	ok    int       // GUARDED_BY(mu)
 	erofs int       // GUARDED_BY(mu)
 	first time.Time // GUARDED_BY(mu): the first EROFS
@@ -720,16 +750,27 @@ func (w *world) writeEvery(mnt string, period time.Duration) *writer {
 			default:
 				wr.other = append(wr.other, err.Error())
 			}
+			next := period
+			if time.Now().Before(wr.burst) {
+				next = time.Millisecond
+			}
 			wr.mu.Unlock()
 			select {
 			case <-wr.stopc:
 				return
-			case <-time.After(period):
+			case <-time.After(next):
 			}
 		}
 	}()
 	w.t.Cleanup(func() { wr.stop() })
 	return wr
+}
+
+// burstFor writes every millisecond for d.
+func (wr *writer) burstFor(d time.Duration) {
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	wr.burst = time.Now().Add(d)
 }
 
 // stop ends the writes and returns their counts, and when the first was

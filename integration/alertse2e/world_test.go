@@ -657,20 +657,12 @@ func (w *world) silence(phase string, from, to time.Time, unchanged, scaled allo
 			seen = append(seen, fmt.Sprintf("%s %s %v", a.name, a.state, a.labels))
 			max, ok := al[a.name]
 			if !ok || (a.state == "firing" && max == "pending") {
-				w.t.Errorf("%s: %s (%.0fs): Prometheus (%s): %s was %s, which the phase does not allow (allowed: %v)%s",
-					w.name, phase, to.Sub(from).Seconds(), p.name, a.name, a.state, al, w.expectedUntilMerged(a.name))
+				w.t.Errorf("%s: %s (%.0fs): Prometheus (%s): %s was %s, which the phase does not allow (allowed: %v)",
+					w.name, phase, to.Sub(from).Seconds(), p.name, a.name, a.state, al)
 			}
 		}
 		w.logf("%s (%.0fs): Prometheus (%s) had pending or firing: %v", phase, to.Sub(from).Seconds(), p.name, seen)
 	}
-}
-
-// expectedUntilMerged explains a failure that a change elsewhere fixes.
-func (w *world) expectedUntilMerged(name string) string {
-	if w.name == "restore" && name == "CkptfsStrayPointerRetracted" {
-		return "\n\tthe sweeper retracted the pointer restore-pruned put back: expected until the sweeper change that keeps a restored pointer (issue 31) is merged"
-	}
-	return ""
 }
 
 // query reads one series' value in Prometheus p now (ok false when

@@ -43,10 +43,16 @@ type pathEntry struct {
 
 	// GUARDED_BY(cache.pathsMu).
 	// INVARIANT: seen is non-zero only when a stat at seen found a file
-	// of size bytes that satisfied a reference to path.
-	size int64
-	seen int64 // unix nanoseconds
-	used int64 // unix nanoseconds of the last verification that listed it
+	// of size bytes (version ver) that satisfied a reference to path,
+	// and nothing since said it may have changed (trust.go); then ds is
+	// the state of its directory, which lists it at dsIndex.
+	size    int64
+	seen    int64 // unix nanoseconds
+	used    int64 // unix nanoseconds of the last verification that listed it
+	ver     FileVersion
+	ds      *dirState
+	dsIndex int
+	inRound bool // in cache.round, the audit's
 
 	// GUARDED_BY(cache.pathsMu). A changelog file's version that was
 	// read and found to hold dstlSize bytes, flag byte included (the
@@ -94,6 +100,18 @@ type cache struct {
 	lastMark   uint64
 	lastSweeps uint64
 
+	// dirs: GUARDED_BY(pathsMu). The directories holding trusted files,
+	// by local path.
+	dirs map[string]*dirState
+	// round: GUARDED_BY(pathsMu). The files the audit stats again in
+	// turn, from cursor; lastAudit is when it last ran (unix ns).
+	round     []*pathEntry
+	cursor    int
+	lastAudit int64
+	// reuse: GUARDED_BY(pathsMu). Complete verdicts that stand while
+	// nothing they depend on changed, by checkpoint directory.
+	reuse map[string]*reusable
+
 	// mu guards the other tables; never held with pathsMu.
 	mu sync.Mutex
 	// manifests: GUARDED_BY(mu). Key: local path of _metadata.
@@ -120,7 +138,8 @@ type manifestEntry struct {
 }
 
 func newCache() *cache {
-	return &cache{manifests: make(map[string]manifestEntry), paths: make(map[string]*pathEntry), checksums: make(map[string]checksumEntry)}
+	return &cache{manifests: make(map[string]manifestEntry), paths: make(map[string]*pathEntry), checksums: make(map[string]checksumEntry),
+		dirs: make(map[string]*dirState), reuse: make(map[string]*reusable)}
 }
 
 func (c *cache) manifest(path string, s FileVersion) (manifestEntry, bool) {
@@ -184,19 +203,31 @@ func (c *cache) putChecksum(path string, s FileVersion, sum string, now time.Tim
 	c.checksums[path] = checksumEntry{stamp: s, sum: sum, used: now}
 }
 
-// sweep drops paths and checksums not used since notBefore and manifests
-// whose path keep rejects, bounding the cache to what is still in use.
-func (c *cache) sweep(notBefore time.Time, keep func(metadataPath string) bool) {
+// sweep drops paths (when paths) and checksums not used since notBefore, and
+// manifests and reusable verdicts whose path keep rejects, bounding the
+// cache to what is still in use.
+func (c *cache) sweep(notBefore time.Time, paths bool, keep func(metadataPath string) bool) {
 	c.pathsMu.Lock()
 	removed := false
 	for p, e := range c.paths {
+		if !paths {
+			break
+		}
 		if e.used < notBefore.UnixNano() {
+			c.untrust(e)
 			delete(c.paths, p)
 			removed = true
 		}
 	}
 	if removed {
 		c.sweeps++
+	}
+	if keep != nil {
+		for dir, r := range c.reuse {
+			if !keep(dir + "/" + MetadataFile) {
+				c.forget(dir, r)
+			}
+		}
 	}
 	c.pathsMu.Unlock()
 
@@ -216,10 +247,11 @@ func (c *cache) sweep(notBefore time.Time, keep func(metadataPath string) bool) 
 	}
 }
 
-// Sweep forgets the paths that no verification listed within MaxAge and
-// the parsed manifests of checkpoint directories that keep rejects (for
-// example, directories that no longer exist). Long-running callers call it
-// after each pass.
+// Sweep forgets the parsed manifests and verdicts of checkpoint
+// directories that keep rejects (for example, directories that no longer
+// exist), and, every MaxAge, the paths that no verification listed within
+// twice MaxAge: a reused verdict lists none of its paths, and is judged
+// again within MaxAge. Long-running callers call it after each pass.
 func (v *Verifier) Sweep(keepDir func(dir string) bool) {
 	var keep func(string) bool
 	if keepDir != nil {
@@ -227,5 +259,10 @@ func (v *Verifier) Sweep(keepDir func(dir string) bool) {
 			return keepDir(metadataPath[:len(metadataPath)-len(MetadataFile)-1])
 		}
 	}
-	v.cache.sweep(v.cfg.Now().Add(-v.cfg.MaxAge), keep)
+	now := v.cfg.Now()
+	paths := now.Sub(v.lastPathSweep) >= v.cfg.MaxAge
+	if paths {
+		v.lastPathSweep = now
+	}
+	v.cache.sweep(now.Add(-2*v.cfg.MaxAge), paths, keep)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -151,6 +150,27 @@ type Catalog struct {
 	// backing bounds the waits for the backing file system, by job
 	// directory (walkPrefix: the search for job directories).
 	backing *BackingWaits
+
+	// refreshMu makes passes take turns; passNo counts them; walked:
+	// GUARDED_BY(refreshMu),
+	// what the search for job directories found in each directory it
+	// read, relative to Backing, by the stamp it had then.
+	refreshMu sync.Mutex
+	passNo    uint64
+	walked    map[string]*walkedDir
+}
+
+// walkedDir is what the last listing of a directory the search reads
+// found: it is listed again only when its stamp says that its names may
+// have changed (design §3.6).
+type walkedDir struct {
+	watch   *dirWatch
+	subdirs []string        // to search further (savepoint directories too)
+	chks    []CheckpointDir // by id: a job directory when not empty
+	saves   []string        // its savepoint directories' names
+	ha      []dirent        // its HA state files (haFileKind, HA checkpoint files)
+	pass    uint64          // the pass that last reached it
+	listed  uint64          // the pass that last listed it
 }
 
 // walkPrefix starts the work key of a listing by the search for job
@@ -160,6 +180,17 @@ const walkPrefix = "\x00"
 // savepointPrefix starts the work key of verifying a directory's
 // savepoints.
 const savepointPrefix = "\x01"
+
+// jobsAtOnce job directories are verified at once: while one parses a
+// _metadata, the others' stats keep the NAS busy.
+const jobsAtOnce = 4
+
+// observeKey and auditKey are the work keys of the verifier's
+// observation of the directories holding trusted files and of its audit.
+const (
+	observeKey = "\x02observe"
+	auditKey   = "\x02audit"
+)
 
 // HungWork is backing work that has not ended within BackingTimeout.
 type HungWork struct {
@@ -186,6 +217,9 @@ type CatalogStats struct {
 	// ChecksummedBytes is what the Verifier read to check sealed
 	// checksums (Verifier.ChecksummedBytes).
 	ChecksummedBytes uint64
+	// Audited counts the trusted files the passes stat'ed again (design
+	// §3.6), AuditChanged those found changed or gone.
+	Audited, AuditChanged uint64
 	// BackingTimeouts counts the times a pass gave up waiting for the
 	// backing file system (BackingTimeout), or found it still busy with
 	// work it had given up on.
@@ -207,7 +241,8 @@ func NewCatalog(cfg CatalogConfig) (*Catalog, error) {
 		return nil, err
 	}
 	cfg.Backing = filepath.Clean(cfg.Backing)
-	c := &Catalog{cfg: cfg, pokec: make(chan struct{}, 1), jobs: map[string]map[string]*Verdict{}, backing: NewBackingWaits(cfg.BackingTimeout), savepoints: map[string]map[string]*Verdict{}}
+	c := &Catalog{cfg: cfg, pokec: make(chan struct{}, 1), jobs: map[string]map[string]*Verdict{}, backing: NewBackingWaits(cfg.BackingTimeout), savepoints: map[string]map[string]*Verdict{},
+		walked: map[string]*walkedDir{}}
 	for _, p := range cfg.HiddenPatterns {
 		c.hidden = append(c.hidden, compileHidden(p))
 	}
@@ -391,37 +426,63 @@ func (c *Catalog) Run(ctx context.Context) error {
 // the checkpoints the last pass knew, all unknown: hidden, and still
 // listed as the job's.
 func (c *Catalog) Refresh(ctx context.Context) {
+	c.refreshMu.Lock()
+	defer c.refreshMu.Unlock()
 	start := time.Now()
+	v := c.cfg.Verifier
 	c.mu.RLock()
 	old := c.jobs
 	c.mu.RUnlock()
 	found := map[string]map[string]*Verdict{}
+	var timeouts uint64
+	_, err := Bounded(ctx, c.backing, observeKey, func(ctx context.Context) (struct{}, error) {
+		v.Observe(ctx)
+		return struct{}{}, nil
+	})
+	if errors.Is(err, ErrBackingTimeout) {
+		timeouts++
+	}
 	jobs := c.findJobDirs(ctx)
 	if ctx.Err() != nil {
 		return
 	}
-	timeouts := jobs.timeouts
+	timeouts += jobs.timeouts
 	jobs.jobs = append(jobs.jobs, jobs.keep(old)...)
+	var foundMu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, jobsAtOnce)
 	for _, job := range jobs.jobs {
-		verdicts, err := Bounded(ctx, c.backing, job, func(ctx context.Context) (map[string]*Verdict, error) { return c.verifyJob(ctx, job) })
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err == nil:
-			found[job] = verdicts
-		case errors.Is(err, iofs.ErrNotExist):
-			// Gone: its checkpoints with it.
-		default:
-			if errors.Is(err, ErrBackingTimeout) {
-				timeouts++
+		chks := c.listed(job)
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			verdicts, err := Bounded(ctx, c.backing, job, func(ctx context.Context) (map[string]*Verdict, error) { return c.verifyJob(ctx, chks) })
+			foundMu.Lock()
+			defer foundMu.Unlock()
+			switch {
+			case ctx.Err() != nil:
+			case err == nil:
+				found[job] = verdicts
+			case errors.Is(err, iofs.ErrNotExist):
+				// Gone: its checkpoints with it.
+			default:
+				if errors.Is(err, ErrBackingTimeout) {
+					timeouts++
+				}
+				found[job] = unknownVerdicts(old[job], err)
 			}
-			found[job] = unknownVerdicts(old[job], err)
-		}
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
 	}
 	savepoints := map[string]map[string]*Verdict{}
 	for _, holder := range jobs.holders {
+		names := c.walked[holder].saves
 		verdicts, err := Bounded(ctx, c.backing, savepointPrefix+holder, func(ctx context.Context) (map[string]*Verdict, error) {
-			return c.verifySavepoints(ctx, holder)
+			return c.verifySavepoints(ctx, holder, names)
 		})
 		switch {
 		case ctx.Err() != nil:
@@ -432,7 +493,7 @@ func (c *Catalog) Refresh(ctx context.Context) {
 			timeouts++ // its savepoints stay hidden
 		}
 	}
-	c.cfg.Verifier.Sweep(func(dir string) bool {
+	v.Sweep(func(dir string) bool {
 		rel, err := filepath.Rel(c.cfg.Backing, filepath.Dir(dir))
 		if rel == "." {
 			rel = ""
@@ -444,8 +505,9 @@ func (c *Catalog) Refresh(ctx context.Context) {
 	c.mu.RLock()
 	prevHA := c.haJudged
 	c.mu.RUnlock()
+	haDirs := c.haDirs()
 	ha, haErr := Bounded(ctx, c.backing, haFilesKey, func(ctx context.Context) (haScan, error) {
-		return c.scanHAFiles(ctx, prevHA), ctx.Err()
+		return c.scanHAFiles(ctx, haDirs, prevHA), ctx.Err()
 	})
 	if ctx.Err() != nil {
 		return
@@ -491,20 +553,46 @@ func (c *Catalog) Refresh(ctx context.Context) {
 			fn(ch)
 		}
 	}
+
+	// After the pass's verdicts are out: never on the path of a new
+	// checkpoint. What it untrusts is judged again at once.
+	audit, err := Bounded(ctx, c.backing, auditKey, func(ctx context.Context) ([2]int, error) {
+		a, u := v.Audit(ctx)
+		return [2]int{a, u}, nil
+	})
+	c.mu.Lock()
+	c.stats.Audited += uint64(audit[0])
+	c.stats.AuditChanged += uint64(audit[1])
+	if errors.Is(err, ErrBackingTimeout) {
+		c.stats.BackingTimeouts++
+	}
+	c.mu.Unlock()
+	if audit[1] > 0 {
+		c.Poke()
+	}
 }
 
-// verifyJob lists the checkpoint directories of job and verifies each.
-func (c *Catalog) verifyJob(ctx context.Context, job string) (map[string]*Verdict, error) {
-	chks, err := ListCheckpoints(filepath.Join(c.cfg.Backing, job))
-	if err != nil {
-		return nil, err
+// listed returns the checkpoint directories this pass's search listed in
+// job, or nil.
+func (c *Catalog) listed(job string) []CheckpointDir {
+	if w := c.walked[job]; w != nil && w.pass == c.passNo {
+		return w.chks
+	}
+	return nil
+}
+
+// verifyJob verifies the checkpoint directories chks of a job, the
+// newest first; none: the search could not list the job directory.
+func (c *Catalog) verifyJob(ctx context.Context, chks []CheckpointDir) (map[string]*Verdict, error) {
+	if len(chks) == 0 {
+		return nil, errors.New("the job directory could not be listed")
 	}
 	verdicts := make(map[string]*Verdict, len(chks))
-	for _, chk := range chks {
+	for i := len(chks) - 1; i >= 0; i-- {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		verdicts[filepath.Base(chk.Dir)] = c.cfg.Verifier.VerifyDir(ctx, chk.Dir)
+		verdicts[filepath.Base(chks[i].Dir)] = c.cfg.Verifier.VerifyDir(ctx, chks[i].Dir)
 	}
 	return verdicts, nil
 }
@@ -530,6 +618,8 @@ func (c *Catalog) hung(now time.Time) []HungWork {
 			h = HungWork{Dir: rel, Walk: true, Since: p.Since}
 		} else if rel, ok := strings.CutPrefix(p.Key, savepointPrefix); ok {
 			h = HungWork{Dir: rel, Since: p.Since}
+		} else if strings.HasPrefix(p.Key, "\x02") {
+			h = HungWork{Dir: ".", Since: p.Since} // files anywhere below
 		}
 		out = append(out, h)
 	}
@@ -617,71 +707,116 @@ func (w walkResult) keep(old map[string]map[string]*Verdict) []string {
 // findJobDirs lists the directories (relative to Backing) that hold chk-N
 // directories, and those that hold savepoint directories, down to
 // MaxDepth, without descending into checkpoint, savepoint, shared,
-// task-owned or hidden directories. Each listing is bounded by
-// BackingTimeout: one that hangs fails alone.
+// task-owned or hidden directories; and, for the scan of HA state files,
+// the files of each directory down to MaxDepth+3, savepoint directories
+// too. A directory is listed again only when its stamp changed
+// (walkedDir); each observation is bounded by BackingTimeout: one that
+// hangs fails alone.
 func (c *Catalog) findJobDirs(ctx context.Context) walkResult {
-	var res walkResult
-	var walk func(rel string, depth int)
-	walk = func(rel string, depth int) {
-		entries, err := Bounded(ctx, c.backing, walkPrefix+rel, func(context.Context) ([]iofs.DirEntry, error) {
-			return os.ReadDir(filepath.Join(c.cfg.Backing, rel))
+	c.passNo++
+	now := time.Now().UnixNano()
+	res := c.cfg.Verifier.Resolver()
+	var out walkResult
+	var walk func(rel string, depth int, inSavepoint bool)
+	walk = func(rel string, depth int, inSavepoint bool) {
+		w := c.walked[rel]
+		if w == nil {
+			w = &walkedDir{watch: newDirWatch(filepath.Join(c.cfg.Backing, rel))}
+			c.walked[rel] = w
+		}
+		listed, err := Bounded(ctx, c.backing, walkPrefix+rel, func(context.Context) (*walkedDir, error) {
+			return c.listWalked(w, res, now)
 		})
 		if err != nil {
 			if errors.Is(err, ErrBackingTimeout) {
-				res.timeouts++
+				out.timeouts++
+				// Its watch is still in use: another one next time.
+				delete(c.walked, rel)
 			}
 			if !errors.Is(err, iofs.ErrNotExist) {
-				res.failed = append(res.failed, rel)
+				out.failed = append(out.failed, rel)
 			}
 			return
 		}
-		isJob, holds := false, false
-		var subdirs []string
-		for _, e := range entries {
-			if !e.IsDir() {
-				continue
-			}
-			name := e.Name()
-			if _, ok := CheckpointIDFromDirName(name); ok {
-				isJob = true
-				continue
-			}
-			if IsSavepointDirName(name) {
-				holds = true
-				continue
-			}
-			if IsStateDir(rel, name) || name == "shared" || name == "taskowned" || c.isHiddenName(name) {
-				continue
-			}
-			subdirs = append(subdirs, name)
+		if listed != w {
+			w.subdirs, w.chks, w.saves, w.ha, w.listed = listed.subdirs, listed.chks, listed.saves, listed.ha, c.passNo
 		}
-		if isJob {
-			res.jobs = append(res.jobs, rel)
+		w.pass = c.passNo
+		if !inSavepoint && depth <= c.cfg.MaxDepth {
+			if len(w.chks) > 0 {
+				out.jobs = append(out.jobs, rel)
+			}
+			if len(w.saves) > 0 {
+				out.holders = append(out.holders, rel)
+			}
 		}
-		if holds {
-			res.holders = append(res.holders, rel)
-		}
-		if depth >= c.cfg.MaxDepth {
+		if depth >= c.cfg.MaxDepth+3 {
 			return
 		}
-		for _, s := range subdirs {
+		for _, s := range w.subdirs {
 			if ctx.Err() != nil {
 				return
 			}
-			walk(strings.TrimPrefix(rel+"/"+s, "/"), depth+1)
+			walk(strings.TrimPrefix(rel+"/"+s, "/"), depth+1, inSavepoint || IsSavepointDirName(s))
 		}
 	}
-	walk("", 0)
-	return res
+	walk("", 0, false)
+	for rel, w := range c.walked {
+		if w.pass != c.passNo {
+			// Gone, failed or out of reach: listed anew if met again.
+			w.watch.close()
+			delete(c.walked, rel)
+		}
+	}
+	return out
 }
 
-// verifySavepoints lists the savepoint directories of holder and
-// verifies each.
-func (c *Catalog) verifySavepoints(ctx context.Context, holder string) (map[string]*Verdict, error) {
-	names, err := listSavepoints(filepath.Join(c.cfg.Backing, holder))
+// listWalked returns what the directory of w holds, listing it again
+// only when its stamp says that its names may have changed.
+func (c *Catalog) listWalked(w *walkedDir, res *Resolver, now int64) (*walkedDir, error) {
+	list, err := w.watch.observe(res, now)
 	if err != nil {
 		return nil, err
 	}
+	if !list {
+		return w, nil
+	}
+	entries, err := w.watch.list()
+	if err != nil {
+		w.watch.forget()
+		return nil, err
+	}
+	out := &walkedDir{}
+	rel, _ := filepath.Rel(c.cfg.Backing, w.watch.path)
+	if rel == "." {
+		rel = ""
+	}
+	for _, e := range entries {
+		name := e.name
+		if !e.dir {
+			if haCandidate(rel, name) && !c.isHiddenName(name) {
+				out.ha = append(out.ha, e)
+			}
+			continue
+		}
+		if id, ok := CheckpointIDFromDirName(name); ok {
+			out.chks = append(out.chks, CheckpointDir{ID: id, Dir: filepath.Join(w.watch.path, name)})
+			continue
+		}
+		if IsStateDir(rel, name) || name == "shared" || name == "taskowned" || c.isHiddenName(name) {
+			continue
+		}
+		if IsSavepointDirName(name) {
+			out.saves = append(out.saves, name)
+		}
+		out.subdirs = append(out.subdirs, name)
+	}
+	sort.Slice(out.chks, func(i, j int) bool { return out.chks[i].ID < out.chks[j].ID })
+	return out, nil
+}
+
+// verifySavepoints verifies the savepoint directories names of holder.
+func (c *Catalog) verifySavepoints(ctx context.Context, holder string, names []string) (map[string]*Verdict, error) {
 	verdicts := make(map[string]*Verdict, len(names))
 	for _, name := range names {
 		if err := ctx.Err(); err != nil {
@@ -690,20 +825,4 @@ func (c *Catalog) verifySavepoints(ctx context.Context, holder string) (map[stri
 		verdicts[name] = c.cfg.Verifier.VerifyDir(ctx, filepath.Join(c.cfg.Backing, holder, name))
 	}
 	return verdicts, nil
-}
-
-// listSavepoints lists the savepoint directories in dir; like chk-N, a
-// symbolic link or a file of that name is never one.
-func listSavepoints(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, e := range entries {
-		if e.IsDir() && IsSavepointDirName(e.Name()) {
-			names = append(names, e.Name())
-		}
-	}
-	return names, nil
 }

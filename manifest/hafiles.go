@@ -5,12 +5,14 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
-	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ckptfs/ckptfs/manifest/flinkha"
 	"github.com/ckptfs/ckptfs/manifest/metadata"
@@ -53,6 +55,7 @@ type haStat struct {
 // haJudged is a judged version of an HA state file.
 type haJudged struct {
 	st       haStat
+	at       int64 // when (unix ns) st was taken
 	complete bool
 	// chkDir is, for a checkpoint's HA file (completedCheckpoint<hex>),
 	// the checkpoint directory it names, relative to the backing
@@ -76,60 +79,74 @@ type haScan struct {
 	described map[string]*Verdict
 }
 
-// scanHAFiles finds and judges the HA state files below the backing
-// directory, down to MaxDepth+3 (<storageDir>/<cluster>/blob/job_<job>),
-// without descending into checkpoint, shared, task-owned or hidden
-// directories. Files judged in prev are judged again only when their
-// stat changed; the files a Flink 1.3/1.4 HA file references are checked
-// on every pass.
-func (c *Catalog) scanHAFiles(ctx context.Context, prev map[string]haJudged) haScan {
+// haCandidate reports whether the file name in the directory dir
+// (relative) is one scanHAFiles judges.
+func haCandidate(dir, name string) bool {
+	return haFileKind(dir, name) != "" || strings.HasPrefix(name, "completedCheckpoint") || strings.HasPrefix(name, externalizedPrefix)
+}
+
+// haDir is a directory of HA state files this pass's search listed.
+type haDir struct {
+	rel   string
+	files []dirent
+}
+
+// haDirs returns the directories with HA state files this pass's search
+// reached, in order.
+func (c *Catalog) haDirs() []haDir {
+	var out []haDir
+	for rel, w := range c.walked {
+		if w.pass == c.passNo && len(w.ha) > 0 {
+			out = append(out, haDir{rel: rel, files: w.ha})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].rel < out[j].rel })
+	return out
+}
+
+// scanHAFiles judges the HA state files in dirs (found by the search for
+// job directories, down to MaxDepth+3: <storageDir>/<cluster>/blob/job_<job>).
+// A file judged complete in prev keeps its judgement without a stat
+// while its name names the same inode, until the audit's period
+// (MaxAge/2) has passed since its last stat; any other is stat'ed, and
+// judged again when its stat changed. The files a Flink 1.3/1.4 HA file
+// references are checked on every pass.
+func (c *Catalog) scanHAFiles(ctx context.Context, dirs []haDir, prev map[string]haJudged) haScan {
 	complete, judged := map[string]bool{}, map[string]haJudged{}
-	var walk func(rel string, depth int)
-	walk = func(rel string, depth int) {
-		if ctx.Err() != nil {
-			return
-		}
-		entries, err := os.ReadDir(filepath.Join(c.cfg.Backing, rel))
-		if err != nil {
-			return
-		}
-		for _, e := range entries {
-			name := e.Name()
-			child := strings.TrimPrefix(rel+"/"+name, "/")
-			if e.IsDir() {
-				if _, ok := CheckpointIDFromDirName(name); ok || IsStateDir(rel, name) || name == "shared" || name == "taskowned" || c.isHiddenName(name) || depth >= c.cfg.MaxDepth+3 {
+	now := time.Now().UnixNano()
+	period := (c.cfg.Verifier.cfg.MaxAge / 2).Nanoseconds()
+	for _, d := range dirs {
+		for _, f := range d.files {
+			if ctx.Err() != nil {
+				return haScan{complete: complete, judged: judged}
+			}
+			if !f.reg {
+				continue
+			}
+			child := strings.TrimPrefix(d.rel+"/"+f.name, "/")
+			j, ok := prev[child]
+			if !(ok && j.complete && uint64(j.st.ino) == f.ino && now-j.at < period) {
+				var sys unix.Stat_t
+				if err := unix.Lstat(filepath.Join(c.cfg.Backing, child), &sys); err != nil || sys.Mode&unix.S_IFMT != unix.S_IFREG {
 					continue
 				}
-				walk(child, depth+1)
-				continue
-			}
-			kind := haFileKind(rel, name)
-			switch {
-			case kind != "":
-			case strings.HasPrefix(name, "completedCheckpoint"):
-				kind = "checkpoint"
-			case strings.HasPrefix(name, externalizedPrefix):
-				kind = "externalized"
-			}
-			if kind == "" || !e.Type().IsRegular() {
-				continue
-			}
-			fi, err := e.Info()
-			if err != nil {
-				continue
-			}
-			sys, _ := fi.Sys().(*syscall.Stat_t)
-			st := haStat{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-			if sys != nil {
-				st.ino, st.ctime = int64(sys.Ino), sys.Ctim.Nano()
-			}
-			j, ok := prev[child]
-			if !ok || j.st != st {
-				if kind == "checkpoint" || kind == "externalized" {
-					j = c.judgeDescription(ctx, child, st)
-				} else {
-					j = haJudged{st: st, complete: c.judgeHAFile(ctx, child, kind)}
+				st := haStat{ino: int64(sys.Ino), size: sys.Size, mtime: sys.Mtim.Nano(), ctime: sys.Ctim.Nano()}
+				if !ok || j.st != st {
+					kind := haFileKind(d.rel, f.name)
+					switch {
+					case kind != "":
+					case strings.HasPrefix(f.name, "completedCheckpoint"):
+						kind = "checkpoint"
+					default:
+						kind = "externalized"
+					}
+					if kind == "checkpoint" || kind == "externalized" {
+						j = c.judgeDescription(ctx, child, st)
+					} else {
+						j = haJudged{st: st, complete: c.judgeHAFile(ctx, child, kind)}
+					}
 				}
+				j.at = now
 			}
 			judged[child] = j
 			if j.complete {
@@ -137,7 +154,6 @@ func (c *Catalog) scanHAFiles(ctx context.Context, prev map[string]haJudged) haS
 			}
 		}
 	}
-	walk("", 0)
 	return haScan{complete: complete, judged: judged, described: c.describe(ctx, judged)}
 }
 

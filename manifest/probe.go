@@ -2,7 +2,6 @@ package manifest
 
 import (
 	"context"
-	"runtime"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -53,7 +52,7 @@ const maxOpenDirs = 16
 
 // newProber returns a prober for one verification; stop releases it.
 func (v *Verifier) newProber(ctx context.Context) *prober {
-	p := &prober{res: v.cfg.Resolver, workers: min(v.cfg.Workers, runtime.GOMAXPROCS(0)*2)}
+	p := &prober{res: v.cfg.Resolver, workers: v.workers()}
 	p.ctx, p.cancel = context.WithCancel(ctx)
 	p.reset()
 	return p

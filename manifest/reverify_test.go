@@ -392,7 +392,7 @@ func TestSweepWaitsForBuilder(t *testing.T) {
 	s := v.newManifestBuilder(j.chk(2), 0, nil, v.judgeAt(clock.Now().UnixNano()))
 	ref(s, 0)
 	ref(s, 1)
-	clock.add(2 * time.Minute) // every path is now past MaxAge
+	clock.add(3 * time.Minute) // every path is now past twice MaxAge (Sweep)
 	swept := make(chan struct{})
 	go func() {
 		v.Sweep(nil)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,11 +21,13 @@ type VerifierConfig struct {
 	Resolver *Resolver
 	// MaxAge is how long a file once found complete may be trusted
 	// without another stat. Zero trusts nothing: every verification stats
-	// every file. A mount daemon sets it to its poll interval so that a
-	// new checkpoint costs only its new files; decisions that act on the
-	// result (takeover) verify with MaxAge zero.
+	// every file, and decisions that act on the result (takeover) verify
+	// so. A mount's catalog trusts files (design §3.6): Observe and Audit
+	// untrust those that may have changed, and Audit stats each again
+	// every MaxAge/2, so that a steady pass costs what changed.
 	MaxAge time.Duration
-	// Workers bounds the stat calls issued in parallel.
+	// Workers bounds the stat calls issued in parallel: a NAS serves
+	// many at once, each a round trip.
 	Workers int
 	// SealedRoot is the backing root under which sealed manifests are
 	// looked for (StateDir); empty disables level L3.
@@ -36,7 +39,7 @@ type VerifierConfig struct {
 // DefaultVerifierConfig returns a configuration that trusts nothing from
 // earlier verifications. The caller sets Resolver.
 func DefaultVerifierConfig() VerifierConfig {
-	return VerifierConfig{Workers: 4}
+	return VerifierConfig{Workers: 32}
 }
 
 // Validate reports a configuration that cannot work.
@@ -59,6 +62,10 @@ type Verifier struct {
 	cache *cache
 	// checksummed counts the bytes read to check sealed checksums.
 	checksummed atomic.Uint64
+	// auditMu makes audits take turns.
+	auditMu sync.Mutex
+	// lastPathSweep: owned by the caller of Sweep.
+	lastPathSweep time.Time
 }
 
 // NewVerifier returns a Verifier with an empty cache.
@@ -92,6 +99,11 @@ func (v *Verifier) VerifyDir(ctx context.Context, dir string) *Verdict {
 	// Taken before any stat: a file is trusted from a moment it was
 	// already complete.
 	judge := v.judgeAt(v.cfg.Now().UnixNano())
+	if judge.trust {
+		if reused := v.cache.reused(dir, judge.now); reused != nil {
+			return reused
+		}
+	}
 	probes := v.newProber(ctx)
 	defer probes.stop()
 	parsed, need := v.loadManifest(dir, probes, judge)
@@ -116,6 +128,9 @@ func (v *Verifier) VerifyDir(ctx context.Context, dir string) *Verdict {
 		verdict.Complete = true
 		verdict.Level = L1
 		v.checkSealed(ctx, dir, verdict)
+	}
+	if judge.trust && verdict.Complete && (verdict.Level == L3 || v.cfg.SealedRoot == "") {
+		v.cache.remember(dir, verdict, parsed, judge)
 	}
 	return verdict
 }
@@ -233,10 +248,11 @@ type judge struct {
 	now       int64 // unix nanoseconds
 	notBefore int64 // a file found complete since then is trusted
 	trust     bool  // MaxAge is not zero
+	maxAge    int64 // nanoseconds
 }
 
 func (v *Verifier) judgeAt(now int64) judge {
-	return judge{now: now, notBefore: now - v.cfg.MaxAge.Nanoseconds(), trust: v.cfg.MaxAge > 0}
+	return judge{now: now, notBefore: now - v.cfg.MaxAge.Nanoseconds(), trust: v.cfg.MaxAge > 0, maxAge: v.cfg.MaxAge.Nanoseconds()}
 }
 
 // needsCheck records that the verification lists f, whose path is e, and
@@ -369,7 +385,7 @@ func (v *Verifier) checkFiles(ctx context.Context, judge judge, probes *prober, 
 		c.pathsMu.Lock()
 		for i := range targets[:complete] {
 			t := &targets[i]
-			t.entry.size, t.entry.seen = t.obs.size, judge.now
+			c.trust(t.entry, t.obs.ver, judge.now)
 		}
 		c.pathsMu.Unlock()
 	}

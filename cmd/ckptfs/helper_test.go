@@ -48,7 +48,7 @@ func TestMountHelperOptions(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"/nas", "/flink", "-o", "frob=1"}, `unknown mount option "frob" (ckptfs takes allow-other, backing, backing-timeout, cluster-id, config,`},
+		{[]string{"/nas", "/flink", "-o", "frob=1"}, `unknown mount option "frob" (ckptfs takes allow-other, audit-period, backing, backing-concurrency, backing-timeout, cluster-id, config,`},
 		{[]string{"/nas", "/flink", "-o", "fsname=x"}, `unknown mount option "fsname"`},
 		{[]string{"/nas", "/flink", "-o", "dry-run"}, `unknown mount option "dry-run"`},
 		{[]string{"/nas", "/flink", "-o", "site"}, "mount option site needs a value (site=...)"},

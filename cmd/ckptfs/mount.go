@@ -40,6 +40,10 @@ type mountConfig struct {
 	// BackingTimeout bounds how long a verification pass waits for one
 	// directory of the backing file system.
 	BackingTimeout time.Duration
+	// AuditPeriod is how often each file found complete is stat'ed again
+	// (design §3.6); BackingConcurrency how many stats are in flight.
+	AuditPeriod        time.Duration
+	BackingConcurrency int
 	Hidden         []string
 	Maps           []string
 	Roots          []string
@@ -83,7 +87,7 @@ type mountConfig struct {
 
 func defaultMountConfig() mountConfig {
 	return mountConfig{
-		Mode: "replica", Poll: 2 * time.Second, BackingTimeout: 30 * time.Second, AllowOther: true, Passthrough: true,
+		Mode: "replica", Poll: 2 * time.Second, BackingTimeout: 30 * time.Second, AuditPeriod: time.Minute, BackingConcurrency: 32, AllowOther: true, Passthrough: true,
 		LogFormat: "text", LogLevel: "info", zkSettings: defaultZKSettings(), LagInterval: 10 * time.Second,
 		DeleteGrace: 30 * time.Minute, DeleteGuard: "refuse",
 		Takeover: "manual", HoldTimeout: 2 * time.Minute,
@@ -109,6 +113,12 @@ func (c *mountConfig) validate() error {
 	}
 	if c.Poll < 10*time.Millisecond {
 		errs = append(errs, badSetting("poll", "poll %v is too short", c.Poll))
+	}
+	if c.AuditPeriod < c.Poll {
+		errs = append(errs, badSetting("audit-period", "audit-period %v is shorter than poll %v", c.AuditPeriod, c.Poll))
+	}
+	if c.BackingConcurrency < 1 || c.BackingConcurrency > 1024 {
+		errs = append(errs, badSetting("backing-concurrency", "backing-concurrency %d: want 1 to 1024", c.BackingConcurrency))
 	}
 	if c.BackingTimeout < minBackingTimeout {
 		errs = append(errs, badSetting("backing-timeout", "backing-timeout %v is too short", c.BackingTimeout))
@@ -227,10 +237,10 @@ func (c *mountConfig) daemonConfig(log *slog.Logger, sink *logsink.Sink) (daemon
 		return d, err
 	}
 	d.Site, d.Backing, d.MountPoint, d.Resolver = c.Site, c.Backing, c.MountPoint, res
-	// A file found complete is stat'ed again every other pass: a deletion
-	// is noticed within two poll intervals, and a pass costs about half
-	// of the files.
-	d.Verifier.MaxAge = 2 * c.Poll
+	// A file found complete is trusted until its directory loses its
+	// name or the audit, every AuditPeriod, finds it changed; MaxAge
+	// bounds the trust should the audit fall behind (design §3.6).
+	d.Verifier.MaxAge, d.Verifier.Workers = 2*c.AuditPeriod, c.BackingConcurrency
 	d.Catalog.Poll, d.Catalog.BackingTimeout = c.Poll, c.BackingTimeout
 	d.Catalog.HiddenPatterns = append(append([]string(nil), manifest.DefaultHiddenPatterns...), c.Hidden...)
 	d.Recorder.ReadUnwritten = c.ReadUnwritten
@@ -438,6 +448,8 @@ Exit status:
 		f.StringVar(&cfg.Mode, "mode", cfg.Mode, "replica or primary")
 		f.StringVar(&cfg.Site, "site", "", "this site's `NAME` (for logs and ZooKeeper)")
 		f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "interval of full verification passes")
+		f.DurationVar(&cfg.AuditPeriod, "audit-period", cfg.AuditPeriod, "how often each file of a complete checkpoint is stat'ed again, to notice one truncated in place (a removed one is noticed within a pass)")
+		f.IntVar(&cfg.BackingConcurrency, "backing-concurrency", cfg.BackingConcurrency, "how many stats of the backing file system are in flight at once (a NAS serves many)")
 		f.DurationVar(&cfg.BackingTimeout, "backing-timeout", cfg.BackingTimeout, "how long a verification pass waits for one directory of the backing file system before its checkpoints count as unknown (a hung NAS)")
 		f.StringArrayVar(&cfg.Hidden, "hidden", nil, "extra `PATTERN` of names never shown (repeatable)")
 		f.StringArrayVar(&cfg.Maps, "map", nil, "`URI_PREFIX=LOCAL_DIR` for the absolute paths Flink stored (repeatable)")

@@ -118,6 +118,7 @@ func collectCatalog(cat *manifest.Catalog, gauge gaugeFunc, counter counterFunc)
 	st := cat.Stats()
 	counterByValue(counter, Verifications, map[string]uint64{"complete": st.Complete, "incomplete": st.Incomplete, "unknown": st.Unknown})
 	counter(CatalogPasses, st.Passes)
+	counterByValue(counter, CatalogAudited, map[string]uint64{"unchanged": st.Audited - st.AuditChanged, "changed": st.AuditChanged})
 	counter(BackingTimeouts, st.BackingTimeouts)
 	hung := 0.0
 	if len(st.Hung) > 0 {

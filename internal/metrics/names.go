@@ -30,6 +30,7 @@ const (
 	CatalogPasses            = "ckptfs_catalog_passes_total"
 	CatalogLastPass          = "ckptfs_catalog_last_pass_timestamp_seconds"
 	CatalogLastPassDuration  = "ckptfs_catalog_last_pass_duration_seconds"
+	CatalogAudited           = "ckptfs_catalog_audited_files_total"
 	ChecksummedBytes         = "ckptfs_checksummed_bytes_total"
 	BackingTimeouts          = "ckptfs_backing_timeouts_total"
 	BackingHung              = "ckptfs_backing_hung_seconds"
@@ -122,6 +123,8 @@ var Families = []Family{
 		Help: "When the last verification pass ended (Unix time)."},
 	{Name: CatalogLastPassDuration, Type: "gauge",
 		Help: "How long the last verification pass took."},
+	{Name: CatalogAudited, Type: "counter", Labels: []string{labelResult}, Values: []string{"unchanged", "changed"},
+		Help: "Files of complete checkpoints the passes stat'ed again to notice one truncated or replaced in place (design 3.6), by result: unchanged, or changed (no longer trusted: judged again)."},
 	{Name: ChecksummedBytes, Type: "counter", Labels: []string{labelReader}, Values: []string{"seal", "verify"},
 		Help: "Bytes read to take CRC-32C checksums: by the mount, reading back what its writers closed (seal), and by the verifier, checking sealed manifests (verify)."},
 	{Name: HiddenCheckpointAccesses, Type: "counter", Labels: []string{labelJob},

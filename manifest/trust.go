@@ -1,0 +1,356 @@
+package manifest
+
+import (
+	"context"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// How long a Verifier trusts a file it found complete (design §3.6): until
+// its directory loses its name (Observe), the audit finds it changed
+// (Audit), or MaxAge passed without the audit reaching it. A checkpoint
+// whose files all stay trusted keeps its verdict without a look at them.
+
+// dirState is a directory holding files the verifier trusts.
+type dirState struct {
+	// watch: owned by the Observe that set busy.
+	watch *dirWatch
+	// GUARDED_BY(cache.pathsMu). gen is raised whenever a trusted file in
+	// the directory stops being trusted, and when the state is dropped;
+	// entries are those files (e.ds is this, entries[e.dsIndex] is e).
+	gen     uint64
+	entries []*pathEntry
+	dropped bool
+	busy    bool // an Observe stats or lists it
+}
+
+// trust records that a stat at now found e's file complete with
+// version ver, and puts it in its directory's state and in the audit's
+// round. The caller holds cache.pathsMu.
+func (c *cache) trust(e *pathEntry, ver FileVersion, now int64) {
+	e.size, e.ver, e.seen = ver.size, ver, now
+	if e.ds == nil {
+		ds := c.dirs[e.dir]
+		if ds == nil {
+			ds = &dirState{watch: newDirWatch(e.dir)}
+			c.dirs[e.dir] = ds
+		}
+		e.ds, e.dsIndex = ds, len(ds.entries)
+		ds.entries = append(ds.entries, e)
+	}
+	if !e.inRound {
+		e.inRound = true
+		c.round = append(c.round, e)
+	}
+}
+
+// untrust makes e's file untrusted: the next verification that lists it
+// stats it, and every verdict reused because it was trusted is judged
+// again. The caller holds cache.pathsMu.
+func (c *cache) untrust(e *pathEntry) {
+	e.seen = 0
+	ds := e.ds
+	if ds == nil {
+		return
+	}
+	last := ds.entries[len(ds.entries)-1]
+	ds.entries[e.dsIndex], last.dsIndex = last, e.dsIndex
+	ds.entries[len(ds.entries)-1] = nil
+	ds.entries = ds.entries[:len(ds.entries)-1]
+	e.ds = nil
+	ds.gen++
+}
+
+// drop forgets the directory state ds and untrusts its files. The caller
+// holds cache.pathsMu.
+func (c *cache) drop(ds *dirState) {
+	for len(ds.entries) > 0 {
+		c.untrust(ds.entries[len(ds.entries)-1])
+	}
+	ds.gen++
+	ds.dropped = true
+	if c.dirs[ds.watch.path] == ds {
+		delete(c.dirs, ds.watch.path)
+	}
+}
+
+// Observe stats every directory holding a trusted file, lists those
+// whose names may have changed, and untrusts the files whose names are
+// gone (design §3.6). A directory that is gone, that fails, or that has
+// not answered when ctx ends (a hung NAS) untrusts all of its files, so
+// that the verifications needing them stat them. A pass of a mount calls
+// it before its verifications.
+func (v *Verifier) Observe(ctx context.Context) {
+	c := v.cache
+	now := v.cfg.Now().UnixNano()
+	c.pathsMu.Lock()
+	states := make([]*dirState, 0, len(c.dirs))
+	for _, ds := range c.dirs {
+		switch {
+		case ds.busy:
+			c.drop(ds) // still not answered since an earlier call
+		case len(ds.entries) == 0:
+			c.drop(ds)
+			ds.watch.close()
+		default:
+			ds.busy = true
+			states = append(states, ds)
+		}
+	}
+	c.pathsMu.Unlock()
+
+	if !v.parallel(ctx, len(states), func(i int, _ *dirFds) { v.observe(states[i], now) }) {
+		c.pathsMu.Lock()
+		for _, ds := range states {
+			if ds.busy {
+				c.drop(ds)
+			}
+		}
+		c.pathsMu.Unlock()
+	}
+}
+
+// observe stats ds's directory, lists it if its names may have changed,
+// and untrusts the files whose names are gone, or all of them when the
+// directory is gone or fails.
+func (v *Verifier) observe(ds *dirState, now int64) {
+	w := ds.watch
+	list, err := w.observe(v.cfg.Resolver, now)
+	var names map[string]uint64
+	if err == nil && list {
+		var entries []dirent
+		if entries, err = w.list(); err != nil {
+			w.forget()
+		}
+		names = make(map[string]uint64, len(entries))
+		for _, e := range entries {
+			names[e.name] = e.ino
+		}
+	}
+	c := v.cache
+	c.pathsMu.Lock()
+	defer c.pathsMu.Unlock()
+	ds.busy = false
+	switch {
+	case ds.dropped:
+		w.close()
+	case err != nil:
+		c.drop(ds)
+		w.close()
+	case names != nil:
+		for j := 0; j < len(ds.entries); {
+			// Gone, or another file by that name (replaced by a
+			// rename): judged again.
+			if e := ds.entries[j]; names[e.base] != e.ver.ino {
+				c.untrust(e) // moves the last entry to j
+				continue
+			}
+			j++
+		}
+	}
+}
+
+// Audit stats again the share of the trusted files due in this call, in
+// a fixed round, so that each is stat'ed at least once every MaxAge/2
+// however many there are, and untrusts those whose version changed
+// (truncated, rewritten, replaced), that are gone, or that have not
+// answered when ctx ends. It returns how many it stat'ed and untrusted.
+// Without MaxAge it does nothing.
+func (v *Verifier) Audit(ctx context.Context) (audited, untrusted int) {
+	period := v.cfg.MaxAge / 2
+	if period <= 0 {
+		return 0, 0
+	}
+	v.auditMu.Lock()
+	defer v.auditMu.Unlock()
+	c := v.cache
+	now := v.cfg.Now().UnixNano()
+
+	c.pathsMu.Lock()
+	elapsed := min(now-c.lastAudit, period.Nanoseconds())
+	if c.lastAudit == 0 {
+		elapsed = 0
+	}
+	c.lastAudit = now
+	n := int((int64(len(c.round))*elapsed + period.Nanoseconds() - 1) / period.Nanoseconds())
+	due := make([]*pathEntry, 0, n)
+	for len(due) < n && len(c.round) > 0 {
+		c.cursor %= len(c.round)
+		e := c.round[c.cursor]
+		if e.seen == 0 {
+			// No longer trusted: out of the round, and the last entry
+			// takes its place, to be audited now.
+			e.inRound = false
+			last := len(c.round) - 1
+			c.round[c.cursor] = c.round[last]
+			c.round[last] = nil
+			c.round = c.round[:last]
+			continue
+		}
+		due = append(due, e)
+		c.cursor++
+	}
+	c.pathsMu.Unlock()
+
+	answered := make([]bool, len(due)) // GUARDED_BY(c.pathsMu)
+	check := func(i int, dirs *dirFds) {
+		e := due[i]
+		var ver FileVersion
+		fd, err := dirs.open(e.dir)
+		if err == nil {
+			var st unix.Stat_t
+			if err = unix.Fstatat(fd, e.base, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+				ver = VersionOf(&st)
+			}
+		}
+		c.pathsMu.Lock()
+		defer c.pathsMu.Unlock()
+		answered[i] = true
+		audited++
+		switch {
+		case e.seen == 0: // untrusted meanwhile
+		case err != nil || ver != e.ver:
+			c.untrust(e)
+			untrusted++
+		default:
+			e.seen = now
+		}
+	}
+	if !v.parallel(ctx, len(due), check) {
+		c.pathsMu.Lock()
+		defer c.pathsMu.Unlock()
+		for i, e := range due {
+			if !answered[i] && e.seen != 0 {
+				c.untrust(e)
+				untrusted++
+			}
+		}
+		return audited, untrusted
+	}
+	c.pathsMu.Lock()
+	defer c.pathsMu.Unlock()
+	return audited, untrusted
+}
+
+// parallel runs fn(0..n-1) on up to Workers goroutines, each with its
+// own open directories, and reports whether all returned before ctx
+// ended. It does not wait for those that did not: a stat of a hung NAS
+// never returns.
+func (v *Verifier) parallel(ctx context.Context, n int, fn func(i int, dirs *dirFds)) bool {
+	if n == 0 {
+		return true
+	}
+	next := make(chan int)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range min(v.workers(), n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dirs := newDirFds(v.cfg.Resolver)
+			defer dirs.close()
+			for i := range next {
+				fn(i, dirs)
+			}
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	fed := true
+	for i := range n {
+		select {
+		case next <- i:
+			continue
+		case <-ctx.Done():
+			fed = false
+		}
+		break
+	}
+	close(next)
+	select {
+	case <-done:
+		return fed
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// workers is how many stats a Verifier has in flight at most.
+func (v *Verifier) workers() int { return max(1, v.cfg.Workers) }
+
+// reusable is a complete verdict that stands while every file it needs
+// stays trusted: the generation of each directory holding one (its
+// _metadata's too) is as it was, and no file's trust expired.
+type reusable struct {
+	verdict *Verdict
+	meta    *pathEntry // the _metadata, trusted in its directory
+	deps    []dep
+	expires int64 // unix ns: the oldest trust among its files ends
+}
+
+type dep struct {
+	ds  *dirState
+	gen uint64
+}
+
+// reused returns the verdict of the checkpoint directory dir if it still
+// stands at now, or nil.
+func (c *cache) reused(dir string, now int64) *Verdict {
+	c.pathsMu.Lock()
+	defer c.pathsMu.Unlock()
+	r := c.reuse[dir]
+	if r == nil {
+		return nil
+	}
+	stands := now < r.expires
+	for _, d := range r.deps {
+		stands = stands && !d.ds.dropped && d.ds.gen == d.gen
+	}
+	if stands {
+		return r.verdict
+	}
+	c.forget(dir, r)
+	return nil
+}
+
+// remember keeps the complete verdict of dir, whose _metadata was parsed
+// as parsed at the judge's time, for reuse when every file it needs is
+// trusted: a file not stat'ed yet (a directory) leaves it to be judged
+// again.
+func (c *cache) remember(dir string, verdict *Verdict, parsed manifestEntry, j judge) {
+	c.pathsMu.Lock()
+	defer c.pathsMu.Unlock()
+	if old := c.reuse[dir]; old != nil {
+		c.forget(dir, old)
+	}
+	meta := &pathEntry{path: dir + "/" + MetadataFile, dir: dir, base: MetadataFile}
+	c.trust(meta, parsed.stamp, j.now)
+	r := &reusable{verdict: verdict, meta: meta, expires: j.now + j.maxAge}
+	add := func(ds *dirState) {
+		for _, d := range r.deps {
+			if d.ds == ds {
+				return
+			}
+		}
+		r.deps = append(r.deps, dep{ds: ds, gen: ds.gen})
+	}
+	add(meta.ds)
+	for i, e := range parsed.entries {
+		if parsed.man.Files[i].IsDir() || e.seen == 0 || e.ds == nil {
+			c.untrust(meta)
+			return
+		}
+		r.expires = min(r.expires, e.seen+j.maxAge)
+		add(e.ds)
+	}
+	c.reuse[dir] = r
+}
+
+// forget drops dir's reusable verdict r. The caller holds pathsMu.
+func (c *cache) forget(dir string, r *reusable) {
+	c.untrust(r.meta)
+	delete(c.reuse, dir)
+}

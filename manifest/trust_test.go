@@ -1,0 +1,196 @@
+package manifest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ckptfs/ckptfs/manifest/metadata"
+)
+
+// trustJob is a job directory with files in shared/ and a chk-1 that
+// references them all, as a RocksDB incremental checkpoint does.
+type trustJob struct {
+	root, dir string
+	files     []string
+}
+
+func newTrustJob(t *testing.T, n int) *trustJob {
+	t.Helper()
+	j := &trustJob{root: t.TempDir()}
+	j.dir = filepath.Join(j.root, "job")
+	if err := os.MkdirAll(filepath.Join(j.dir, "shared"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	k := &metadata.KeyedHandle{Tag: metadata.TagIncrementalKeyGroupsV2, CheckpointID: 1, BackendID: "b", KeyGroupCount: 1, StateHandleID: "x"}
+	for i := range n {
+		p := filepath.Join(j.dir, "shared", fmt.Sprintf("%04d.sst", i))
+		if err := os.WriteFile(p, make([]byte, 10+i), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		j.files = append(j.files, p)
+		k.Shared = append(k.Shared, metadata.NamedHandle{LocalName: filepath.Base(p),
+			Handle: &metadata.StreamHandle{Tag: metadata.TagFileStream, Path: "file:" + p, Size: int64(10 + i)}})
+	}
+	m := &metadata.Metadata{Version: 3, CheckpointID: 1, ChannelLayout: metadata.ChannelLayout112,
+		Operators: []metadata.Operator{{IDLower: 1, IDUpper: 2, Parallelism: 1, MaxParallelism: 128,
+			Subtasks: []metadata.Subtask{{Index: 0, ManagedKeyed: k}}}}}
+	if err := os.MkdirAll(j.chk(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(j.chk(), MetadataFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := metadata.Encode(f, m); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func (j *trustJob) chk() string { return filepath.Join(j.dir, "chk-1") }
+
+// verifyTrusted verifies chk-1 and wants it complete.
+func (j *trustJob) verifyTrusted(t *testing.T, v *Verifier) *Verdict {
+	t.Helper()
+	got := v.VerifyDir(context.Background(), j.chk())
+	if !got.Complete {
+		t.Fatalf("chk-1 not complete: %v", got.Problems)
+	}
+	return got
+}
+
+// TestTrustReusesVerdict: with nothing changed, a verification after the
+// directories were observed is the verdict of the one before, not a new
+// one: none of the checkpoint's files was stat'ed or even judged.
+// Removing a file (Observe sees its directory change), or letting the
+// trust expire, makes it judged again.
+func TestTrustReusesVerdict(t *testing.T) {
+	j := newTrustJob(t, 50)
+	clock := &testClock{now: time.Unix(1000, 0)}
+	v := trustingVerifier(t, j.root, clock)
+	first := j.verifyTrusted(t, v)
+	v.Observe(context.Background())
+	clock.add(time.Second)
+	if got := j.verifyTrusted(t, v); got != first {
+		t.Fatal("an unchanged checkpoint was judged again")
+	}
+
+	clock.add(time.Minute) // past MaxAge
+	if got := j.verifyTrusted(t, v); got == first {
+		t.Fatal("a verdict was reused past MaxAge")
+	}
+	again := j.verifyTrusted(t, v)
+
+	if err := os.Remove(j.files[7]); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.VerifyDir(context.Background(), j.chk()); got != again {
+		t.Fatal("before an observation, the reused verdict stands (this test's premise)")
+	}
+	v.Observe(context.Background())
+	got := v.VerifyDir(context.Background(), j.chk())
+	if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemMissing || got.Problems[0].Path != "file:"+j.files[7] {
+		t.Fatalf("after the removal was observed: complete %v, %v", got.Complete, got.Problems)
+	}
+}
+
+// TestTrustReplacedFile: a file replaced by a rename (another inode by
+// the same name, shorter) is judged again once its directory is
+// observed, although its name never went away.
+func TestTrustReplacedFile(t *testing.T) {
+	j := newTrustJob(t, 20)
+	clock := &testClock{now: time.Unix(1000, 0)}
+	v := trustingVerifier(t, j.root, clock)
+	j.verifyTrusted(t, v)
+	v.Observe(context.Background())
+	tmp := j.files[3] + ".tmp"
+	if err := os.WriteFile(tmp, []byte("short"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, j.files[3]); err != nil {
+		t.Fatal(err)
+	}
+	v.Observe(context.Background())
+	got := v.VerifyDir(context.Background(), j.chk())
+	if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemSizeMismatch {
+		t.Fatalf("after the replacement was observed: complete %v, %v", got.Complete, got.Problems)
+	}
+}
+
+// TestTrustAuditFindsTruncation: a file truncated in place changes no
+// directory, so observations keep trusting it; the audit stats every
+// trusted file again within MaxAge/2 and finds it.
+func TestTrustAuditFindsTruncation(t *testing.T) {
+	j := newTrustJob(t, 40)
+	clock := &testClock{now: time.Unix(1000, 0)}
+	v := trustingVerifier(t, j.root, clock)
+	first := j.verifyTrusted(t, v)
+	if a, _ := v.Audit(context.Background()); a != 0 {
+		t.Fatalf("the first audit stat'ed %d files: it starts the round", a)
+	}
+	if err := os.Truncate(j.files[11], 3); err != nil {
+		t.Fatal(err)
+	}
+	v.Observe(context.Background())
+	if got := v.VerifyDir(context.Background(), j.chk()); got != first {
+		t.Fatal("an in-place truncation was noticed without the audit (this test's premise)")
+	}
+	audited, untrusted := 0, 0
+	for range 6 { // six calls 5 s apart: the 30 s round (MaxAge/2)
+		clock.add(5 * time.Second)
+		a, u := v.Audit(context.Background())
+		audited, untrusted = audited+a, untrusted+u
+	}
+	// The 40 files and _metadata, each at least once (a call's share
+	// is rounded up).
+	if audited < 41 || audited > 41+6 || untrusted != 1 {
+		t.Fatalf("a round of the audit stat'ed %d files and untrusted %d; want 41 to 47, and 1", audited, untrusted)
+	}
+	got := v.VerifyDir(context.Background(), j.chk())
+	if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemSizeMismatch {
+		t.Fatalf("after the audit: complete %v, %v", got.Complete, got.Problems)
+	}
+}
+
+// TestTrustGoneDirectory: a directory that is gone untrusts its files,
+// and a checkpoint directory that is gone its _metadata.
+func TestTrustGoneDirectory(t *testing.T) {
+	j := newTrustJob(t, 10)
+	clock := &testClock{now: time.Unix(1000, 0)}
+	v := trustingVerifier(t, j.root, clock)
+	j.verifyTrusted(t, v)
+	v.Observe(context.Background())
+	if err := os.Rename(filepath.Join(j.dir, "shared"), filepath.Join(j.dir, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	v.Observe(context.Background())
+	got := v.VerifyDir(context.Background(), j.chk())
+	if got.Complete || len(got.Problems) != 10 {
+		t.Fatalf("after shared/ moved away: complete %v, %d problems", got.Complete, len(got.Problems))
+	}
+	v.cache.pathsMu.Lock()
+	defer v.cache.pathsMu.Unlock()
+	if ds := v.cache.dirs[filepath.Join(j.dir, "shared")]; ds != nil {
+		t.Fatalf("the state of the moved directory is kept, with %d files", len(ds.entries))
+	}
+}
+
+// TestTrustHungDirectory: a directory that does not answer before the
+// observation's context ends untrusts its files.
+func TestTrustHungDirectory(t *testing.T) {
+	j := newTrustJob(t, 10)
+	clock := &testClock{now: time.Unix(1000, 0)}
+	v := trustingVerifier(t, j.root, clock)
+	first := j.verifyTrusted(t, v)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	v.Observe(ctx)
+	if got := v.VerifyDir(context.Background(), j.chk()); got == first {
+		t.Fatal("a verdict was reused although its directories were not observed")
+	}
+}

@@ -44,9 +44,9 @@ type mountConfig struct {
 	// (design §3.6); BackingConcurrency how many stats are in flight.
 	AuditPeriod        time.Duration
 	BackingConcurrency int
-	Hidden         []string
-	Maps           []string
-	Roots          []string
+	Hidden             []string
+	Maps               []string
+	Roots              []string
 	// ReadUnwritten hashes, when sealing, files this mount did not see
 	// written.
 	ReadUnwritten bool

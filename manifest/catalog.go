@@ -158,6 +158,9 @@ type Catalog struct {
 	refreshMu sync.Mutex
 	passNo    uint64
 	walked    map[string]*walkedDir
+	// jobProtections: GUARDED_BY(refreshMu), written with mu held too.
+	// What protected holds of each job.
+	jobProtections map[string]*jobProtection
 }
 
 // walkedDir is what the last listing of a directory the search reads
@@ -242,7 +245,7 @@ func NewCatalog(cfg CatalogConfig) (*Catalog, error) {
 	}
 	cfg.Backing = filepath.Clean(cfg.Backing)
 	c := &Catalog{cfg: cfg, pokec: make(chan struct{}, 1), jobs: map[string]map[string]*Verdict{}, backing: NewBackingWaits(cfg.BackingTimeout), savepoints: map[string]map[string]*Verdict{},
-		walked: map[string]*walkedDir{}}
+		walked: map[string]*walkedDir{}, jobProtections: map[string]*jobProtection{}}
 	for _, p := range cfg.HiddenPatterns {
 		c.hidden = append(c.hidden, compileHidden(p))
 	}
@@ -520,12 +523,12 @@ func (c *Catalog) Refresh(ctx context.Context) {
 		judged = ha.judged
 		c.applyDescriptions(found, ha.described)
 	}
-	protected := c.protectionOf(found, judged)
+	protectDirs, protectHA, protectChanged := c.protectionOf(found, judged)
 	c.mu.Lock()
 	oldSavepoints := c.savepoints
 	old = c.jobs
 	c.jobs, c.savepoints = found, savepoints
-	c.protected = protected
+	c.protect(protectDirs, protectHA, protectChanged)
 	if haErr == nil {
 		c.haComplete, c.haJudged = ha.complete, ha.judged
 	}

@@ -32,19 +32,40 @@ type DeletionGuard interface {
 var _ DeletionGuard = (*Catalog)(nil)
 
 // protection is what the newest complete checkpoint of each job holds,
-// relative to the backing directory.
+// relative to the backing directory. files is kept from pass to pass:
+// only a job whose newest complete checkpoint changed changes it.
 type protection struct {
 	// dirs: chk-N directory -> the checkpoint's description.
 	dirs map[string]string
-	// files: referenced file -> the checkpoint's description.
-	files map[string]string
+	// files: referenced file -> the checkpoint's description, and how
+	// many jobs' newest checkpoints reference it.
+	files map[string]protectedFile
+	// ha: an HA file that names a protected checkpoint -> its
+	// description.
+	ha map[string]string
+}
+
+type protectedFile struct {
+	what string
+	jobs int
+}
+
+// jobProtection is what the newest complete checkpoint of one job
+// protects; owned by the pass.
+type jobProtection struct {
+	man   *Manifest // nil: a checkpoint without one (Flink 1.3/1.4)
+	dir   string
+	what  string
+	files []string
 }
 
 // protectionOf lists what the newest complete checkpoint of each job in
 // found (job directory -> chk-N -> verdict) holds, with the HA files
-// (judged by the HA scan) that name it.
-func (c *Catalog) protectionOf(found map[string]map[string]*Verdict, judged map[string]haJudged) protection {
-	p := protection{dirs: map[string]string{}, files: map[string]string{}}
+// (judged by the HA scan) that name it. It returns the new directories
+// and HA files, and what changes in files: the jobs whose newest
+// checkpoint is another one now (or none). The caller holds refreshMu.
+func (c *Catalog) protectionOf(found map[string]map[string]*Verdict, judged map[string]haJudged) (dirs, ha map[string]string, changed map[string]*jobProtection) {
+	dirs, ha, changed = map[string]string{}, map[string]string{}, map[string]*jobProtection{}
 	res := c.cfg.Verifier.Resolver()
 	for job, chks := range found {
 		var newest *Verdict
@@ -55,11 +76,19 @@ func (c *Catalog) protectionOf(found map[string]map[string]*Verdict, judged map[
 			}
 		}
 		if newest == nil {
+			if c.jobProtections[job] != nil {
+				changed[job] = nil
+			}
 			continue
 		}
 		dir := strings.TrimPrefix(job+"/"+name, "/")
 		what := fmt.Sprintf("checkpoint %d of %s", newest.CheckpointID, strings.TrimPrefix(job, "/"))
-		p.dirs[dir] = what
+		dirs[dir] = what
+		if old := c.jobProtections[job]; old != nil && old.man == newest.Manifest && old.dir == dir {
+			continue
+		}
+		jp := &jobProtection{man: newest.Manifest, dir: dir, what: what}
+		changed[job] = jp
 		if newest.Manifest == nil {
 			continue
 		}
@@ -76,25 +105,64 @@ func (c *Catalog) protectionOf(found map[string]map[string]*Verdict, judged map[
 				continue
 			}
 			if rel, err := filepath.Rel(c.cfg.Backing, local); err == nil && !strings.HasPrefix(rel, "..") {
-				p.files[filepath.ToSlash(rel)] = what
+				jp.files = append(jp.files, filepath.ToSlash(rel))
 			}
 		}
 	}
-	for rel, j := range judged {
-		if what, ok := p.dirs[j.chkDir]; ok && j.chkDir != "" {
-			p.files[rel] = what + " (its HA file)"
+	for job := range c.jobProtections {
+		if _, ok := found[job]; !ok {
+			changed[job] = nil
 		}
 	}
-	return p
+	for rel, j := range judged {
+		if what, ok := dirs[j.chkDir]; ok && j.chkDir != "" {
+			ha[rel] = what + " (its HA file)"
+		}
+	}
+	return dirs, ha, changed
+}
+
+// protect applies what protectionOf found. The caller holds refreshMu
+// and mu.
+func (c *Catalog) protect(dirs, ha map[string]string, changed map[string]*jobProtection) {
+	p := &c.protected
+	if p.files == nil {
+		p.files = map[string]protectedFile{}
+	}
+	for job, jp := range changed {
+		if old := c.jobProtections[job]; old != nil {
+			for _, f := range old.files {
+				if pf := p.files[f]; pf.jobs <= 1 {
+					delete(p.files, f)
+				} else {
+					pf.jobs--
+					p.files[f] = pf
+				}
+			}
+		}
+		if jp == nil {
+			delete(c.jobProtections, job)
+			continue
+		}
+		c.jobProtections[job] = jp
+		for _, f := range jp.files {
+			pf := p.files[f]
+			p.files[f] = protectedFile{what: jp.what, jobs: pf.jobs + 1}
+		}
+	}
+	p.dirs, p.ha = dirs, ha
 }
 
 // ProtectsDeletion implements DeletionGuard from the last pass.
 func (c *Catalog) ProtectsDeletion(rel string) error {
 	rel = strings.Trim(rel, "/")
 	c.mu.RLock()
-	p := c.protected
-	c.mu.RUnlock()
-	if what, ok := p.files[rel]; ok {
+	defer c.mu.RUnlock()
+	p := &c.protected
+	if pf, ok := p.files[rel]; ok {
+		return fmt.Errorf("%w: %s needs %s", ErrProtected, pf.what, rel)
+	}
+	if what, ok := p.ha[rel]; ok {
 		return fmt.Errorf("%w: %s needs %s", ErrProtected, what, rel)
 	}
 	for d := rel; d != "." && d != ""; d = filepath.Dir(d) {

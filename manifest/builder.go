@@ -79,7 +79,7 @@ func (b *manifestBuilder) Reference(r *metadata.RawReference) {
 	switch {
 	case r.Relative():
 		if e = b.relative[string(r.Path)]; e == nil {
-			e = newEntry(b.res, string(r.Path), true, b.dir)
+			e = b.cache.newEntry(b.res, string(r.Path), true, b.dir)
 			b.relative[e.path] = e
 			b.probe(e)
 		}

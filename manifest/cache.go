@@ -43,23 +43,15 @@ type pathEntry struct {
 
 	// GUARDED_BY(cache.pathsMu).
 	// INVARIANT: seen is non-zero only when a stat at seen found a file
-	// of size bytes (version ver) that satisfied a reference to path,
-	// and nothing since said it may have changed (trust.go); then ds is
-	// the state of its directory, which lists it at dsIndex.
-	size    int64
+	// of version ver (ver.size bytes) that satisfied a reference to
+	// path, and nothing since said it may have changed (trust.go); then
+	// ds is the state of its directory, which lists it at dsIndex.
 	seen    int64 // unix nanoseconds
 	used    int64 // unix nanoseconds of the last verification that listed it
 	ver     FileVersion
 	ds      *dirState
-	dsIndex int
+	dsIndex int32
 	inRound bool // in cache.round, the audit's
-
-	// GUARDED_BY(cache.pathsMu). A changelog file's version that was
-	// read and found to hold dstlSize bytes, flag byte included (the
-	// File.Size a changelog reference gives): a compressed one is not
-	// its handle's size long, and is read only once per version.
-	dstl     FileVersion
-	dstlSize int64
 
 	// GUARDED_BY(cache.pathsMu). The manifest build that last met the
 	// entry, and the position of its file in that build's list: a build
@@ -68,10 +60,21 @@ type pathEntry struct {
 	mark  uint64
 	index int
 
-	// Set when the entry is made, never changed.
+	// Set when the entry is made, never changed. dir is shared by the
+	// entries of one directory (cache.dirNames), base is part of path
+	// when it can be: a million files' paths are most of the memory.
 	err  error  // why path is outside the roots; nil otherwise
 	dir  string // the local directory that holds it
 	base string // its name in dir
+}
+
+// dstlSeen is a changelog file's version that was read and found to hold
+// size bytes, flag byte included (the File.Size a changelog reference
+// gives): a compressed one is not its handle's size long, and is read
+// only once per version.
+type dstlSeen struct {
+	ver  FileVersion
+	size int64
 }
 
 // cache remembers parsed manifests by the stamp (inode, size, mtime,
@@ -111,6 +114,11 @@ type cache struct {
 	// reuse: GUARDED_BY(pathsMu). Complete verdicts that stand while
 	// nothing they depend on changed, by checkpoint directory.
 	reuse map[string]*reusable
+	// dirNames: GUARDED_BY(pathsMu). One string per directory that
+	// entries lie in; dstl: GUARDED_BY(pathsMu), what reading changelog
+	// files found, by entry.
+	dirNames map[string]string
+	dstl     map[*pathEntry]dstlSeen
 
 	// mu guards the other tables; never held with pathsMu.
 	mu sync.Mutex
@@ -139,7 +147,7 @@ type manifestEntry struct {
 
 func newCache() *cache {
 	return &cache{manifests: make(map[string]manifestEntry), paths: make(map[string]*pathEntry), checksums: make(map[string]checksumEntry),
-		dirs: make(map[string]*dirState), reuse: make(map[string]*reusable)}
+		dirs: make(map[string]*dirState), reuse: make(map[string]*reusable), dirNames: make(map[string]string), dstl: make(map[*pathEntry]dstlSeen)}
 }
 
 func (c *cache) manifest(path string, s FileVersion) (manifestEntry, bool) {
@@ -162,14 +170,15 @@ func (c *cache) entryOf(res *Resolver, path []byte) (e *pathEntry, made bool) {
 	if e = c.paths[string(path)]; e != nil {
 		return e, false
 	}
-	e = newEntry(res, string(path), false, "")
+	e = c.newEntry(res, string(path), false, "")
 	c.paths[e.path] = e
 	return e, true
 }
 
 // newEntry resolves a path: a relative one against the checkpoint
-// directory dir, an absolute one (Flink path or URI) through the mappings.
-func newEntry(res *Resolver, path string, relative bool, dir string) *pathEntry {
+// directory dir, an absolute one (Flink path or URI) through the
+// mappings. The caller holds pathsMu.
+func (c *cache) newEntry(res *Resolver, path string, relative bool, dir string) *pathEntry {
 	e := &pathEntry{path: path, relative: relative}
 	var local string
 	if relative {
@@ -180,7 +189,16 @@ func newEntry(res *Resolver, path string, relative bool, dir string) *pathEntry 
 	}
 	if e.err == nil {
 		slash := strings.LastIndexByte(local, '/')
-		e.dir, e.base = local[:max(slash, 1)], local[slash+1:]
+		d, base := local[:max(slash, 1)], local[slash+1:]
+		if e.dir = c.dirNames[d]; e.dir == "" {
+			e.dir = strings.Clone(d)
+			c.dirNames[e.dir] = e.dir
+		}
+		if strings.HasSuffix(path, "/"+base) {
+			e.base = path[len(path)-len(base):]
+		} else {
+			e.base = strings.Clone(base)
+		}
 	}
 	return e
 }
@@ -209,6 +227,9 @@ func (c *cache) putChecksum(path string, s FileVersion, sum string, now time.Tim
 func (c *cache) sweep(notBefore time.Time, paths bool, keep func(metadataPath string) bool) {
 	c.pathsMu.Lock()
 	removed := false
+	if paths {
+		clear(c.dirNames)
+	}
 	for p, e := range c.paths {
 		if !paths {
 			break
@@ -216,7 +237,12 @@ func (c *cache) sweep(notBefore time.Time, paths bool, keep func(metadataPath st
 		if e.used < notBefore.UnixNano() {
 			c.untrust(e)
 			delete(c.paths, p)
+			delete(c.dstl, e)
 			removed = true
+			continue
+		}
+		if e.dir != "" {
+			c.dirNames[e.dir] = e.dir
 		}
 	}
 	if removed {

@@ -196,7 +196,8 @@ func TestCompressedChangelogVersionCache(t *testing.T) {
 				}
 				v.cache.pathsMu.Lock()
 				pe := v.cache.paths[f.Path]
-				remembered := pe != nil && pe.dstlSize == f.Size && pe.dstl == VersionOf(&st)
+				d := v.cache.dstl[pe]
+				remembered := pe != nil && d.size == f.Size && d.ver == VersionOf(&st)
 				v.cache.pathsMu.Unlock()
 				if !remembered {
 					t.Errorf("%s: not remembered as complete at its version", f.Path)

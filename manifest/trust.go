@@ -29,14 +29,14 @@ type dirState struct {
 // version ver, and puts it in its directory's state and in the audit's
 // round. The caller holds cache.pathsMu.
 func (c *cache) trust(e *pathEntry, ver FileVersion, now int64) {
-	e.size, e.ver, e.seen = ver.size, ver, now
+	e.ver, e.seen = ver, now
 	if e.ds == nil {
 		ds := c.dirs[e.dir]
 		if ds == nil {
 			ds = &dirState{watch: newDirWatch(e.dir)}
 			c.dirs[e.dir] = ds
 		}
-		e.ds, e.dsIndex = ds, len(ds.entries)
+		e.ds, e.dsIndex = ds, int32(len(ds.entries))
 		ds.entries = append(ds.entries, e)
 	}
 	if !e.inRound {

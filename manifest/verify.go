@@ -249,10 +249,11 @@ type judge struct {
 	notBefore int64 // a file found complete since then is trusted
 	trust     bool  // MaxAge is not zero
 	maxAge    int64 // nanoseconds
+	cache     *cache
 }
 
 func (v *Verifier) judgeAt(now int64) judge {
-	return judge{now: now, notBefore: now - v.cfg.MaxAge.Nanoseconds(), trust: v.cfg.MaxAge > 0, maxAge: v.cfg.MaxAge.Nanoseconds()}
+	return judge{now: now, notBefore: now - v.cfg.MaxAge.Nanoseconds(), trust: v.cfg.MaxAge > 0, maxAge: v.cfg.MaxAge.Nanoseconds(), cache: v.cache}
 }
 
 // needsCheck records that the verification lists f, whose path is e, and
@@ -262,18 +263,19 @@ func (v *Verifier) judgeAt(now int64) judge {
 func (j judge) needsCheck(f *File, e *pathEntry) bool {
 	e.used = j.now
 	// e.seen is only set for a path inside the roots (e.err == nil).
-	trusted := j.trust && !f.IsDir() && e.seen != 0 && e.seen >= j.notBefore && e.satisfies(f)
+	trusted := j.trust && !f.IsDir() && e.seen != 0 && e.seen >= j.notBefore && j.cache.satisfies(e, f)
 	return !trusted
 }
 
 // satisfies reports whether the file e was last found complete as
 // satisfies f: a changelog file by what reading it found. The caller
 // holds cache.pathsMu.
-func (e *pathEntry) satisfies(f *File) bool {
+func (c *cache) satisfies(e *pathEntry, f *File) bool {
 	if f.Kind == metadata.KindChangelog && f.Size > 0 {
-		return e.dstlSize == f.Size && e.dstl.size == e.size
+		d := c.dstl[e]
+		return d.size == f.Size && d.ver.size == e.ver.size
 	}
-	return f.Satisfied(e.size)
+	return f.Satisfied(e.ver.size)
 }
 
 // all returns the positions of the files that need a check (entries[i]
@@ -402,7 +404,8 @@ func (v *Verifier) checkChangelog(t *target) *Problem {
 	f, e := t.file, t.entry
 	c := v.cache
 	c.pathsMu.Lock()
-	known := e.dstlSize == f.Size && e.dstl == t.obs.ver
+	d := c.dstl[e]
+	known := d.size == f.Size && d.ver == t.obs.ver
 	c.pathsMu.Unlock()
 	if known {
 		return nil
@@ -433,7 +436,7 @@ func (v *Verifier) checkChangelog(t *target) *Problem {
 			Detail: fmt.Sprintf("Snappy-compressed changelog file of %d bytes holds %d bytes of changes, its handle %d", st.Size, changes, want)}
 	}
 	c.pathsMu.Lock()
-	e.dstl, e.dstlSize = t.obs.ver, f.Size
+	c.dstl[e] = dstlSeen{ver: t.obs.ver, size: f.Size}
 	c.pathsMu.Unlock()
 	return nil
 }

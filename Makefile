@@ -119,7 +119,8 @@ bench-wan: deps build
 # oldest. Reports start to mounted, CPU, RSS, pass time, visibility
 # latency of new checkpoints and of a deleted or truncated file, NAS
 # operations a pass and the floor (docs/design.md §4.5.1). DURATION is
-# the steady window. The acceptance layout is JOBS=500 FILES=2000
+# the steady window; DELAY=local runs the daemon on the local disk, without
+# faultfs (no operations counted). The acceptance layout is JOBS=500 FILES=2000
 # DELAY=1ms (about 1.2M files; made once in a few minutes).
 JOBS     ?= 50
 FILES    ?= 2000

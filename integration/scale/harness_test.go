@@ -30,8 +30,12 @@ func TestMain(m *testing.M) { faultfs.Main(m) }
 // params are one run's parameters.
 type params struct {
 	Jobs, Files int
-	// Delay is added to every operation on the NAS.
+	// Delay is added to every operation on the NAS. Local serves the
+	// NAS's directory to the daemon directly, without faultfs: a local
+	// disk, as fast as this machine goes, but no operation is counted
+	// and there is no floor.
 	Delay time.Duration
+	Local bool
 	// Duration is the steady window measured; Interval how often each
 	// job writes a checkpoint (the writer adds one every Interval/Jobs,
 	// round robin).
@@ -105,9 +109,20 @@ func runScale(t testing.TB, p params) *result {
 			t.Fatal(err)
 		}
 	}
-	fault := faultfs.Mount(t, l.nas(), nas)
-	if p.Delay > 0 {
-		fault.Add(faultfs.Rule{Ops: faultfs.OpAll, Delay: p.Delay})
+	var fault *faultfs.FS
+	if p.Local {
+		nas = l.nas()
+	} else {
+		fault = faultfs.Mount(t, l.nas(), nas)
+		if p.Delay > 0 {
+			fault.Add(faultfs.Rule{Ops: faultfs.OpAll, Delay: p.Delay})
+		}
+	}
+	ops := func() faultfs.Counts {
+		if fault == nil {
+			return nil
+		}
+		return fault.Ops()
 	}
 	addr := mounttest.FreeAddr(t)
 	d := mounttest.StartCkptfs(t, binary, nas, mnt, p.Patience,
@@ -179,10 +194,10 @@ func runScale(t testing.TB, p params) *result {
 	// Warm up: passes with the writer running.
 	sc.waitPasses(ctx, sc.passes()+int64(p.WarmPasses), p.Patience)
 	measure.Store(true)
-	cpu0, t0, pass0, ops0 := ps.cpu(), time.Now(), sc.passes(), fault.Ops()
+	cpu0, t0, pass0, ops0 := ps.cpu(), time.Now(), sc.passes(), ops()
 	ps.startWindow()
 	time.Sleep(p.Duration)
-	cpu1, t1, pass1, ops1 := ps.cpu(), time.Now(), sc.passes(), fault.Ops()
+	cpu1, t1, pass1, ops1 := ps.cpu(), time.Now(), sc.passes(), ops()
 	measure.Store(false)
 	stopWriter()
 	<-writerDone
@@ -193,7 +208,7 @@ func runScale(t testing.TB, p params) *result {
 	r.rssSteady = ps.windowRSS()
 	r.passes = sc.durationsBetween(t0, t1)
 	r.written = int(written.Load())
-	if n := pass1 - pass0; n > 0 {
+	if n := pass1 - pass0; n > 0 && fault != nil {
 		r.steadyCounts = ops1.Sub(ops0)
 		r.steadyOps = float64(r.steadyCounts.Total(faultfs.OpAll)) / float64(n)
 	}
@@ -207,11 +222,13 @@ func runScale(t testing.TB, p params) *result {
 	// Passes with nothing new: from one pass's end to the
 	// p.IdlePasses-th after.
 	sc.waitPasses(ctx, sc.passes()+1, p.Patience)
-	passA, opsA := sc.passes(), fault.Ops()
+	passA, opsA := sc.passes(), ops()
 	sc.waitPasses(ctx, passA+int64(p.IdlePasses), p.Patience)
-	passB, opsB := sc.passes(), fault.Ops()
-	r.idleCounts = opsB.Sub(opsA)
-	r.idleOps = float64(r.idleCounts.Total(faultfs.OpAll)) / float64(passB-passA)
+	passB, opsB := sc.passes(), ops()
+	if fault != nil && passB > passA {
+		r.idleCounts = opsB.Sub(opsA)
+		r.idleOps = float64(r.idleCounts.Total(faultfs.OpAll)) / float64(passB-passA)
+	}
 
 	// A file that disappears from a visible checkpoint.
 	healed := disappear(t, l, obs, p, r)
@@ -221,7 +238,9 @@ func runScale(t testing.TB, p params) *result {
 
 	// The floor, with the daemon stopped.
 	d.Stop(t)
-	r.floor, r.floorOps = floor(t, l, fault, nas, uint64(r.idleOps))
+	if fault != nil {
+		r.floor, r.floorOps = floor(t, l, fault, nas, uint64(r.idleOps))
+	}
 
 	if healed {
 		l.close(t)
@@ -644,8 +663,12 @@ func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), '
 func (r *result) table() string {
 	var b strings.Builder
 	p := r.p
-	fmt.Fprintf(&b, "scale: %d jobs × %d files a checkpoint (%d files on disk, %d directories), %v a NAS operation, a checkpoint per job every %v, steady window %v\n",
-		p.Jobs, p.Files, r.files, r.dirs, p.Delay, p.Interval, p.Duration)
+	nas := fmt.Sprintf("faultfs, %v a NAS operation", p.Delay)
+	if p.Local {
+		nas = "the local disk (no faultfs)"
+	}
+	fmt.Fprintf(&b, "scale: %d jobs × %d files a checkpoint (%d files on disk, %d directories) on %s, a checkpoint per job every %v, steady window %v\n",
+		p.Jobs, p.Files, r.files, r.dirs, nas, p.Interval, p.Duration)
 	row := func(k, v string) { fmt.Fprintf(&b, "  %-44s %s\n", k, v) }
 	row("start to mounted", seconds(r.mounted))
 	row("start to every job's newest visible", seconds(r.allVisible))
@@ -656,6 +679,10 @@ func (r *result) table() string {
 	row("deleted shared file hidden p50 / max", fmt.Sprintf("%s / %s (%d)", seconds(quantile(r.deleted, 0.5)), seconds(quantile(r.deleted, 1)), len(r.deleted)))
 	row("truncated shared file hidden p50 / max", fmt.Sprintf("%s / %s (%d)", seconds(quantile(r.truncated, 0.5)), seconds(quantile(r.truncated, 1)), len(r.truncated)))
 	row("put back, visible again max", seconds(quantile(r.reappeared, 1)))
+	if p.Local {
+		row("observer's cost", fmt.Sprintf("%d stats through the mount in %d sweeps (every %v, a sweep %v on average)", r.obsStats, r.obsSweeps, observeEvery, r.obsSweep.Round(time.Microsecond)))
+		return b.String()
+	}
 	row("NAS operations a steady pass (writer on)", fmt.Sprintf("%.0f (%s)", r.steadyOps, perPass(r.steadyCounts, len(r.passes))))
 	row("NAS operations a pass, nothing new", fmt.Sprintf("%.0f (%.1f%% of the files on disk)", r.idleOps, 100*r.idleOps/float64(r.files)))
 	row("floor: those operations issued directly", fmt.Sprintf("%s (%d workers; %d operations measured)", seconds(r.floor), manifest.DefaultVerifierConfig().Workers, r.floorOps))

@@ -74,18 +74,27 @@ func TestScaleShort(t *testing.T) {
 
 // BenchmarkScale is make bench-scale: the parameters come from the
 // environment (CKPTFS_SCALE_JOBS, _FILES, _DELAY, _DURATION, _INTERVAL),
-// one run whatever b.N is.
+// one run whatever b.N is. CKPTFS_SCALE_DELAY=local runs the daemon on
+// the layout's directory directly, without faultfs.
 func BenchmarkScale(b *testing.B) {
+	local := os.Getenv("CKPTFS_SCALE_DELAY") == "local"
+	if local {
+		os.Setenv("CKPTFS_SCALE_DELAY", "0")
+	}
 	p := params{
+		Local:      local,
 		Jobs:       envInt(b, "CKPTFS_SCALE_JOBS", 50),
 		Files:      envInt(b, "CKPTFS_SCALE_FILES", 2000),
 		Delay:      envDuration(b, "CKPTFS_SCALE_DELAY", 0),
 		Duration:   envDuration(b, "CKPTFS_SCALE_DURATION", time.Minute),
 		Interval:   envDuration(b, "CKPTFS_SCALE_INTERVAL", 10*time.Second),
 		Disappear:  5,
-		WarmPasses: 2,
-		IdlePasses: 3,
+		WarmPasses: 1,
+		IdlePasses: 2,
 		Patience:   envDuration(b, "CKPTFS_SCALE_PATIENCE", 20*time.Minute),
+	}
+	if !local {
+		p.Delay = envDuration(b, "CKPTFS_SCALE_DELAY", 0)
 	}
 	b.StopTimer()
 	r := runScale(b, p)
@@ -102,8 +111,10 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(float64(r.unseen), "unseen")
 	b.ReportMetric(quantile(r.deleted, 1).Seconds(), "deleted-max-s")
 	b.ReportMetric(quantile(r.truncated, 1).Seconds(), "truncated-max-s")
-	b.ReportMetric(r.idleOps, "ops/idle-pass")
-	b.ReportMetric(r.steadyOps, "ops/pass")
+	if !p.Local {
+		b.ReportMetric(r.idleOps, "ops/idle-pass")
+		b.ReportMetric(r.steadyOps, "ops/pass")
+	}
 	if r.floor > 0 {
 		b.ReportMetric(r.floor.Seconds(), "floor-s")
 		b.ReportMetric(quantile(r.passes, 0.5).Seconds()/r.floor.Seconds(), "pass/floor")

@@ -26,6 +26,6 @@
 // a deleted or truncated shared file, the backing operations per pass,
 // and the floor: the same number of operations issued on the faultfs
 // mount directly with the daemon's concurrency. TestScaleShort is its
-// short form for make test: it fails when a steady pass with nothing new
-// costs the whole tree again.
+// short form for make test (CKPTFS_SCALE_SHORT=1 switches it on): it
+// fails when a steady pass with nothing new costs the whole tree again.
 package scale

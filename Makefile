@@ -21,7 +21,7 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:250000 ./manifest/javaser:FuzzDec
 	./manifest:FuzzChangelogChanges:150000
 FUZZTIME ?= 10m
 
-.PHONY: all build deps flink chaos-flink chaos-net jepsen guard-flink bench-wan harvest corpus corpus-restore corpus-all corpus-walk test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts alerts-e2e install deb release systemd-e2e clean
+.PHONY: all build deps flink chaos-flink chaos-net jepsen guard-flink bench-wan bench-scale harvest corpus corpus-restore corpus-all corpus-walk test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts alerts-e2e install deb release systemd-e2e clean
 
 all: build
 
@@ -109,6 +109,28 @@ bench: deps build
 # markers.
 bench-wan: deps build
 	CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FUSE=1 nice -n 19 $(GO) test -run='^$$' -bench='^BenchmarkIntegration_WAN$$' -benchtime=5x -count=1 -timeout 30m ./integration/realflink/
+
+# ckptfs at a platform's scale (issue 32, integration/scale): JOBS jobs ×
+# 3 retained RocksDB-incremental checkpoints of FILES files each (real
+# _metadata made from the corpus; the layout is cached in
+# $(CKPTFS_CACHE)/scale), served by faultfs with DELAY added to every NAS
+# operation, under a real `ckptfs mount --mode replica` (poll 2 s) while
+# a writer adds a checkpoint per job every INTERVAL and subsumes the
+# oldest. Reports start to mounted, CPU, RSS, pass time, visibility
+# latency of new checkpoints and of a deleted or truncated file, NAS
+# operations a pass and the floor (docs/design.md §4.5.1). DURATION is
+# the steady window; DELAY=local runs the daemon on the local disk, without
+# faultfs (no operations counted). The acceptance layout is JOBS=500 FILES=2000
+# DELAY=1ms (about 1.2M files; made once in a few minutes).
+JOBS     ?= 50
+FILES    ?= 2000
+DELAY    ?= 0
+DURATION ?= 1m
+INTERVAL ?= 10s
+bench-scale: build
+	@bash -o pipefail -c "CKPTFS_REQUIRE_FUSE=1 CKPTFS_SCALE_JOBS=$(JOBS) CKPTFS_SCALE_FILES=$(FILES) CKPTFS_SCALE_DELAY=$(DELAY) \
+		CKPTFS_SCALE_DURATION=$(DURATION) CKPTFS_SCALE_INTERVAL=$(INTERVAL) \
+		$(GO) test -run='^$$' -bench='^BenchmarkScale$$' -benchtime=1x -count=1 -v -timeout 180m ./integration/scale/"
 
 # What ckptfs costs real Flink, as ratios within one run (mount against
 # the backing directory, replica mount against the plain replica): Flink's

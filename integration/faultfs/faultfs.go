@@ -3,6 +3,7 @@ package faultfs
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"os"
 	"path"
 	"strconv"
@@ -50,7 +51,10 @@ const (
 	OpMutate    = OpCreate | OpWrite | OpFlush | OpFsync | OpMkdir | OpUnlink | OpRename | OpSetattr
 )
 
-var opNames = []string{"lookup", "getattr", "readdir", "open", "create", "read", "write", "flush", "fsync", "mkdir", "unlink", "rename", "setattr", "statfs", "xattr"}
+// numOps is how many operations there are (bits of OpAll).
+const numOps = 15
+
+var opNames = [numOps]string{"lookup", "getattr", "readdir", "open", "create", "read", "write", "flush", "fsync", "mkdir", "unlink", "rename", "setattr", "statfs", "xattr"}
 
 func (o Op) String() string {
 	var names []string
@@ -104,6 +108,48 @@ func (r *Rule) matches(op Op, rel string) bool {
 	return true
 }
 
+// Counts are the requests a faultfs served, by operation (every request,
+// whether a rule acted on it or not).
+type Counts map[Op]uint64
+
+// Total is the sum of the counts of the operations in ops.
+func (c Counts) Total(ops Op) uint64 {
+	var n uint64
+	for op, v := range c {
+		if op&ops != 0 {
+			n += v
+		}
+	}
+	return n
+}
+
+// Sub is c minus an earlier snapshot.
+func (c Counts) Sub(earlier Counts) Counts {
+	out := make(Counts, len(c))
+	for op, v := range c {
+		out[op] = v - earlier[op]
+	}
+	return out
+}
+
+func (c Counts) String() string {
+	var parts []string
+	for i, n := range opNames {
+		if v := c[Op(1)<<i]; v > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", n, v))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (f *server) counts() Counts {
+	c := make(Counts, len(opNames))
+	for i := range f.ops {
+		c[Op(1)<<i] = f.ops[i].Load()
+	}
+	return c
+}
+
 // server is the faultfs file system: the rules and what they hold.
 type server struct {
 	mu      sync.Mutex
@@ -113,6 +159,9 @@ type server struct {
 
 	hung atomic.Int64
 	hits atomic.Uint64
+	// ops counts every request by operation (index: bit of its Op),
+	// whether a rule acted on it or not.
+	ops [numOps]atomic.Uint64
 }
 
 type rule struct {
@@ -185,6 +234,7 @@ func (f *server) clear() {
 
 // fault applies the first rule that matches op on rel.
 func (f *server) fault(ctx context.Context, op Op, rel string) syscall.Errno {
+	f.ops[bits.TrailingZeros32(uint32(op))].Add(1)
 	f.mu.Lock()
 	var r *rule
 	for _, x := range f.rules {

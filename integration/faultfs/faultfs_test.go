@@ -135,3 +135,32 @@ func TestHangSurvivesSignalsNotKill(t *testing.T) {
 		t.Errorf("hung requests after the kill: %d", n)
 	}
 }
+
+// TestOpsCounted: every request is counted by operation, with no rule
+// too.
+func TestOpsCounted(t *testing.T) {
+	f, mnt := mount(t)
+	before := f.Ops()
+	for i := 0; i < 3; i++ {
+		if _, err := os.Lstat(filepath.Join(mnt, "a", "b", "f")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.ReadDir(filepath.Join(mnt, "c")); err != nil {
+		t.Fatal(err)
+	}
+	got := f.Ops().Sub(before)
+	// Each lstat looks up a, b and f (nothing is cached).
+	if n := got[OpLookup]; n < 9 {
+		t.Errorf("lookups %d, want at least 9 (%s)", n, got)
+	}
+	if n := got[OpReaddir]; n != 1 {
+		t.Errorf("listings %d, want 1 (%s)", n, got)
+	}
+	if got.Total(OpStat) < got[OpLookup] {
+		t.Errorf("Total(OpStat) %d < lookups %d", got.Total(OpStat), got[OpLookup])
+	}
+	if f.Hits() != 0 {
+		t.Errorf("hits %d with no rule", f.Hits())
+	}
+}

@@ -138,6 +138,7 @@ type Control struct{ f *server }
 type Stats struct {
 	Hung int64
 	Hits uint64
+	Ops  Counts
 }
 
 func (c *Control) Add(r Rule, id *int) error             { *id = c.f.add(r); return nil }
@@ -145,7 +146,7 @@ func (c *Control) Remove(id int, _ *struct{}) error      { c.f.remove(id); retur
 func (c *Control) Release(_ struct{}, _ *struct{}) error { c.f.releaseAll(); return nil }
 func (c *Control) Clear(_ struct{}, _ *struct{}) error   { c.f.clear(); return nil }
 func (c *Control) Stats(_ struct{}, out *Stats) error {
-	*out = Stats{Hung: c.f.hung.Load(), Hits: c.f.hits.Load()}
+	*out = Stats{Hung: c.f.hung.Load(), Hits: c.f.hits.Load(), Ops: c.f.counts()}
 	return nil
 }
 
@@ -222,6 +223,13 @@ func (f *FS) Hung() int64 { return f.stats().Hung }
 
 // Hits is how many requests a rule acted on so far.
 func (f *FS) Hits() uint64 { return f.stats().Hits }
+
+// Ops is how many requests of each operation the file system served so
+// far, whether a rule acted on them or not: what a daemon over it costs
+// the NAS. Requests of every process count, so a test that measures one
+// process keeps the others off the mount (writing the lower directory
+// instead) or measures while they are idle.
+func (f *FS) Ops() Counts { return f.stats().Ops }
 
 // Unmount clears the rules, unmounts and ends the child.
 func (f *FS) Unmount() {

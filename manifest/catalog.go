@@ -733,7 +733,10 @@ func (c *Catalog) findJobDirs(ctx context.Context) walkResult {
 		if err != nil {
 			if errors.Is(err, ErrBackingTimeout) {
 				out.timeouts++
-				// Its watch is still in use: another one next time.
+			}
+			if errors.Is(err, ErrBackingTimeout) || ctx.Err() != nil {
+				// Its watch may still be in use, and is left to the
+				// work: another one next time.
 				delete(c.walked, rel)
 			}
 			if !errors.Is(err, iofs.ErrNotExist) {

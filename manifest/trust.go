@@ -23,6 +23,12 @@ type dirState struct {
 	entries []*pathEntry
 	dropped bool
 	busy    bool // an Observe stats or lists it
+	// changes is raised whenever an observation lists the directory (its
+	// names may have changed); watchers counts the reusable verdicts
+	// that depend on that (a sealed manifest appearing), which keep the
+	// state while it holds no trusted file.
+	changes  uint64
+	watchers int
 }
 
 // trust records that a stat at now found e's file complete with
@@ -90,7 +96,7 @@ func (v *Verifier) Observe(ctx context.Context) {
 		switch {
 		case ds.busy:
 			c.drop(ds) // still not answered since an earlier call
-		case len(ds.entries) == 0:
+		case len(ds.entries) == 0 && ds.watchers == 0:
 			c.drop(ds)
 			ds.watch.close()
 		default:
@@ -139,6 +145,7 @@ func (v *Verifier) observe(ds *dirState, now int64) {
 		c.drop(ds)
 		w.close()
 	case names != nil:
+		ds.changes++
 		for j := 0; j < len(ds.entries); {
 			// Gone, or another file by that name (replaced by a
 			// rename): judged again.
@@ -157,7 +164,7 @@ func (v *Verifier) observe(ds *dirState, now int64) {
 // (truncated, rewritten, replaced), that are gone, or that have not
 // answered when ctx ends. It returns how many it stat'ed and untrusted.
 // Without MaxAge it does nothing.
-func (v *Verifier) Audit(ctx context.Context) (audited, untrusted int) {
+func (v *Verifier) Audit(ctx context.Context) (int, int) {
 	period := v.cfg.MaxAge / 2
 	if period <= 0 {
 		return 0, 0
@@ -193,7 +200,10 @@ func (v *Verifier) Audit(ctx context.Context) (audited, untrusted int) {
 	}
 	c.pathsMu.Unlock()
 
-	answered := make([]bool, len(due)) // GUARDED_BY(c.pathsMu)
+	// GUARDED_BY(c.pathsMu): a stat that never returns (a hung NAS)
+	// answers after Audit did.
+	answered := make([]bool, len(due))
+	audited, untrusted := 0, 0
 	check := func(i int, dirs *dirFds) {
 		e := due[i]
 		var ver FileVersion
@@ -217,20 +227,19 @@ func (v *Verifier) Audit(ctx context.Context) (audited, untrusted int) {
 			e.seen = now
 		}
 	}
-	if !v.parallel(ctx, len(due), check) {
-		c.pathsMu.Lock()
-		defer c.pathsMu.Unlock()
+	done := v.parallel(ctx, len(due), check)
+	c.pathsMu.Lock()
+	defer c.pathsMu.Unlock()
+	if !done {
 		for i, e := range due {
 			if !answered[i] && e.seen != 0 {
 				c.untrust(e)
 				untrusted++
 			}
 		}
-		return audited, untrusted
 	}
-	c.pathsMu.Lock()
-	defer c.pathsMu.Unlock()
-	return audited, untrusted
+	a, u := audited, untrusted
+	return a, u
 }
 
 // parallel runs fn(0..n-1) on up to Workers goroutines, each with its
@@ -288,7 +297,13 @@ type reusable struct {
 	verdict *Verdict
 	meta    *pathEntry // the _metadata, trusted in its directory
 	deps    []dep
-	expires int64 // unix ns: the oldest trust among its files ends
+	// sealed: the directory where the checkpoint's sealed manifest is, or
+	// the nearest one above it that exists, and its changes then (nil:
+	// no SealedRoot). A sealed manifest made, replaced or removed there
+	// judges the checkpoint again.
+	sealed        *dirState
+	sealedChanges uint64
+	expires       int64 // unix ns: the oldest trust among its files ends
 }
 
 type dep struct {
@@ -309,6 +324,9 @@ func (c *cache) reused(dir string, now int64) *Verdict {
 	for _, d := range r.deps {
 		stands = stands && !d.ds.dropped && d.ds.gen == d.gen
 	}
+	if r.sealed != nil {
+		stands = stands && !r.sealed.dropped && r.sealed.changes == r.sealedChanges
+	}
 	if stands {
 		return r.verdict
 	}
@@ -319,8 +337,8 @@ func (c *cache) reused(dir string, now int64) *Verdict {
 // remember keeps the complete verdict of dir, whose _metadata was parsed
 // as parsed at the judge's time, for reuse when every file it needs is
 // trusted: a file not stat'ed yet (a directory) leaves it to be judged
-// again.
-func (c *cache) remember(dir string, verdict *Verdict, parsed manifestEntry, j judge) {
+// again. sealedDir is where its sealed manifest is or would be, or "".
+func (c *cache) remember(dir string, verdict *Verdict, parsed manifestEntry, j judge, sealedDir string) {
 	c.pathsMu.Lock()
 	defer c.pathsMu.Unlock()
 	if old := c.reuse[dir]; old != nil {
@@ -346,11 +364,23 @@ func (c *cache) remember(dir string, verdict *Verdict, parsed manifestEntry, j j
 		r.expires = min(r.expires, e.seen+j.maxAge)
 		add(e.ds)
 	}
+	if sealedDir != "" {
+		ds := c.dirs[sealedDir]
+		if ds == nil {
+			ds = &dirState{watch: newDirWatch(sealedDir)}
+			c.dirs[sealedDir] = ds
+		}
+		ds.watchers++
+		r.sealed, r.sealedChanges = ds, ds.changes
+	}
 	c.reuse[dir] = r
 }
 
 // forget drops dir's reusable verdict r. The caller holds pathsMu.
 func (c *cache) forget(dir string, r *reusable) {
 	c.untrust(r.meta)
+	if r.sealed != nil {
+		r.sealed.watchers--
+	}
 	delete(c.reuse, dir)
 }

@@ -129,8 +129,8 @@ func (v *Verifier) VerifyDir(ctx context.Context, dir string) *Verdict {
 		verdict.Level = L1
 		v.checkSealed(ctx, dir, verdict)
 	}
-	if judge.trust && verdict.Complete && (verdict.Level == L3 || v.cfg.SealedRoot == "") {
-		v.cache.remember(dir, verdict, parsed, judge)
+	if judge.trust && verdict.Complete {
+		v.cache.remember(dir, verdict, parsed, judge, v.sealedDir(dir))
 	}
 	return verdict
 }

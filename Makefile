@@ -74,7 +74,7 @@ vet:
 # two cores would slow the timing-sensitive mount and ZooKeeper tests.
 REQUIRE := CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_JDK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_REQUIRE_SYSTEMD=1 CKPTFS_REQUIRE_FLINK=1 CKPTFS_REQUIRE_PROMETHEUS=1
 test: deps flink vet build
-	$(REQUIRE) $(GO) test -race -count=1 -timeout 18m $$($(GO) list ./... | grep -v /integration/realflink)
+	CKPTFS_SCALE_SHORT=1 $(REQUIRE) $(GO) test -race -count=1 -timeout 18m $$($(GO) list ./... | grep -v /integration/realflink)
 	$(REQUIRE) $(GO) test -race -count=1 -timeout 20m ./integration/realflink/
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; fn=$${rest%%:*}; n=$${rest#*:}; \

@@ -194,3 +194,84 @@ func TestTrustHungDirectory(t *testing.T) {
 		t.Fatal("a verdict was reused although its directories were not observed")
 	}
 }
+
+// TestProtectionFollowsNewestCheckpoints: the deletion guard's files
+// change with each job's newest complete checkpoint, pass by pass; a
+// file two jobs' newest checkpoints reference stays protected while one
+// of them does, and nothing is left once the jobs are gone.
+func TestProtectionFollowsNewestCheckpoints(t *testing.T) {
+	a := newTrustJob(t, 5)
+	root := a.root
+	// A second job in the same backing directory whose checkpoint
+	// references a's shared files and one of its own.
+	own := filepath.Join(root, "job2", "shared", "own.sst")
+	if err := os.MkdirAll(filepath.Dir(own), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(own, make([]byte, 3), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k := &metadata.KeyedHandle{Tag: metadata.TagIncrementalKeyGroupsV2, CheckpointID: 1, BackendID: "b", KeyGroupCount: 1, StateHandleID: "x"}
+	for _, p := range append([]string{own}, a.files...) {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.Shared = append(k.Shared, metadata.NamedHandle{LocalName: filepath.Base(p), Handle: &metadata.StreamHandle{Tag: metadata.TagFileStream, Path: "file:" + p, Size: st.Size()}})
+	}
+	chk2 := filepath.Join(root, "job2", "chk-1")
+	if err := os.MkdirAll(chk2, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(chk2, MetadataFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := metadata.Encode(f, &metadata.Metadata{Version: 3, CheckpointID: 1, ChannelLayout: metadata.ChannelLayout112,
+		Operators: []metadata.Operator{{IDLower: 1, IDUpper: 2, Parallelism: 1, MaxParallelism: 128, Subtasks: []metadata.Subtask{{Index: 0, ManagedKeyed: k}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	res, err := NewResolver(nil, []string{root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := NewVerifier(VerifierConfig{Resolver: res, MaxAge: time.Minute, Workers: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultCatalogConfig()
+	cfg.Backing, cfg.Verifier = root, v
+	c, err := NewCatalog(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	protected := func(rel string) bool { return c.ProtectsDeletion(rel) != nil }
+	shared0 := "job/shared/0000.sst"
+	c.Refresh(context.Background())
+	if !protected(shared0) || !protected("job2/shared/own.sst") {
+		t.Fatal("the files of both jobs' newest checkpoints are not protected")
+	}
+	// job2's checkpoint goes: a's file stays protected by job, job2's
+	// own file is not.
+	if err := os.RemoveAll(filepath.Join(root, "job2", "chk-1")); err != nil {
+		t.Fatal(err)
+	}
+	c.Refresh(context.Background())
+	if !protected(shared0) || protected("job2/shared/own.sst") {
+		t.Fatalf("after job2's checkpoint went: shared0 protected %v (want true), job2's own %v (want false)", protected(shared0), protected("job2/shared/own.sst"))
+	}
+	if err := os.RemoveAll(a.chk()); err != nil {
+		t.Fatal(err)
+	}
+	c.Refresh(context.Background())
+	if protected(shared0) {
+		t.Fatal("a file of no job's newest checkpoint is protected")
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if len(c.protected.files) != 0 || len(c.jobProtections) != 0 {
+		t.Fatalf("left: %d files, %d jobs", len(c.protected.files), len(c.jobProtections))
+	}
+}

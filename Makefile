@@ -120,16 +120,19 @@ bench-wan: deps build
 # latency of new checkpoints and of a deleted or truncated file, NAS
 # operations a pass and the floor (docs/design.md §4.5.1). DURATION is
 # the steady window; DELAY=local runs the daemon on the local disk, without
-# faultfs (no operations counted). The acceptance layout is JOBS=500 FILES=2000
-# DELAY=1ms (about 1.2M files; made once in a few minutes).
+# faultfs (no operations counted). AUDIT is the daemon's --audit-period
+# (empty: its default, 10m), which bounds how soon a truncated file hides
+# its checkpoint. The acceptance layout is JOBS=500 FILES=2000 DELAY=1ms
+# (about 1.2M files; made once in a few minutes).
 JOBS     ?= 50
 FILES    ?= 2000
 DELAY    ?= 0
 DURATION ?= 1m
 INTERVAL ?= 10s
+AUDIT    ?=
 bench-scale: build
 	@bash -o pipefail -c "CKPTFS_REQUIRE_FUSE=1 CKPTFS_SCALE_JOBS=$(JOBS) CKPTFS_SCALE_FILES=$(FILES) CKPTFS_SCALE_DELAY=$(DELAY) \
-		CKPTFS_SCALE_DURATION=$(DURATION) CKPTFS_SCALE_INTERVAL=$(INTERVAL) \
+		CKPTFS_SCALE_DURATION=$(DURATION) CKPTFS_SCALE_INTERVAL=$(INTERVAL) CKPTFS_SCALE_AUDIT=$(AUDIT) \
 		$(GO) test -run='^$$' -bench='^BenchmarkScale$$' -benchtime=1x -count=1 -v -timeout 180m ./integration/scale/"
 
 # What ckptfs costs real Flink, as ratios within one run (mount against

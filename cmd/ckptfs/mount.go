@@ -87,7 +87,7 @@ type mountConfig struct {
 
 func defaultMountConfig() mountConfig {
 	return mountConfig{
-		Mode: "replica", Poll: 2 * time.Second, BackingTimeout: 30 * time.Second, AuditPeriod: time.Minute, BackingConcurrency: 32, AllowOther: true, Passthrough: true,
+		Mode: "replica", Poll: 2 * time.Second, BackingTimeout: 30 * time.Second, AuditPeriod: 10 * time.Minute, BackingConcurrency: 32, AllowOther: true, Passthrough: true,
 		LogFormat: "text", LogLevel: "info", zkSettings: defaultZKSettings(), LagInterval: 10 * time.Second,
 		DeleteGrace: 30 * time.Minute, DeleteGuard: "refuse",
 		Takeover: "manual", HoldTimeout: 2 * time.Minute,

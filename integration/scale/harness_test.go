@@ -50,6 +50,9 @@ type params struct {
 	// Patience bounds each wait for the daemon (start, every job
 	// visible, a hidden checkpoint).
 	Patience time.Duration
+	// Audit is the daemon's --audit-period (0: its default): it bounds
+	// how soon a truncated file hides its checkpoint.
+	Audit time.Duration
 }
 
 // result is what a run measured.
@@ -126,8 +129,11 @@ func runScale(t testing.TB, p params) *result {
 		return fault.Ops()
 	}
 	addr := mounttest.FreeAddr(t)
-	d := mounttest.StartCkptfs(t, binary, nas, mnt, p.Patience,
-		"--mode", "replica", "--site", "dc2", "--map", flinkURI+"="+nas, "--metrics-addr", addr)
+	args := []string{"--mode", "replica", "--site", "dc2", "--map", flinkURI + "=" + nas, "--metrics-addr", addr}
+	if p.Audit > 0 {
+		args = append(args, "--audit-period", p.Audit.String())
+	}
+	d := mounttest.StartCkptfs(t, binary, nas, mnt, p.Patience, args...)
 	r.mounted = d.Ready.Sub(d.Started)
 
 	ctx, cancel := context.WithCancel(context.Background())

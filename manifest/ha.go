@@ -179,7 +179,7 @@ func (v *Verifier) verifyHA(ctx context.Context, pointerID int64, znode flinkha.
 // for each that is not.
 func (v *Verifier) verifyFiles(ctx context.Context, man *Manifest, verdict *Verdict) {
 	verdict.Manifest = man
-	judge := v.judgeAt(v.cfg.Now().UnixNano())
+	judge := v.judgeAt(ctx, v.cfg.Now().UnixNano())
 	entries := make([]*pathEntry, len(man.Files))
 	v.cache.pathsMu.Lock()
 	for i := range man.Files {

@@ -389,7 +389,7 @@ func TestSweepWaitsForBuilder(t *testing.T) {
 		s.Reference(&metadata.RawReference{Tag: metadata.TagFileStream, Path: []byte(j.uri(j.shared(i))), Size: int64(i%5 + 1)})
 	}
 	v.cache.pathsMu.Lock()
-	s := v.newManifestBuilder(j.chk(2), 0, nil, v.judgeAt(clock.Now().UnixNano()))
+	s := v.newManifestBuilder(j.chk(2), 0, nil, v.judgeAt(context.Background(), clock.Now().UnixNano()))
 	ref(s, 0)
 	ref(s, 1)
 	clock.add(3 * time.Minute) // every path is now past twice MaxAge (Sweep)
@@ -439,7 +439,7 @@ func TestBuilderExpectsTheNextPath(t *testing.T) {
 	}
 	v.cache.pathsMu.Lock()
 	defer v.cache.pathsMu.Unlock()
-	s := v.newManifestBuilder(j.chk(2), 0, nil, v.judgeAt(0))
+	s := v.newManifestBuilder(j.chk(2), 0, nil, v.judgeAt(context.Background(), 0))
 	// ref reports shared file i as DecodeReferences does and returns the
 	// path the build expects next.
 	ref := func(i int) string {
@@ -491,7 +491,7 @@ func TestBuilderRestart(t *testing.T) {
 	defer probes.stop()
 	v.cache.pathsMu.Lock()
 	defer v.cache.pathsMu.Unlock()
-	s := v.newManifestBuilder(j.chk(1), 0, probes, v.judgeAt(0))
+	s := v.newManifestBuilder(j.chk(1), 0, probes, v.judgeAt(context.Background(), 0))
 	ref(s, 0)
 	ref(s, 1)
 	s.Restart()

@@ -275,3 +275,25 @@ func TestProtectionFollowsNewestCheckpoints(t *testing.T) {
 		t.Fatalf("left: %d files, %d jobs", len(c.protected.files), len(c.jobProtections))
 	}
 }
+
+// TestWithoutTrust: a verification whose context says WithoutTrust
+// stats every file, on a verifier that trusts them: it neither reuses a
+// verdict nor trusts a file it did not stat.
+func TestWithoutTrust(t *testing.T) {
+	j := newTrustJob(t, 10)
+	clock := &testClock{now: time.Unix(1000, 0)}
+	v := trustingVerifier(t, j.root, clock)
+	first := j.verifyTrusted(t, v)
+	v.Observe(context.Background())
+	// Truncated in place: its directory shows nothing, the trust stands.
+	if err := os.Truncate(j.files[4], 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.VerifyDir(context.Background(), j.chk()); got != first {
+		t.Fatal("the trusting verification did not reuse the verdict (this test's premise)")
+	}
+	got := v.VerifyDir(WithoutTrust(context.Background()), j.chk())
+	if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemSizeMismatch {
+		t.Fatalf("without trust: complete %v, %v", got.Complete, got.Problems)
+	}
+}

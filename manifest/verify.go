@@ -98,7 +98,7 @@ func (v *Verifier) VerifyDir(ctx context.Context, dir string) *Verdict {
 	}
 	// Taken before any stat: a file is trusted from a moment it was
 	// already complete.
-	judge := v.judgeAt(v.cfg.Now().UnixNano())
+	judge := v.judgeAt(ctx, v.cfg.Now().UnixNano())
 	if judge.trust {
 		if reused := v.cache.reused(dir, judge.now); reused != nil {
 			return reused
@@ -252,8 +252,20 @@ type judge struct {
 	cache     *cache
 }
 
-func (v *Verifier) judgeAt(now int64) judge {
-	return judge{now: now, notBefore: now - v.cfg.MaxAge.Nanoseconds(), trust: v.cfg.MaxAge > 0, maxAge: v.cfg.MaxAge.Nanoseconds(), cache: v.cache}
+func (v *Verifier) judgeAt(ctx context.Context, now int64) judge {
+	trust := v.cfg.MaxAge > 0 && ctx.Value(withoutTrustKey{}) == nil
+	return judge{now: now, notBefore: now - v.cfg.MaxAge.Nanoseconds(), trust: trust, maxAge: v.cfg.MaxAge.Nanoseconds(), cache: v.cache}
+}
+
+type withoutTrustKey struct{}
+
+// WithoutTrust returns a context in which verifications trust nothing an
+// earlier one found, as with MaxAge zero: every file is stat'ed. What
+// acts on the result (a takeover, restore-pruned) verifies so, also
+// with the verifier of a mount, which trusts what it found (design
+// §3.6).
+func WithoutTrust(ctx context.Context) context.Context {
+	return context.WithValue(ctx, withoutTrustKey{}, true)
 }
 
 // needsCheck records that the verification lists f, whose path is e, and

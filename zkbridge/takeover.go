@@ -220,6 +220,9 @@ func (b *Bridge) Takeover(ctx context.Context, opts TakeoverOptions) (*TakeoverR
 	if err := b.requireSite("takeover"); err != nil {
 		return nil, err
 	}
+	// What it keeps is judged from the NAS, not from what a mount's
+	// verifier trusts (design §3.6).
+	ctx = manifest.WithoutTrust(ctx)
 	l, created, err := b.discoverForTakeover(ctx, opts)
 	if err != nil {
 		return nil, err

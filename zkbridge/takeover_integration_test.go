@@ -13,6 +13,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/integration/flinkemu"
 	"github.com/ckptfs/ckptfs/integration/zktest"
+	"github.com/ckptfs/ckptfs/manifest"
 )
 
 // lagScenario is one job whose replica lags: of the retained pointers 3,
@@ -825,5 +826,73 @@ func TestIntegration_TakeoverStopsAtFailingJob(t *testing.T) {
 	}
 	if _, _, err := b.Conn().Get(e.ckptfs + "/default/active-site"); !errors.Is(err, zk.ErrNoNode) {
 		t.Errorf("active-site after a failed takeover: %v", err)
+	}
+}
+
+// TestIntegration_TakeoverJudgesFromTheNAS: a bridge whose verifier is a
+// mount's, which trusts what it found complete (design §3.6), still
+// judges a takeover from the NAS: a file torn in place since the
+// verifier found it complete, which no directory shows, refuses its
+// checkpoint although the same bridge's status still trusts it.
+func TestIntegration_TakeoverJudgesFromTheNAS(t *testing.T) {
+	c := zktest.StartCluster(t, 1)
+	e := newEnv(t, c)
+	jm, _ := e.startJM(flinkemu.Flink1_17, false)
+	job := flinkemu.NewJobID()
+	if err := jm.SubmitJob(job); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := jm.CompleteCheckpoint(job, flinkemu.CheckpointSpec{StateSizes: []int{4096}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cps := jm.Checkpoints(job)
+	jm.Close()
+	res, err := manifest.NewResolver([]manifest.Mapping{{Prefix: flinkemu.DefaultConfig().FlinkStorage, Dir: e.storage}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vcfg := manifest.DefaultVerifierConfig()
+	vcfg.Resolver, vcfg.MaxAge = res, time.Hour
+	mv, err := manifest.NewVerifier(vcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(t.Context(), e.config("dc2"), NewSiteVerifier(mv, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := testContext(t, time.Minute)
+	newest := cps[len(cps)-1]
+	// The mount's verifier finds every pointer complete (the lag tracker
+	// verifies them so), and trusts their files.
+	newestComplete := func() int64 {
+		st, err := b.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range st.Jobs {
+			if j.JobID == job && j.NewestComplete != nil {
+				return *j.NewestComplete
+			}
+		}
+		return 0
+	}
+	if got := newestComplete(); got != newest.ID {
+		t.Fatalf("newest complete pointer %d, want %d", got, newest.ID)
+	}
+	tearFile(t, newest.StateFiles[0])
+	if got := newestComplete(); got != newest.ID {
+		t.Fatalf("the trusting verifier saw the torn file without the audit (this test's premise): newest complete %d", got)
+	}
+	rep, err := b.Takeover(ctx, TakeoverOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jr := jobReport(t, rep, job)
+	if slices.Contains(jr.Kept, newest.ID) || !slices.Contains(jr.Retracted, newest.ID) {
+		t.Fatalf("the takeover kept %v and would retract %v: it judged checkpoint %d from the verifier's trust", jr.Kept, jr.Retracted, newest.ID)
 	}
 }

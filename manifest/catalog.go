@@ -720,53 +720,76 @@ func (c *Catalog) findJobDirs(ctx context.Context) walkResult {
 	now := time.Now().UnixNano()
 	res := c.cfg.Verifier.Resolver()
 	var out walkResult
-	var walk func(rel string, depth int, inSavepoint bool)
-	walk = func(rel string, depth int, inSavepoint bool) {
-		w := c.walked[rel]
-		if w == nil {
-			w = &walkedDir{watch: newDirWatch(filepath.Join(c.cfg.Backing, rel))}
-			c.walked[rel] = w
-		}
-		listed, err := Bounded(ctx, c.backing, walkPrefix+rel, func(context.Context) (*walkedDir, error) {
-			return c.listWalked(w, res, now)
-		})
-		if err != nil {
-			if errors.Is(err, ErrBackingTimeout) {
-				out.timeouts++
-			}
-			if errors.Is(err, ErrBackingTimeout) || ctx.Err() != nil {
-				// Its watch may still be in use, and is left to the
-				// work: another one next time.
-				delete(c.walked, rel)
-			}
-			if !errors.Is(err, iofs.ErrNotExist) {
-				out.failed = append(out.failed, rel)
-			}
-			return
-		}
-		if listed != w {
-			w.subdirs, w.chks, w.saves, w.ha, w.listed = listed.subdirs, listed.chks, listed.saves, listed.ha, c.passNo
-		}
-		w.pass = c.passNo
-		if !inSavepoint && depth <= c.cfg.MaxDepth {
-			if len(w.chks) > 0 {
-				out.jobs = append(out.jobs, rel)
-			}
-			if len(w.saves) > 0 {
-				out.holders = append(out.holders, rel)
-			}
-		}
-		if depth >= c.cfg.MaxDepth+3 {
-			return
-		}
-		for _, s := range w.subdirs {
-			if ctx.Err() != nil {
-				return
-			}
-			walk(strings.TrimPrefix(rel+"/"+s, "/"), depth+1, inSavepoint || IsSavepointDirName(s))
-		}
+	type visit struct {
+		rel         string
+		inSavepoint bool
+		w, listed   *walkedDir
+		err         error
 	}
-	walk("", 0, false)
+	// Level by level, the directories of a level observed at once: a job
+	// directory's stamp is a round trip, and there are hundreds.
+	level := []*visit{{rel: ""}}
+	for depth := 0; len(level) > 0 && ctx.Err() == nil; depth++ {
+		sem := make(chan struct{}, c.cfg.Verifier.workers())
+		var wg sync.WaitGroup
+		for _, v := range level {
+			v.w = c.walked[v.rel]
+			if v.w == nil {
+				v.w = &walkedDir{watch: newDirWatch(filepath.Join(c.cfg.Backing, v.rel))}
+				c.walked[v.rel] = v.w
+			}
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				w := v.w
+				v.listed, v.err = Bounded(ctx, c.backing, walkPrefix+v.rel, func(context.Context) (*walkedDir, error) {
+					return c.listWalked(w, res, now)
+				})
+			}()
+		}
+		wg.Wait()
+		var next []*visit
+		for _, v := range level {
+			w := v.w
+			if err := v.err; err != nil {
+				if errors.Is(err, ErrBackingTimeout) {
+					out.timeouts++
+				}
+				if errors.Is(err, ErrBackingTimeout) || ctx.Err() != nil {
+					// Its watch may still be in use, and is left to the
+					// work: another one next time.
+					delete(c.walked, v.rel)
+				}
+				if !errors.Is(err, iofs.ErrNotExist) {
+					out.failed = append(out.failed, v.rel)
+				}
+				continue
+			}
+			if v.listed != w {
+				w.subdirs, w.chks, w.saves, w.ha, w.listed = v.listed.subdirs, v.listed.chks, v.listed.saves, v.listed.ha, c.passNo
+			}
+			w.pass = c.passNo
+			if !v.inSavepoint && depth <= c.cfg.MaxDepth {
+				if len(w.chks) > 0 {
+					out.jobs = append(out.jobs, v.rel)
+				}
+				if len(w.saves) > 0 {
+					out.holders = append(out.holders, v.rel)
+				}
+			}
+			if depth >= c.cfg.MaxDepth+3 {
+				continue
+			}
+			for _, sub := range w.subdirs {
+				next = append(next, &visit{rel: strings.TrimPrefix(v.rel+"/"+sub, "/"), inSavepoint: v.inSavepoint || IsSavepointDirName(sub)})
+			}
+		}
+		level = next
+	}
+	if ctx.Err() != nil {
+		return out
+	}
 	for rel, w := range c.walked {
 		if w.pass != c.passNo {
 			// Gone, failed or out of reach: listed anew if met again.
@@ -774,6 +797,8 @@ func (c *Catalog) findJobDirs(ctx context.Context) walkResult {
 			delete(c.walked, rel)
 		}
 	}
+	sort.Strings(out.jobs)
+	sort.Strings(out.holders)
 	return out
 }
 

@@ -122,7 +122,7 @@ bench-wan: deps build
 # the steady window; DELAY=local runs the daemon on the local disk, without
 # faultfs (no operations counted). AUDIT is the daemon's --audit-period
 # (empty: its default, 10m), which bounds how soon a truncated file hides
-# its checkpoint. The acceptance layout is JOBS=500 FILES=2000 DELAY=1ms
+# its checkpoint; TRUNCATE=0 skips that measure. The acceptance layout is JOBS=500 FILES=2000 DELAY=1ms
 # (about 1.2M files; made once in a few minutes).
 JOBS     ?= 50
 FILES    ?= 2000
@@ -130,9 +130,10 @@ DELAY    ?= 0
 DURATION ?= 1m
 INTERVAL ?= 10s
 AUDIT    ?=
+TRUNCATE ?=
 bench-scale: build
 	@bash -o pipefail -c "CKPTFS_REQUIRE_FUSE=1 CKPTFS_SCALE_JOBS=$(JOBS) CKPTFS_SCALE_FILES=$(FILES) CKPTFS_SCALE_DELAY=$(DELAY) \
-		CKPTFS_SCALE_DURATION=$(DURATION) CKPTFS_SCALE_INTERVAL=$(INTERVAL) CKPTFS_SCALE_AUDIT=$(AUDIT) \
+		CKPTFS_SCALE_DURATION=$(DURATION) CKPTFS_SCALE_INTERVAL=$(INTERVAL) CKPTFS_SCALE_AUDIT=$(AUDIT) CKPTFS_SCALE_TRUNCATE=$(TRUNCATE) \
 		$(GO) test -run='^$$' -bench='^BenchmarkScale$$' -benchtime=1x -count=1 -v -timeout 180m ./integration/scale/"
 
 # What ckptfs costs real Flink, as ratios within one run (mount against

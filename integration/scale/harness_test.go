@@ -51,8 +51,10 @@ type params struct {
 	// visible, a hidden checkpoint).
 	Patience time.Duration
 	// Audit is the daemon's --audit-period (0: its default): it bounds
-	// how soon a truncated file hides its checkpoint.
-	Audit time.Duration
+	// how soon a truncated file hides its checkpoint; NoTruncate skips
+	// that measure (it waits up to Audit).
+	Audit      time.Duration
+	NoTruncate bool
 }
 
 // result is what a run measured.
@@ -322,7 +324,9 @@ func disappear(t testing.TB, l *layout, obs *observer, p params, r *result) bool
 		}
 	}
 	phase("deleted", l.jobs[:k], func(v victim) error { return os.Remove(v.path) }, &r.deleted)
-	phase("truncated", l.jobs[k:2*k], func(v victim) error { return os.Truncate(v.path, v.size/2) }, &r.truncated)
+	if !p.NoTruncate {
+		phase("truncated", l.jobs[k:2*k], func(v victim) error { return os.Truncate(v.path, v.size/2) }, &r.truncated)
+	}
 	return ok
 }
 

@@ -99,6 +99,7 @@ func BenchmarkScale(b *testing.B) {
 		IdlePasses: 2,
 		Patience:   envDuration(b, "CKPTFS_SCALE_PATIENCE", 20*time.Minute),
 		Audit:      envDuration(b, "CKPTFS_SCALE_AUDIT", 0),
+		NoTruncate: os.Getenv("CKPTFS_SCALE_TRUNCATE") == "0",
 	}
 	if !local {
 		p.Delay = envDuration(b, "CKPTFS_SCALE_DELAY", 0)

@@ -18,21 +18,27 @@
 // system is an outside_root problem and is never opened, and files are
 // opened with RESOLVE_BENEATH so a symbolic link cannot lead out either.
 //
-// Verification is incremental. A parsed manifest is reused while its
-// _metadata keeps the same inode, size and times; a file found complete
-// is trusted for VerifierConfig.MaxAge, so a new checkpoint that shares
-// most of its shared/ files with the previous one costs only its new
-// files: its _metadata is parsed completely and every file not found
-// complete within MaxAge is stat'ed, and that is all. To keep the rest
-// cheap, the Verifier remembers each path it has seen with where it
-// resolves (a path is resolved and classified once) and when it was
-// found complete, and a manifestBuilder builds the new manifest while
-// _metadata is parsed, mapped and decoded where it lies
-// (metadata.DecodeReferencesBytes), without a decoded tree: a known path
-// that comes in the previous checkpoint's order costs one comparison,
-// any other known path a map lookup that does not copy it. The same pass
-// merges repeated paths, decides which files need a stat, and hands new
-// files to stat workers. Parses on one Verifier take turns.
+// Verification is incremental, and a mount's costs what changed (design
+// §3.6). A parsed manifest is reused while its _metadata keeps the same
+// inode, size and times. A file found complete is trusted (MaxAge > 0)
+// until its directory loses its name (Observe: directory stamps decide
+// what is listed again, watch.go), the audit finds it changed (Audit:
+// each trusted file is stat'ed again every MaxAge/2), or MaxAge passes;
+// a complete verdict stands, without a look at its files, while the
+// directories holding them keep their generations (trust.go). So a new
+// checkpoint that shares most of its shared/ files with the previous one
+// costs only its new files: its _metadata is parsed completely and every
+// file not trusted is stat'ed, and that is all. What acts on a verdict
+// verifies WithoutTrust. To keep the rest cheap, the Verifier remembers
+// each path it has seen with where it resolves (a path is resolved and
+// classified once) and when it was found complete, and a manifestBuilder
+// builds the new manifest while _metadata is parsed, mapped and decoded
+// where it lies (metadata.DecodeReferencesBytes), without a decoded
+// tree: a known path that comes in the previous checkpoint's order costs
+// one comparison, any other known path a map lookup that does not copy
+// it. The same pass merges repeated paths, decides which files need a
+// stat, and hands new files to stat workers. Parses on one Verifier take
+// turns.
 //
 // Sizes come from the handles, except for one kind of file: a changelog
 // (DSTL) file is a flag byte and its changes, Snappy-framed when

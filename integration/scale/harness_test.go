@@ -45,7 +45,8 @@ type params struct {
 	Disappear int
 	// WarmPasses are how many passes run with the writer before the
 	// steady window; IdlePasses how many passes with nothing new are
-	// counted.
+	// counted (2 at least: a file found complete is trusted for two poll
+	// intervals, so passes alternate).
 	WarmPasses, IdlePasses int
 	// Patience bounds each wait for the daemon (start, every job
 	// visible, a hidden checkpoint).
@@ -258,9 +259,9 @@ func runScale(t testing.TB, p params) *result {
 }
 
 // disappear deletes one shared file of the newest checkpoint of
-// p.Disappear jobs, and truncates one of as many others, timing each
-// until its checkpoint is hidden, then puts each back and times its
-// return. It says whether every file was put back and seen.
+// p.Disappear jobs and truncates one of as many others, all at once,
+// timing each until its checkpoint is hidden, then puts each back and
+// times its return. It says whether every file was put back and seen.
 func disappear(t testing.TB, l *layout, obs *observer, p params, r *result) bool {
 	t.Helper()
 	k := min(p.Disappear, len(l.jobs)/2)
@@ -268,56 +269,57 @@ func disappear(t testing.TB, l *layout, obs *observer, p params, r *result) bool
 		j    *job
 		path string
 		size int64
+		hurt func(path string, size int64) error
+		out  *[]time.Duration
 	}
-	pick := func(j *job) victim {
+	del := func(path string, _ int64) error { return os.Remove(path) }
+	trunc := func(path string, size int64) error { return os.Truncate(path, size/2) }
+	var victims []victim
+	for i, j := range l.jobs[:2*k] {
 		c := j.Retained[len(j.Retained)-1]
 		n := c.Files[0] // an SST, most likely shared by all three
-		return victim{j: j, path: filepath.Join(l.nas(), j.ID, "shared", j.sharedName(n)), size: j.sharedSize(n)}
+		v := victim{j: j, path: filepath.Join(l.nas(), j.ID, "shared", j.sharedName(n)), size: j.sharedSize(n), hurt: del, out: &r.deleted}
+		if i >= k {
+			v.hurt, v.out = trunc, &r.truncated
+		}
+		victims = append(victims, v)
 	}
-	ok := true
-	phase := func(name string, jobs []*job, hurt func(v victim) error, out *[]time.Duration) {
-		var mu sync.Mutex
-		var hidden, back sync.WaitGroup
-		var victims []victim
-		for _, j := range jobs {
-			v := pick(j)
-			victims = append(victims, v)
-			if err := hurt(v); err != nil {
-				t.Fatalf("%s %s: %v", name, v.path, err)
-			}
-			hidden.Add(1)
-			obs.await(j.ID+"/"+j.chk(j.Newest()), time.Now(), false, func(d time.Duration) {
-				mu.Lock()
-				*out = append(*out, d)
-				mu.Unlock()
-				hidden.Done()
-			})
+	var mu sync.Mutex
+	var hidden, back sync.WaitGroup
+	for _, v := range victims {
+		if err := v.hurt(v.path, v.size); err != nil {
+			t.Fatalf("%s: %v", v.path, err)
 		}
-		if !waitGroup(&hidden, p.Patience) {
-			t.Errorf("%s: %d of %d checkpoints still visible after %v", name, obs.pending(), len(jobs), p.Patience)
-			obs.cancelAll()
-		}
-		for _, v := range victims {
-			if err := writeFile(v.path, v.size); err != nil {
-				t.Fatalf("putting back %s: %v", v.path, err)
-			}
-			back.Add(1)
-			obs.await(v.j.ID+"/"+v.j.chk(v.j.Newest()), time.Now(), true, func(d time.Duration) {
-				mu.Lock()
-				r.reappeared = append(r.reappeared, d)
-				mu.Unlock()
-				back.Done()
-			})
-		}
-		if !waitGroup(&back, p.Patience) {
-			t.Errorf("%s: %d checkpoints not visible again %v after their file was put back", name, obs.pending(), p.Patience)
-			obs.cancelAll()
-			ok = false
-		}
+		hidden.Add(1)
+		obs.await(v.j.ID+"/"+v.j.chk(v.j.Newest()), time.Now(), false, func(d time.Duration) {
+			mu.Lock()
+			*v.out = append(*v.out, d)
+			mu.Unlock()
+			hidden.Done()
+		})
 	}
-	phase("deleted", l.jobs[:k], func(v victim) error { return os.Remove(v.path) }, &r.deleted)
-	phase("truncated", l.jobs[k:2*k], func(v victim) error { return os.Truncate(v.path, v.size/2) }, &r.truncated)
-	return ok
+	if !waitGroup(&hidden, p.Patience) {
+		t.Errorf("%d of %d checkpoints with a deleted or truncated file still visible after %v", obs.pending(), len(victims), p.Patience)
+		obs.cancelAll()
+	}
+	for _, v := range victims {
+		if err := writeFile(v.path, v.size); err != nil {
+			t.Fatalf("putting back %s: %v", v.path, err)
+		}
+		back.Add(1)
+		obs.await(v.j.ID+"/"+v.j.chk(v.j.Newest()), time.Now(), true, func(d time.Duration) {
+			mu.Lock()
+			r.reappeared = append(r.reappeared, d)
+			mu.Unlock()
+			back.Done()
+		})
+	}
+	if !waitGroup(&back, p.Patience) {
+		t.Errorf("%d checkpoints not visible again %v after their file was put back", obs.pending(), p.Patience)
+		obs.cancelAll()
+		return false
+	}
+	return true
 }
 
 // floor issues about ops operations on the NAS directly (lstat of its

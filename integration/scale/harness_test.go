@@ -707,7 +707,11 @@ func (r *result) table() string {
 		row("observer's cost", fmt.Sprintf("%d stats through the mount in %d sweeps (every %v, a sweep %v on average)", r.obsStats, r.obsSweeps, observeEvery, r.obsSweep.Round(time.Microsecond)))
 		return b.String()
 	}
-	row("NAS operations a steady pass (writer on)", fmt.Sprintf("%.0f (%s)", r.steadyOps, perPass(r.steadyCounts, len(r.passes))))
+	if r.steadyCounts == nil {
+		row("NAS operations a steady pass (writer on)", "no pass ended in the window")
+	} else {
+		row("NAS operations a steady pass (writer on)", fmt.Sprintf("%.0f (over the window: %s)", r.steadyOps, r.steadyCounts))
+	}
 	row("NAS operations a pass, nothing new", fmt.Sprintf("%.0f (%.1f%% of the files on disk)", r.idleOps, 100*r.idleOps/float64(r.files)))
 	row("floor: those operations issued directly", fmt.Sprintf("%s (%d workers; %d operations measured)", seconds(r.floor), manifest.DefaultVerifierConfig().Workers, r.floorOps))
 	if r.floor > 0 {
@@ -715,11 +719,4 @@ func (r *result) table() string {
 	}
 	row("observer's cost", fmt.Sprintf("%d stats through the mount in %d sweeps (every %v, a sweep %v on average)", r.obsStats, r.obsSweeps, observeEvery, r.obsSweep.Round(time.Microsecond)))
 	return b.String()
-}
-
-func perPass(c faultfs.Counts, passes int) string {
-	if c == nil {
-		return "no pass"
-	}
-	return "total over the window: " + c.String()
 }

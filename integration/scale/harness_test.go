@@ -45,7 +45,8 @@ type params struct {
 	Disappear int
 	// WarmPasses are how many passes run with the writer before the
 	// steady window; IdlePasses how many passes with nothing new are
-	// counted.
+	// counted (2 at least: a file found complete is trusted for two poll
+	// intervals, so passes alternate).
 	WarmPasses, IdlePasses int
 	// Patience bounds each wait for the daemon (start, every job
 	// visible, a hidden checkpoint).
@@ -235,6 +236,10 @@ func runScale(t testing.TB, p params) *result {
 	}
 	r.unseen = obs.cancelAll()
 	r.subsumed = int(subsumed.Load())
+	if len(r.passes) == 0 {
+		// Passes longer than the window: the first ones after it.
+		r.passes = sc.durationsBetween(t0, time.Now())
+	}
 
 	// Passes with nothing new: from one pass's end to the
 	// p.IdlePasses-th after.
@@ -266,9 +271,9 @@ func runScale(t testing.TB, p params) *result {
 }
 
 // disappear deletes one shared file of the newest checkpoint of
-// p.Disappear jobs, and truncates one of as many others, timing each
-// until its checkpoint is hidden, then puts each back and times its
-// return. It says whether every file was put back and seen.
+// p.Disappear jobs and truncates one of as many others, all at once,
+// timing each until its checkpoint is hidden, then puts each back and
+// times its return. It says whether every file was put back and seen.
 func disappear(t testing.TB, l *layout, obs *observer, p params, r *result) bool {
 	t.Helper()
 	k := min(p.Disappear, len(l.jobs)/2)
@@ -276,58 +281,61 @@ func disappear(t testing.TB, l *layout, obs *observer, p params, r *result) bool
 		j    *job
 		path string
 		size int64
+		hurt func(path string, size int64) error
+		out  *[]time.Duration
 	}
-	pick := func(j *job) victim {
+	del := func(path string, _ int64) error { return os.Remove(path) }
+	trunc := func(path string, size int64) error { return os.Truncate(path, size/2) }
+	var victims []victim
+	n := 2 * k
+	if p.NoTruncate {
+		n = k
+	}
+	for i, j := range l.jobs[:n] {
 		c := j.Retained[len(j.Retained)-1]
 		n := c.Files[0] // an SST, most likely shared by all three
-		return victim{j: j, path: filepath.Join(l.nas(), j.ID, "shared", j.sharedName(n)), size: j.sharedSize(n)}
+		v := victim{j: j, path: filepath.Join(l.nas(), j.ID, "shared", j.sharedName(n)), size: j.sharedSize(n), hurt: del, out: &r.deleted}
+		if i >= k {
+			v.hurt, v.out = trunc, &r.truncated
+		}
+		victims = append(victims, v)
 	}
-	ok := true
-	phase := func(name string, jobs []*job, hurt func(v victim) error, out *[]time.Duration) {
-		var mu sync.Mutex
-		var hidden, back sync.WaitGroup
-		var victims []victim
-		for _, j := range jobs {
-			v := pick(j)
-			victims = append(victims, v)
-			if err := hurt(v); err != nil {
-				t.Fatalf("%s %s: %v", name, v.path, err)
-			}
-			hidden.Add(1)
-			obs.await(j.ID+"/"+j.chk(j.Newest()), time.Now(), false, func(d time.Duration) {
-				mu.Lock()
-				*out = append(*out, d)
-				mu.Unlock()
-				hidden.Done()
-			})
+	var mu sync.Mutex
+	var hidden, back sync.WaitGroup
+	for _, v := range victims {
+		if err := v.hurt(v.path, v.size); err != nil {
+			t.Fatalf("%s: %v", v.path, err)
 		}
-		if !waitGroup(&hidden, p.Patience) {
-			t.Errorf("%s: %d of %d checkpoints still visible after %v", name, obs.pending(), len(jobs), p.Patience)
-			obs.cancelAll()
-		}
-		for _, v := range victims {
-			if err := writeFile(v.path, v.size); err != nil {
-				t.Fatalf("putting back %s: %v", v.path, err)
-			}
-			back.Add(1)
-			obs.await(v.j.ID+"/"+v.j.chk(v.j.Newest()), time.Now(), true, func(d time.Duration) {
-				mu.Lock()
-				r.reappeared = append(r.reappeared, d)
-				mu.Unlock()
-				back.Done()
-			})
-		}
-		if !waitGroup(&back, p.Patience) {
-			t.Errorf("%s: %d checkpoints not visible again %v after their file was put back", name, obs.pending(), p.Patience)
-			obs.cancelAll()
-			ok = false
-		}
+		hidden.Add(1)
+		obs.await(v.j.ID+"/"+v.j.chk(v.j.Newest()), time.Now(), false, func(d time.Duration) {
+			mu.Lock()
+			*v.out = append(*v.out, d)
+			mu.Unlock()
+			hidden.Done()
+		})
 	}
-	phase("deleted", l.jobs[:k], func(v victim) error { return os.Remove(v.path) }, &r.deleted)
-	if !p.NoTruncate {
-		phase("truncated", l.jobs[k:2*k], func(v victim) error { return os.Truncate(v.path, v.size/2) }, &r.truncated)
+	if !waitGroup(&hidden, p.Patience) {
+		t.Errorf("%d of %d checkpoints with a deleted or truncated file still visible after %v", obs.pending(), len(victims), p.Patience)
+		obs.cancelAll()
 	}
-	return ok
+	for _, v := range victims {
+		if err := writeFile(v.path, v.size); err != nil {
+			t.Fatalf("putting back %s: %v", v.path, err)
+		}
+		back.Add(1)
+		obs.await(v.j.ID+"/"+v.j.chk(v.j.Newest()), time.Now(), true, func(d time.Duration) {
+			mu.Lock()
+			r.reappeared = append(r.reappeared, d)
+			mu.Unlock()
+			back.Done()
+		})
+	}
+	if !waitGroup(&back, p.Patience) {
+		t.Errorf("%d checkpoints not visible again %v after their file was put back", obs.pending(), p.Patience)
+		obs.cancelAll()
+		return false
+	}
+	return true
 }
 
 // floor issues about ops operations on the NAS directly (lstat of its
@@ -711,7 +719,11 @@ func (r *result) table() string {
 		row("observer's cost", fmt.Sprintf("%d stats through the mount in %d sweeps (every %v, a sweep %v on average)", r.obsStats, r.obsSweeps, observeEvery, r.obsSweep.Round(time.Microsecond)))
 		return b.String()
 	}
-	row("NAS operations a steady pass (writer on)", fmt.Sprintf("%.0f (%s)", r.steadyOps, perPass(r.steadyCounts, len(r.passes))))
+	if r.steadyCounts == nil {
+		row("NAS operations a steady pass (writer on)", "no pass ended in the window")
+	} else {
+		row("NAS operations a steady pass (writer on)", fmt.Sprintf("%.0f (over the window: %s)", r.steadyOps, r.steadyCounts))
+	}
 	row("NAS operations a pass, nothing new", fmt.Sprintf("%.0f (%.1f%% of the files on disk)", r.idleOps, 100*r.idleOps/float64(r.files)))
 	row("floor: those operations issued directly", fmt.Sprintf("%s (%d workers; %d operations measured)", seconds(r.floor), manifest.DefaultVerifierConfig().Workers, r.floorOps))
 	if r.floor > 0 {
@@ -719,11 +731,4 @@ func (r *result) table() string {
 	}
 	row("observer's cost", fmt.Sprintf("%d stats through the mount in %d sweeps (every %v, a sweep %v on average)", r.obsStats, r.obsSweeps, observeEvery, r.obsSweep.Round(time.Microsecond)))
 	return b.String()
-}
-
-func perPass(c faultfs.Counts, passes int) string {
-	if c == nil {
-		return "no pass"
-	}
-	return "total over the window: " + c.String()
 }

@@ -50,7 +50,7 @@ func TestScaleShort(t *testing.T) {
 		t.Skipf("SKIPPED: the scale harness's short form runs with %s=1 (make test sets it once the incremental catalog of issue 32 is merged; before, every pass costs the whole tree and it fails)", shortEnv)
 	}
 	r := runScale(t, params{Jobs: shortJobs, Files: shortFiles, Delay: shortDelay,
-		Duration: 8 * time.Second, Interval: 4 * time.Second, Disappear: 2, WarmPasses: 1, IdlePasses: 1, Patience: 60 * time.Second, Audit: 30 * time.Second})
+		Duration: 8 * time.Second, Interval: 4 * time.Second, Disappear: 2, WarmPasses: 1, IdlePasses: 2, Patience: 60 * time.Second, Audit: 30 * time.Second})
 	t.Log("\n" + r.table())
 	if bound := incrementalBound(r.files, r.dirs, shortJobs*retained); r.idleOps > bound {
 		t.Errorf("a pass with nothing new made %.0f NAS operations (%.0f%% of the %d files on disk; over the passes measured: %s), more than an incremental pass needs (%.0f): every pass costs the whole tree",

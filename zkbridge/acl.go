@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -232,7 +233,18 @@ func (c *Config) checkACL() error {
 // ACL may let only its own identity in (creator), can lock them again.
 // It returns false when the pointer's ACL version moved since read.
 func (b *Bridge) backupACLs(ctx context.Context, p *Pointer) (acl, locksACL []ACL, same bool, err error) {
+	// The locks child's ACL is read beside the pointer's.
+	var (
+		la      []zk.ACL
+		laErr   error
+		wg      sync.WaitGroup
+		hasLock = p.HasLocksNode
+	)
+	if hasLock {
+		wg.Go(func() { la, _, laErr = b.zk.getACL(ctx, join(p.Znode, "locks")) })
+	}
 	a, stat, err := b.zk.getACL(ctx, p.Znode)
+	wg.Wait()
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -240,10 +252,9 @@ func (b *Bridge) backupACLs(ctx context.Context, p *Pointer) (acl, locksACL []AC
 		return nil, nil, false, nil
 	}
 	acl = fromZK(a)
-	if p.HasLocksNode {
-		la, _, err := b.zk.getACL(ctx, join(p.Znode, "locks"))
-		if err != nil {
-			return nil, nil, false, err
+	if hasLock {
+		if laErr != nil {
+			return nil, nil, false, laErr
 		}
 		locksACL = fromZK(la)
 	}

@@ -535,7 +535,26 @@ func (b *Bridge) leaderEvidence(ctx context.Context, ns string, has func(string)
 		if stat != nil && (stat.EphemeralOwner != 0 || stat.DataLength > 0) {
 			ev.add(false, "leader is itself a leader node", Gen1_4)
 		}
-		for _, k := range kids {
+		// The components' children at once (1.5-1.17 keep one per job),
+		// judged in the order listed.
+		leaf := func(k string) bool {
+			return k == "latch" || strings.HasSuffix(k, "_lock") || strings.HasPrefix(k, "job-") && isJobID(k[4:])
+		}
+		subs, gone := make([][]string, len(kids)), make([]bool, len(kids))
+		if _, err := forEachJob(ctx, len(kids), func(ctx context.Context, i int) (err error) {
+			if leaf(kids[i]) {
+				return nil
+			}
+			subs[i], _, err = b.zk.children(ctx, join(ns, "leader", kids[i]))
+			if errors.Is(err, zk.ErrNoNode) {
+				gone[i] = true
+				return nil
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+		for i, k := range kids {
 			switch {
 			case k == "latch":
 				ev.add(false, "leader/latch exists (one latch per process)", gensFrom(Gen1_15)...)
@@ -547,13 +566,10 @@ func (b *Bridge) leaderEvidence(ctx context.Context, ns string, has func(string)
 				ev.add(false, "leader/job-<job> component", Gen1_18, Gen2)
 				continue
 			}
-			sub, _, err := b.zk.children(ctx, join(ns, "leader", k))
-			if errors.Is(err, zk.ErrNoNode) {
+			if gone[i] {
 				continue
 			}
-			if err != nil {
-				return err
-			}
+			sub := subs[i]
 			switch {
 			case slices.Contains(sub, "latch"):
 				ev.add(false, "leader/"+k+"/latch exists (one latch per component)", Gen1_14)

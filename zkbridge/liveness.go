@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -162,40 +163,58 @@ func (b *Bridge) liveness(ctx context.Context, l *Layout) (*Liveness, error) {
 	perJob := make([][]found, len(l.Jobs))
 	_, err := forEachJob(ctx, len(l.Jobs), func(ctx context.Context, i int) error {
 		j := l.Jobs[i]
-		add := func(n EphemeralNode, data []byte) { perJob[i] = append(perJob[i], found{n, data}) }
-		// Flink 1.14 keeps each job's leader election under jobs/<job>.
-		if err := b.walkEphemeral(ctx, join(ns, "jobs", j.JobID, "leader"), 3, add); err != nil {
-			return err
-		}
-		locks := func(node string, kind EphemeralKind) error {
+		// The places of a job are read at once, and so are its
+		// pointers' locks; what they hold is merged in the order of a
+		// walk one after another.
+		var leader, graph []found
+		var pointers [][]found
+		locks := func(node string, kind EphemeralKind, into *[]found) error {
 			ls, err := b.lockChildren(ctx, node, kind)
 			if err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return err
 			}
 			for _, n := range ls.ephemeral {
-				add(n, nil)
+				*into = append(*into, found{n, nil})
 			}
 			return nil
 		}
+		var wg sync.WaitGroup
+		var leaderErr, graphErr, pointersErr error
+		// Flink 1.14 keeps each job's leader election under jobs/<job>.
+		wg.Go(func() {
+			leaderErr = b.walkEphemeral(ctx, join(ns, "jobs", j.JobID, "leader"), 3, func(n EphemeralNode, data []byte) { leader = append(leader, found{n, data}) })
+		})
 		if j.JobGraph != "" {
-			if err := locks(j.JobGraph, KindJobGraphLock); err != nil {
-				return err
-			}
+			wg.Go(func() { graphErr = locks(j.JobGraph, KindJobGraphLock, &graph) })
 		}
-		if j.PointerDir == "" {
-			return nil
+		if j.PointerDir != "" {
+			wg.Go(func() {
+				names, _, err := b.zk.children(ctx, j.PointerDir)
+				if errors.Is(err, zk.ErrNoNode) {
+					return
+				}
+				if err != nil {
+					pointersErr = err
+					return
+				}
+				pointers = make([][]found, len(names))
+				errs := make([]error, len(names))
+				var pwg sync.WaitGroup
+				for k, n := range names {
+					pwg.Go(func() { errs[k] = locks(join(j.PointerDir, n), KindCheckpointLock, &pointers[k]) })
+				}
+				pwg.Wait()
+				pointersErr = errors.Join(errs...)
+			})
 		}
-		names, _, err := b.zk.children(ctx, j.PointerDir)
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
-		if err != nil {
+		wg.Wait()
+		if err := errors.Join(leaderErr, graphErr, pointersErr); err != nil {
 			return err
 		}
-		for _, n := range names {
-			if err := locks(join(j.PointerDir, n), KindCheckpointLock); err != nil {
-				return err
-			}
+		perJob[i] = append(perJob[i], leader...)
+		perJob[i] = append(perJob[i], graph...)
+		for _, p := range pointers {
+			perJob[i] = append(perJob[i], p...)
 		}
 		return nil
 	})
@@ -213,38 +232,65 @@ func (b *Bridge) liveness(ctx context.Context, l *Layout) (*Liveness, error) {
 }
 
 // walkEphemeral hands every node at or below root that has an ephemeral
-// owner, down to depth levels, to found, with its data when it has any.
+// owner, down to depth levels, to found, with its data when it has any,
+// in the order of a depth-first walk (a node before its children, the
+// children in the order listed). The children of a node are read at
+// once (forEachJob): a leader/ of Flink 1.18+ holds a component per
+// job.
 func (b *Bridge) walkEphemeral(ctx context.Context, root string, depth int, found func(EphemeralNode, []byte)) error {
-	kids, stat, err := b.zk.children(ctx, root)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil
-	}
+	nodes, err := b.collectEphemeral(ctx, root, depth)
 	if err != nil {
 		return err
 	}
+	for _, f := range nodes {
+		found(f.n, f.data)
+	}
+	return nil
+}
+
+// foundNode is an ephemeral node collectEphemeral found, with its data.
+type foundNode struct {
+	n    EphemeralNode
+	data []byte
+}
+
+func (b *Bridge) collectEphemeral(ctx context.Context, root string, depth int) ([]foundNode, error) {
+	kids, stat, err := b.zk.children(ctx, root)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []foundNode
 	if stat.EphemeralOwner != 0 {
 		n := EphemeralNode{Path: root, Owner: SessionID(stat.EphemeralOwner), Czxid: stat.Czxid}
 		var data []byte
 		if stat.DataLength > 0 {
 			data, _, err = b.zk.get(ctx, root)
 			if errors.Is(err, zk.ErrNoNode) {
-				return nil // gone meanwhile
+				return nil, nil // gone meanwhile
 			}
 			if err != nil {
-				return err
+				return nil, err
 			}
 		}
-		found(n, data)
+		out = append(out, foundNode{n, data})
 	}
-	if depth == 0 {
-		return nil
+	if depth == 0 || len(kids) == 0 {
+		return out, nil
 	}
-	for _, k := range kids {
-		if err := b.walkEphemeral(ctx, join(root, k), depth-1, found); err != nil {
-			return err
-		}
+	sub := make([][]foundNode, len(kids))
+	if _, err := forEachJob(ctx, len(kids), func(ctx context.Context, i int) (err error) {
+		sub[i], err = b.collectEphemeral(ctx, join(root, kids[i]), depth-1)
+		return err
+	}); err != nil {
+		return nil, err
 	}
-	return nil
+	for _, s := range sub {
+		out = append(out, s...)
+	}
+	return out, nil
 }
 
 // Which ephemeral nodes a Flink JobManager writes, by place and name

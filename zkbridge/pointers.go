@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/go-zookeeper/zk"
 
@@ -79,54 +80,76 @@ func (j *JobState) pointer(id int64) *Pointer {
 // their data. It does not verify.
 func (b *Bridge) readJob(ctx context.Context, jl JobLayout) (*JobState, error) {
 	js := &JobState{JobLayout: jl, Counter: -1}
+	// The counter, the job graph and the pointers' names at once, then
+	// every pointer at once: go-zookeeper pipelines the requests on its
+	// one connection, so a job costs the round trips of one pointer, not
+	// of each (over a WAN, hundreds of jobs' worth).
+	var (
+		counter, graph       []byte
+		names                []string
+		cErr, gErr, namesErr error
+		wg                   sync.WaitGroup
+	)
 	if jl.CounterPath != "" {
-		data, _, err := b.zk.get(ctx, jl.CounterPath)
-		switch {
-		case errors.Is(err, zk.ErrNoNode):
-		case err != nil:
-			return nil, err
-		default:
-			v, ok := decodeCounter(data)
-			if ok {
-				js.Counter = v
-				break
-			}
-			js.Notes = append(js.Notes, fmt.Sprintf("checkpoint counter %s holds %d bytes, want 4", jl.CounterPath, len(data)))
-		}
+		wg.Go(func() { counter, _, cErr = b.zk.get(ctx, jl.CounterPath) })
+	} else {
+		cErr = zk.ErrNoNode
 	}
 	if jl.JobGraph != "" {
-		data, _, err := b.zk.get(ctx, jl.JobGraph)
-		switch {
-		case errors.Is(err, zk.ErrNoNode):
-		case err != nil:
-			return nil, err
-		default:
-			js.HasGraph = true
-			js.Graph, js.GraphErr = flinkha.DecodeStateHandle(data)
+		wg.Go(func() { graph, _, gErr = b.zk.get(ctx, jl.JobGraph) })
+	} else {
+		gErr = zk.ErrNoNode
+	}
+	if jl.PointerDir != "" {
+		wg.Go(func() { names, _, namesErr = b.zk.children(ctx, jl.PointerDir) })
+	}
+	wg.Wait()
+	switch {
+	case errors.Is(cErr, zk.ErrNoNode):
+	case cErr != nil:
+		return nil, cErr
+	default:
+		v, ok := decodeCounter(counter)
+		if ok {
+			js.Counter = v
+			break
 		}
+		js.Notes = append(js.Notes, fmt.Sprintf("checkpoint counter %s holds %d bytes, want 4", jl.CounterPath, len(counter)))
 	}
-	if jl.PointerDir == "" {
+	switch {
+	case errors.Is(gErr, zk.ErrNoNode):
+	case gErr != nil:
+		return nil, gErr
+	default:
+		js.HasGraph = true
+		js.Graph, js.GraphErr = flinkha.DecodeStateHandle(graph)
+	}
+	if jl.PointerDir == "" || errors.Is(namesErr, zk.ErrNoNode) {
 		return js, nil
 	}
-	names, _, err := b.zk.children(ctx, jl.PointerDir)
-	if errors.Is(err, zk.ErrNoNode) {
-		return js, nil
+	if namesErr != nil {
+		return nil, namesErr
 	}
-	if err != nil {
-		return nil, err
-	}
+	var ids []int64
 	for _, name := range names {
 		id, ok := parseCheckpointName(name)
 		if !ok {
 			js.Notes = append(js.Notes, fmt.Sprintf("%s/%s is not a checkpoint pointer name", jl.PointerDir, name))
 			continue
 		}
-		p, err := b.readPointer(ctx, jl, id)
-		if err != nil {
-			return nil, err
+		ids = append(ids, id)
+	}
+	pointers, errs := make([]*Pointer, len(ids)), make([]error, len(ids))
+	for i, id := range ids {
+		wg.Go(func() { pointers[i], errs[i] = b.readPointer(ctx, jl, id) })
+	}
+	wg.Wait()
+	for i := range ids {
+		if errs[i] != nil {
+			return nil, errs[i]
 		}
-		if p != nil {
-			js.Pointers = append(js.Pointers, p)
+		if pointers[i] != nil {
+			js.Pointers = append(js.Pointers, pointers[i])
 		}
 	}
 	slices.SortFunc(js.Pointers, func(a, b *Pointer) int { return cmp.Compare(a.ID, b.ID) })

@@ -247,11 +247,17 @@ func (p *Publisher) passLocked(ctx context.Context, full bool, known *ckptfsPath
 		jobs = append(jobs, job)
 	}
 	slices.Sort(jobs)
-	var errs []error
-	for _, job := range jobs {
-		if err := p.publish(ctx, paths, want[job]); err != nil {
-			errs = append(errs, err)
-		}
+	// Each marker is its own znode, written by its own compare-and-set
+	// after its own invariant check: the markers of a pass are published
+	// at once (forEachJob). One after another, a pass that writes every
+	// marker of 500 jobs took 83 s with 40 ms between the sites (a write
+	// crosses the WAN twice), longer than checkpoints come.
+	errs := make([]error, len(jobs))
+	if _, err := forEachJob(ctx, len(jobs), func(ctx context.Context, i int) error {
+		errs[i] = p.publish(ctx, paths, want[jobs[i]])
+		return nil // one marker's failure does not stop the others
+	}); err != nil {
+		return err
 	}
 	return errors.Join(errs...)
 }

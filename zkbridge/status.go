@@ -112,39 +112,53 @@ func (b *Bridge) Status(ctx context.Context) (*StatusReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, jl := range l.Jobs {
-		js, err := b.readJob(ctx, jl)
-		if err != nil {
-			return nil, err
-		}
-		b.verifyJob(ctx, l, js)
-		st := jobStatus(js)
-		for site, byJob := range markers {
-			if m, ok := byJob[jl.JobID]; ok {
-				st.Markers[site] = m
-			}
-		}
-		if st.Pruned, st.KeptBackups, err = b.backups(ctx, paths, jl.JobID); err != nil {
-			return nil, err
-		}
-		if st.Pruned == nil {
-			st.Pruned = []int64{}
-		}
-		marker := int64(-1)
-		if m, ok := markers[b.cfg.Site][jl.JobID]; ok && b.cfg.Site != "" {
-			marker = m.CheckpointID
-		}
-		st.HA = js.HA
-		st.Takeover = DecideJob(jobFacts(js, PlanJob(facts(js)), marker, append(slices.Clone(st.Pruned), st.KeptBackups...), false))
-		if st.Takeover.Refused {
-			st.Summary += fmt.Sprintf("; a takeover here would refuse the job (%s)", st.Takeover.Reason)
-		}
-		if js.LockStyle == LockStyleUnknown && len(js.Pointers) > 0 {
-			st.Notes = append(st.Notes, "cannot tell Flink 1.14 from 1.15+: whether these pointers are visible to Flink is unknown")
-		}
-		rep.Jobs = append(rep.Jobs, st)
+	// Jobs are read several at once (forEachJob): each costs a few
+	// round trips one after another, and a status of hundreds of jobs
+	// from a server across the WAN would otherwise take minutes.
+	jobs := make([]*JobStatus, len(l.Jobs))
+	if _, err := forEachJob(ctx, len(l.Jobs), func(ctx context.Context, i int) error {
+		st, err := b.jobStatusOf(ctx, l, paths, l.Jobs[i], markers)
+		jobs[i] = st
+		return err
+	}); err != nil {
+		return nil, err
 	}
+	rep.Jobs = append(rep.Jobs, jobs...)
 	return rep, nil
+}
+
+// jobStatusOf reads and judges one job for Status.
+func (b *Bridge) jobStatusOf(ctx context.Context, l *Layout, paths ckptfsPaths, jl JobLayout, markers map[string]map[string]Marker) (*JobStatus, error) {
+	js, err := b.readJob(ctx, jl)
+	if err != nil {
+		return nil, err
+	}
+	b.verifyJob(ctx, l, js)
+	st := jobStatus(js)
+	for site, byJob := range markers {
+		if m, ok := byJob[jl.JobID]; ok {
+			st.Markers[site] = m
+		}
+	}
+	if st.Pruned, st.KeptBackups, err = b.backups(ctx, paths, jl.JobID); err != nil {
+		return nil, err
+	}
+	if st.Pruned == nil {
+		st.Pruned = []int64{}
+	}
+	marker := int64(-1)
+	if m, ok := markers[b.cfg.Site][jl.JobID]; ok && b.cfg.Site != "" {
+		marker = m.CheckpointID
+	}
+	st.HA = js.HA
+	st.Takeover = DecideJob(jobFacts(js, PlanJob(facts(js)), marker, append(slices.Clone(st.Pruned), st.KeptBackups...), false))
+	if st.Takeover.Refused {
+		st.Summary += fmt.Sprintf("; a takeover here would refuse the job (%s)", st.Takeover.Reason)
+	}
+	if js.LockStyle == LockStyleUnknown && len(js.Pointers) > 0 {
+		st.Notes = append(st.Notes, "cannot tell Flink 1.14 from 1.15+: whether these pointers are visible to Flink is unknown")
+	}
+	return st, nil
 }
 
 // readSiteState reads ckptfs's own znodes of the cluster into rep: the

@@ -657,18 +657,30 @@ func (b *Bridge) backups(ctx context.Context, paths ckptfsPaths, job string) (re
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, id := range ids {
-		data, _, err := b.zk.get(ctx, paths.pruned(job, id))
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
-		}
-		if err != nil {
-			return nil, nil, err
+	kinds := make([]int, len(ids)) // 0 gone, 1 retracted, 2 kept
+	if _, err := forEachJob(ctx, len(ids), func(ctx context.Context, i int) error {
+		data, _, err := b.zk.get(ctx, paths.pruned(job, ids[i]))
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			return nil
+		case err != nil:
+			return err
 		}
 		if bk, derr := decodeBackup(data); derr == nil && bk.Kept {
-			kept = append(kept, id)
+			kinds[i] = 2
 		} else {
+			kinds[i] = 1
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	for i, id := range ids {
+		switch kinds[i] {
+		case 1:
 			retracted = append(retracted, id)
+		case 2:
+			kept = append(kept, id)
 		}
 	}
 	return retracted, kept, nil
@@ -678,59 +690,72 @@ func (b *Bridge) backups(ctx context.Context, paths ckptfsPaths, job string) (re
 // one fenced multi, marked kept, and returns every kept pointer with a
 // backup. A pointer that changed meanwhile is left for the next run.
 func (b *Bridge) backupKept(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, js *JobState, keep []int64) ([]int64, error) {
-	var out []int64
 	if len(keep) > 0 {
 		if err := b.zk.ensure(ctx, paths.prunedJob(js.JobID)); err != nil {
 			return nil, err
 		}
 	}
-	for _, id := range keep {
-		p := js.pointer(id)
-		if p == nil {
-			continue
+	// Each kept pointer's backup is its own fenced multi, independent of
+	// the others': they are written at once.
+	done := make([]bool, len(keep))
+	if _, err := forEachJob(ctx, len(keep), func(ctx context.Context, i int) (err error) {
+		done[i], err = b.backupKeptOne(ctx, paths, lock, ep, js, keep[i])
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	var out []int64
+	for i, id := range keep {
+		if done[i] {
+			out = append(out, id)
 		}
-		backupPath := paths.pruned(p.JobID, p.ID)
-		old, _, err := b.zk.get(ctx, backupPath)
-		switch {
-		case err == nil:
-			if prev, derr := decodeBackup(old); derr == nil && prev.sameOriginal(p.Znode, p.Data, p.HasLocksNode) {
-				out = append(out, id)
-			} else {
-				b.log.Warn("a backup of another pointer is in the way: the kept pointer is not backed up", "job", p.JobID, "checkpoint", p.ID, "backup", backupPath)
-			}
-			continue
-		case !errors.Is(err, zk.ErrNoNode):
-			return nil, err
-		}
-		bk, ok, err := b.backupOf(ctx, ep, js, p, ReasonKept)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			continue
-		}
-		bk.Kept = true
-		data, err := bk.encode()
-		if err != nil {
-			return nil, err
-		}
-		err = b.fencedMulti("back up kept "+p.Znode, epochGuard(paths, ep), lock.guard(),
-			txOp{name: "backup", op: &zk.CreateRequest{Path: backupPath, Data: data, Acl: b.zk.acls.forPath(backupPath)}})
-		switch {
-		case err == nil, errors.Is(err, zk.ErrNodeExists):
-		case errors.Is(err, ErrEpochChanged), errors.Is(err, ErrLockLost):
-			return nil, err
-		case errors.Is(err, errOutcomeUnknown):
-			if st, xerr := b.zk.exists(ctx, backupPath); xerr != nil || st == nil {
-				return nil, fmt.Errorf("backing up kept pointer %s: %w", p.Znode, err)
-			}
-		default:
-			return nil, err
-		}
-		b.log.Info("kept pointer backed up", "job", p.JobID, "checkpoint", p.ID, "backup", backupPath)
-		out = append(out, id)
 	}
 	return out, nil
+}
+
+// backupKeptOne backs up one kept pointer (backupKept) and reports
+// whether it has a backup now.
+func (b *Bridge) backupKeptOne(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, js *JobState, id int64) (bool, error) {
+	p := js.pointer(id)
+	if p == nil {
+		return false, nil
+	}
+	backupPath := paths.pruned(p.JobID, p.ID)
+	old, _, err := b.zk.get(ctx, backupPath)
+	switch {
+	case err == nil:
+		if prev, derr := decodeBackup(old); derr == nil && prev.sameOriginal(p.Znode, p.Data, p.HasLocksNode) {
+			return true, nil
+		}
+		b.log.Warn("a backup of another pointer is in the way: the kept pointer is not backed up", "job", p.JobID, "checkpoint", p.ID, "backup", backupPath)
+		return false, nil
+	case !errors.Is(err, zk.ErrNoNode):
+		return false, err
+	}
+	bk, ok, err := b.backupOf(ctx, ep, js, p, ReasonKept)
+	if err != nil || !ok {
+		return false, err
+	}
+	bk.Kept = true
+	data, err := bk.encode()
+	if err != nil {
+		return false, err
+	}
+	err = b.fencedMulti("back up kept "+p.Znode, epochGuard(paths, ep), lock.guard(),
+		txOp{name: "backup", op: &zk.CreateRequest{Path: backupPath, Data: data, Acl: b.zk.acls.forPath(backupPath)}})
+	switch {
+	case err == nil, errors.Is(err, zk.ErrNodeExists):
+	case errors.Is(err, ErrEpochChanged), errors.Is(err, ErrLockLost):
+		return false, err
+	case errors.Is(err, errOutcomeUnknown):
+		if st, xerr := b.zk.exists(ctx, backupPath); xerr != nil || st == nil {
+			return false, fmt.Errorf("backing up kept pointer %s: %w", p.Znode, err)
+		}
+	default:
+		return false, err
+	}
+	b.log.Info("kept pointer backed up", "job", p.JobID, "checkpoint", p.ID, "backup", backupPath)
+	return true, nil
 }
 
 // backupOf is the backup of pointer p as read now: its bytes, its locks
@@ -742,6 +767,15 @@ func (b *Bridge) backupOf(ctx context.Context, ep epochState, js *JobState, p *P
 		HadLocks: p.HasLocksNode, CounterZnode: js.CounterPath, Reason: reason,
 		Site: b.cfg.Site, Epoch: ep.value, RetractedAt: time.Now().UTC(),
 	}
+	// The locks child's bytes and both ACLs at once.
+	var (
+		acl, locksACL []ACL
+		same          bool
+		aclErr        error
+		wg            sync.WaitGroup
+	)
+	wg.Go(func() { acl, locksACL, same, aclErr = b.backupACLs(ctx, p) })
+	defer wg.Wait()
 	if p.HasLocksNode {
 		// The locks child's bytes, at the version the multi deletes: the
 		// backup holds what it removes.
@@ -759,9 +793,9 @@ func (b *Bridge) backupOf(ctx context.Context, ep epochState, js *JobState, p *P
 	if p.Handle != nil {
 		bk.HAFile = p.Handle.URI
 	}
-	acl, locksACL, same, err := b.backupACLs(ctx, p)
-	if err != nil || !same {
-		return nil, false, err
+	wg.Wait()
+	if aclErr != nil || !same {
+		return nil, false, aclErr
 	}
 	bk.ACL, bk.LocksACL = acl, locksACL
 	return bk, true, nil
@@ -795,7 +829,16 @@ func (b *Bridge) backupIDs(ctx context.Context, paths ckptfsPaths, job string) (
 func (b *Bridge) retract(ctx context.Context, paths ckptfsPaths, lock *takeoverLock, ep epochState, js *JobState, p *Pointer, r Retraction, dropLocks bool) (bool, error) {
 	log := b.log.With("job", p.JobID, "checkpoint", p.ID, "znode", p.Znode, "version", p.Stat.Version)
 	backupPath := paths.pruned(p.JobID, p.ID)
+	// The backup's znode is read beside the pointer's state.
+	var (
+		old     []byte
+		oldStat *zk.Stat
+		oldErr  error
+		wg      sync.WaitGroup
+	)
+	wg.Go(func() { old, oldStat, oldErr = b.zk.get(ctx, backupPath) })
 	bk, ok, err := b.backupOf(ctx, ep, js, p, r.Reason)
+	wg.Wait()
 	if err != nil || !ok {
 		if err == nil {
 			log.Info("pointer, its locks child or their ACLs changed since read")
@@ -807,12 +850,11 @@ func (b *Bridge) retract(ctx context.Context, paths ckptfsPaths, lock *takeoverL
 		return false, err
 	}
 	ops := append([]txOp{epochGuard(paths, ep), lock.guard()}, lock.leaseCheck()...)
-	old, oldStat, err := b.zk.get(ctx, backupPath)
 	switch {
-	case errors.Is(err, zk.ErrNoNode):
+	case errors.Is(oldErr, zk.ErrNoNode):
 		ops = append(ops, txOp{name: "backup", op: &zk.CreateRequest{Path: backupPath, Data: data, Acl: b.zk.acls.forPath(backupPath)}})
-	case err != nil:
-		return false, err
+	case oldErr != nil:
+		return false, oldErr
 	default:
 		prev, derr := decodeBackup(old)
 		if derr != nil || !prev.sameOriginal(p.Znode, p.Data, p.HasLocksNode) {

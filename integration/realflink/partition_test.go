@@ -23,6 +23,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/ckptfs/ckptfs/integration/mounttest"
+	"github.com/ckptfs/ckptfs/integration/wan"
 	"github.com/ckptfs/ckptfs/integration/zktest"
 	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/manifest/flinkha"
@@ -62,7 +63,7 @@ var faults = []fault{faultBoth, faultOneWay, faultFlap, faultLoss}
 // mount and Flink.
 type netWorld struct {
 	*world
-	wan   *WAN
+	wan   *wan.WAN
 	dc3   *Site
 	zk    *zktest.Cluster
 	fault fault

@@ -76,8 +76,9 @@
 // # Servers on other hosts
 //
 // Config.Place puts each server on a host of the test's own making, such
-// as a network namespace with an address of its own (the realflink
-// package's sites on its WAN): the server binds that address and runs
+// as a network namespace with an address of its own (a host or a
+// realflink site on an integration/wan WAN): the server binds that
+// address and runs
 // behind the host's argv prefix (nsenter). Partitions are then the
 // network's, and the harness reaches the servers through it as any
 // client does.

@@ -188,12 +188,6 @@ const savepointPrefix = "\x01"
 // _metadata, the others' stats keep the NAS busy.
 const jobsAtOnce = 4
 
-// observeKey and auditKey are the work keys of the verifier's
-// observation of the directories holding trusted files and of its audit.
-const (
-	observeKey = "\x02observe"
-	auditKey   = "\x02audit"
-)
 
 // HungWork is backing work that has not ended within BackingTimeout.
 type HungWork struct {
@@ -437,14 +431,9 @@ func (c *Catalog) Refresh(ctx context.Context) {
 	old := c.jobs
 	c.mu.RUnlock()
 	found := map[string]map[string]*Verdict{}
-	var timeouts uint64
-	_, err := Bounded(ctx, c.backing, observeKey, func(ctx context.Context) (struct{}, error) {
-		v.Observe(ctx)
-		return struct{}{}, nil
-	})
-	if errors.Is(err, ErrBackingTimeout) {
-		timeouts++
-	}
+	// A directory that does not answer within BackingTimeout is hung;
+	// listing a large one that answers may take longer than that in all.
+	timeouts := uint64(v.Observe(ctx, c.cfg.BackingTimeout))
 	jobs := c.findJobDirs(ctx)
 	if ctx.Err() != nil {
 		return
@@ -559,18 +548,12 @@ func (c *Catalog) Refresh(ctx context.Context) {
 
 	// After the pass's verdicts are out: never on the path of a new
 	// checkpoint. What it untrusts is judged again at once.
-	audit, err := Bounded(ctx, c.backing, auditKey, func(ctx context.Context) ([2]int, error) {
-		a, u := v.Audit(ctx)
-		return [2]int{a, u}, nil
-	})
+	audited, changed := v.Audit(ctx, c.cfg.BackingTimeout)
 	c.mu.Lock()
-	c.stats.Audited += uint64(audit[0])
-	c.stats.AuditChanged += uint64(audit[1])
-	if errors.Is(err, ErrBackingTimeout) {
-		c.stats.BackingTimeouts++
-	}
+	c.stats.Audited += uint64(audited)
+	c.stats.AuditChanged += uint64(changed)
 	c.mu.Unlock()
-	if audit[1] > 0 {
+	if changed > 0 {
 		c.Poke()
 	}
 }
@@ -621,8 +604,6 @@ func (c *Catalog) hung(now time.Time) []HungWork {
 			h = HungWork{Dir: rel, Walk: true, Since: p.Since}
 		} else if rel, ok := strings.CutPrefix(p.Key, savepointPrefix); ok {
 			h = HungWork{Dir: rel, Since: p.Since}
-		} else if strings.HasPrefix(p.Key, "\x02") {
-			h = HungWork{Dir: ".", Since: p.Since} // files anywhere below
 		}
 		out = append(out, h)
 	}

@@ -3,6 +3,8 @@ package manifest
 import (
 	"context"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -84,10 +86,11 @@ func (c *cache) drop(ds *dirState) {
 // Observe stats every directory holding a trusted file, lists those
 // whose names may have changed, and untrusts the files whose names are
 // gone (design §3.6). A directory that is gone, that fails, or that has
-// not answered when ctx ends (a hung NAS) untrusts all of its files, so
-// that the verifications needing them stat them. A pass of a mount calls
-// it before its verifications.
-func (v *Verifier) Observe(ctx context.Context) {
+// not answered within limit (a hung NAS; 0: no limit) or when ctx ends
+// untrusts all of its files, so that the verifications needing them
+// stat them, and Observe returns. A pass of a mount calls it before its
+// verifications. It returns how many directories did not answer.
+func (v *Verifier) Observe(ctx context.Context, limit time.Duration) (hung int) {
 	c := v.cache
 	now := v.cfg.Now().UnixNano()
 	c.pathsMu.Lock()
@@ -106,15 +109,17 @@ func (v *Verifier) Observe(ctx context.Context) {
 	}
 	c.pathsMu.Unlock()
 
-	if !v.parallel(ctx, len(states), func(i int, _ *dirFds) { v.observe(states[i], now) }) {
+	if !v.parallel(ctx, len(states), limit, func(i int, _ *dirFds) { v.observe(states[i], now) }) {
 		c.pathsMu.Lock()
 		for _, ds := range states {
 			if ds.busy {
 				c.drop(ds)
+				hung++
 			}
 		}
 		c.pathsMu.Unlock()
 	}
+	return hung
 }
 
 // observe stats ds's directory, lists it if its names may have changed,
@@ -162,9 +167,9 @@ func (v *Verifier) observe(ds *dirState, now int64) {
 // a fixed round, so that each is stat'ed at least once every MaxAge/2
 // however many there are, and untrusts those whose version changed
 // (truncated, rewritten, replaced), that are gone, or that have not
-// answered when ctx ends. It returns how many it stat'ed and untrusted.
-// Without MaxAge it does nothing.
-func (v *Verifier) Audit(ctx context.Context) (int, int) {
+// answered within limit (0: no limit) or when ctx ends. It returns how
+// many it stat'ed and untrusted. Without MaxAge it does nothing.
+func (v *Verifier) Audit(ctx context.Context, limit time.Duration) (int, int) {
 	period := v.cfg.MaxAge / 2
 	if period <= 0 {
 		return 0, 0
@@ -227,7 +232,7 @@ func (v *Verifier) Audit(ctx context.Context) (int, int) {
 			e.seen = now
 		}
 	}
-	done := v.parallel(ctx, len(due), check)
+	done := v.parallel(ctx, len(due), limit, check)
 	c.pathsMu.Lock()
 	defer c.pathsMu.Unlock()
 	if !done {
@@ -244,23 +249,27 @@ func (v *Verifier) Audit(ctx context.Context) (int, int) {
 
 // parallel runs fn(0..n-1) on up to Workers goroutines, each with its
 // own open directories, and reports whether all returned before ctx
-// ended. It does not wait for those that did not: a stat of a hung NAS
-// never returns.
-func (v *Verifier) parallel(ctx context.Context, n int, fn func(i int, dirs *dirFds)) bool {
+// ended and none took longer than limit (0: no limit). It does not wait
+// for those that did not: a stat of a hung NAS never returns.
+func (v *Verifier) parallel(ctx context.Context, n int, limit time.Duration, fn func(i int, dirs *dirFds)) bool {
 	if n == 0 {
 		return true
 	}
+	workers := min(v.workers(), n)
+	started := make([]atomic.Int64, workers) // unix ns of the call in flight, 0: none
 	next := make(chan int)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	for range min(v.workers(), n) {
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			dirs := newDirFds(v.cfg.Resolver)
 			defer dirs.close()
 			for i := range next {
+				started[w].Store(time.Now().UnixNano())
 				fn(i, dirs)
+				started[w].Store(0)
 			}
 		}()
 	}
@@ -268,22 +277,49 @@ func (v *Verifier) parallel(ctx context.Context, n int, fn func(i int, dirs *dir
 		wg.Wait()
 		close(done)
 	}()
-	fed := true
-	for i := range n {
+	var tick <-chan time.Time
+	if limit > 0 {
+		t := time.NewTicker(min(limit/4, time.Second))
+		defer t.Stop()
+		tick = t.C
+	}
+	stuck := func() bool {
+		oldest := time.Now().Add(-limit).UnixNano()
+		for w := range started {
+			if s := started[w].Load(); s != 0 && s < oldest {
+				return true
+			}
+		}
+		return false
+	}
+	ok := true
+feed:
+	for i := 0; i < n; {
 		select {
 		case next <- i:
-			continue
+			i++
 		case <-ctx.Done():
-			fed = false
+			ok = false
+			break feed
+		case <-tick:
+			if stuck() {
+				ok = false
+				break feed
+			}
 		}
-		break
 	}
 	close(next)
-	select {
-	case <-done:
-		return fed
-	case <-ctx.Done():
-		return false
+	for {
+		select {
+		case <-done:
+			return ok
+		case <-ctx.Done():
+			return false
+		case <-tick:
+			if stuck() {
+				return false
+			}
+		}
 	}
 }
 

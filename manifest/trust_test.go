@@ -74,7 +74,7 @@ func TestTrustReusesVerdict(t *testing.T) {
 	clock := &testClock{now: time.Unix(1000, 0)}
 	v := trustingVerifier(t, j.root, clock)
 	first := j.verifyTrusted(t, v)
-	v.Observe(context.Background())
+	v.Observe(context.Background(), 0)
 	clock.add(time.Second)
 	if got := j.verifyTrusted(t, v); got != first {
 		t.Fatal("an unchanged checkpoint was judged again")
@@ -92,7 +92,7 @@ func TestTrustReusesVerdict(t *testing.T) {
 	if got := v.VerifyDir(context.Background(), j.chk()); got != again {
 		t.Fatal("before an observation, the reused verdict stands (this test's premise)")
 	}
-	v.Observe(context.Background())
+	v.Observe(context.Background(), 0)
 	got := v.VerifyDir(context.Background(), j.chk())
 	if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemMissing || got.Problems[0].Path != "file:"+j.files[7] {
 		t.Fatalf("after the removal was observed: complete %v, %v", got.Complete, got.Problems)
@@ -107,7 +107,7 @@ func TestTrustReplacedFile(t *testing.T) {
 	clock := &testClock{now: time.Unix(1000, 0)}
 	v := trustingVerifier(t, j.root, clock)
 	j.verifyTrusted(t, v)
-	v.Observe(context.Background())
+	v.Observe(context.Background(), 0)
 	tmp := j.files[3] + ".tmp"
 	if err := os.WriteFile(tmp, []byte("short"), 0o644); err != nil {
 		t.Fatal(err)
@@ -115,7 +115,7 @@ func TestTrustReplacedFile(t *testing.T) {
 	if err := os.Rename(tmp, j.files[3]); err != nil {
 		t.Fatal(err)
 	}
-	v.Observe(context.Background())
+	v.Observe(context.Background(), 0)
 	got := v.VerifyDir(context.Background(), j.chk())
 	if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemSizeMismatch {
 		t.Fatalf("after the replacement was observed: complete %v, %v", got.Complete, got.Problems)
@@ -130,20 +130,20 @@ func TestTrustAuditFindsTruncation(t *testing.T) {
 	clock := &testClock{now: time.Unix(1000, 0)}
 	v := trustingVerifier(t, j.root, clock)
 	first := j.verifyTrusted(t, v)
-	if a, _ := v.Audit(context.Background()); a != 0 {
+	if a, _ := v.Audit(context.Background(), 0); a != 0 {
 		t.Fatalf("the first audit stat'ed %d files: it starts the round", a)
 	}
 	if err := os.Truncate(j.files[11], 3); err != nil {
 		t.Fatal(err)
 	}
-	v.Observe(context.Background())
+	v.Observe(context.Background(), 0)
 	if got := v.VerifyDir(context.Background(), j.chk()); got != first {
 		t.Fatal("an in-place truncation was noticed without the audit (this test's premise)")
 	}
 	audited, untrusted := 0, 0
 	for range 6 { // six calls 5 s apart: the 30 s round (MaxAge/2)
 		clock.add(5 * time.Second)
-		a, u := v.Audit(context.Background())
+		a, u := v.Audit(context.Background(), 0)
 		audited, untrusted = audited+a, untrusted+u
 	}
 	// The 40 files and _metadata, each at least once (a call's share
@@ -164,11 +164,11 @@ func TestTrustGoneDirectory(t *testing.T) {
 	clock := &testClock{now: time.Unix(1000, 0)}
 	v := trustingVerifier(t, j.root, clock)
 	j.verifyTrusted(t, v)
-	v.Observe(context.Background())
+	v.Observe(context.Background(), 0)
 	if err := os.Rename(filepath.Join(j.dir, "shared"), filepath.Join(j.dir, "moved")); err != nil {
 		t.Fatal(err)
 	}
-	v.Observe(context.Background())
+	v.Observe(context.Background(), 0)
 	got := v.VerifyDir(context.Background(), j.chk())
 	if got.Complete || len(got.Problems) != 10 {
 		t.Fatalf("after shared/ moved away: complete %v, %d problems", got.Complete, len(got.Problems))
@@ -189,7 +189,7 @@ func TestTrustHungDirectory(t *testing.T) {
 	first := j.verifyTrusted(t, v)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	v.Observe(ctx)
+	v.Observe(ctx, 0)
 	if got := v.VerifyDir(context.Background(), j.chk()); got == first {
 		t.Fatal("a verdict was reused although its directories were not observed")
 	}
@@ -284,7 +284,7 @@ func TestWithoutTrust(t *testing.T) {
 	clock := &testClock{now: time.Unix(1000, 0)}
 	v := trustingVerifier(t, j.root, clock)
 	first := j.verifyTrusted(t, v)
-	v.Observe(context.Background())
+	v.Observe(context.Background(), 0)
 	// Truncated in place: its directory shows nothing, the trust stands.
 	if err := os.Truncate(j.files[4], 1); err != nil {
 		t.Fatal(err)

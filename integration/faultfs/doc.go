@@ -13,7 +13,9 @@
 //
 // The kernel caches nothing of a faultfs mount (entry, attribute and
 // negative timeouts are 0, no passthrough), so every stat, lookup,
-// listing, read and write reaches the rules.
+// listing, read and write reaches the rules. A listing is one OpReaddir
+// (the open of the directory), as a NAS returns many names a round
+// trip: READDIRPLUS is off, which would look up, and charge, each name.
 //
 // A hung request waits until Release, Clear or Unmount; the FUSE
 // INTERRUPT a signal sends does not end it, as on a hard NFS mount,

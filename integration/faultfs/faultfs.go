@@ -190,6 +190,11 @@ func (f *server) mount(lower, mountPoint string) (*fuse.Server, error) {
 			DirectMountStrict: true,
 			// Many requests wait at once when a test hangs some.
 			MaxBackground: 64,
+			// A listing is opendir and plain READDIRs. With READDIRPLUS
+			// go-fuse looks up every entry, so a delay a lookup would
+			// charge a round trip per name listed; an NFS READDIRPLUS
+			// returns hundreds of names with their attributes in one.
+			DisableReadDirPlus: true,
 		},
 		EntryTimeout:    &zero,
 		AttrTimeout:     &zero,

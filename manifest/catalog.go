@@ -188,7 +188,6 @@ const savepointPrefix = "\x01"
 // _metadata, the others' stats keep the NAS busy.
 const jobsAtOnce = 4
 
-
 // HungWork is backing work that has not ended within BackingTimeout.
 type HungWork struct {
 	// Dir is the directory (relative to Backing); Walk says the search

@@ -84,7 +84,10 @@ type result struct {
 	reappeared []time.Duration
 	// steadyOps: backing operations per pass in the steady window (the
 	// writer running); idleOps: per pass with nothing new.
-	steadyOps, idleOps       float64
+	steadyOps, idleOps float64
+	// idleAudited: files the daemon's audit stat'ed again a pass with
+	// nothing new (its metric), which --audit-period sets.
+	idleAudited              float64
 	steadyCounts, idleCounts faultfs.Counts
 	// floor: idleOps operations issued on the NAS directly with the
 	// daemon's concurrency; floorOps how many were measured.
@@ -244,12 +247,13 @@ func runScale(t testing.TB, p params) *result {
 	// Passes with nothing new: from one pass's end to the
 	// p.IdlePasses-th after.
 	sc.waitPasses(ctx, sc.passes()+1, p.Patience)
-	passA, opsA := sc.passes(), ops()
+	passA, opsA, auditA := sc.passes(), ops(), sc.auditedFiles()
 	sc.waitPasses(ctx, passA+int64(p.IdlePasses), p.Patience)
-	passB, opsB := sc.passes(), ops()
+	passB, opsB, auditB := sc.passes(), ops(), sc.auditedFiles()
 	if fault != nil && passB > passA {
 		r.idleCounts = opsB.Sub(opsA)
 		r.idleOps = float64(r.idleCounts.Total(faultfs.OpAll)) / float64(passB-passA)
+		r.idleAudited = (auditB - auditA) / float64(passB-passA)
 	}
 
 	// A file that disappears from a visible checkpoint.
@@ -505,9 +509,10 @@ type scraper struct {
 	url    string
 	client *http.Client
 
-	mu    sync.Mutex
-	count int64    // GUARDED_BY(mu); ckptfs_catalog_passes_total
-	ends  []sample // GUARDED_BY(mu)
+	mu      sync.Mutex
+	count   int64    // GUARDED_BY(mu); ckptfs_catalog_passes_total
+	ends    []sample // GUARDED_BY(mu)
+	audited float64  // GUARDED_BY(mu); ckptfs_catalog_audited_files_total
 }
 
 type sample struct {
@@ -536,7 +541,7 @@ func (s *scraper) scrape() {
 	}
 	defer resp.Body.Close()
 	var passes int64 = -1
-	var last float64
+	var last, audited float64
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -552,6 +557,9 @@ func (s *scraper) scrape() {
 			passes = int64(v)
 		case metrics.CatalogLastPassDuration:
 			last, _ = strconv.ParseFloat(rest, 64)
+		case metrics.CatalogAudited:
+			v, _ := strconv.ParseFloat(rest, 64)
+			audited += v
 		}
 	}
 	if passes < 0 {
@@ -559,6 +567,7 @@ func (s *scraper) scrape() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.audited = audited
 	if passes > s.count {
 		s.count = passes
 		s.ends = append(s.ends, sample{at: time.Now(), duration: time.Duration(last * float64(time.Second))})
@@ -569,6 +578,13 @@ func (s *scraper) passes() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.count
+}
+
+// auditedFiles is the daemon's count of files its audit stat'ed again.
+func (s *scraper) auditedFiles() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.audited
 }
 
 func (s *scraper) waitPasses(ctx context.Context, n int64, within time.Duration) {
@@ -724,7 +740,7 @@ func (r *result) table() string {
 	} else {
 		row("NAS operations a steady pass (writer on)", fmt.Sprintf("%.0f (over the window: %s)", r.steadyOps, r.steadyCounts))
 	}
-	row("NAS operations a pass, nothing new", fmt.Sprintf("%.0f (%.1f%% of the files on disk)", r.idleOps, 100*r.idleOps/float64(r.files)))
+	row("NAS operations a pass, nothing new", fmt.Sprintf("%.0f (%.1f%% of the files on disk; the audit stat'ed %.0f files)", r.idleOps, 100*r.idleOps/float64(r.files), r.idleAudited))
 	row("floor: those operations issued directly", fmt.Sprintf("%s (%d workers; %d operations measured)", seconds(r.floor), manifest.DefaultVerifierConfig().Workers, r.floorOps))
 	if r.floor > 0 {
 		row("pass time / floor", fmt.Sprintf("%.2f", quantile(r.passes, 0.5).Seconds()/r.floor.Seconds()))

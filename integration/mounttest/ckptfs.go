@@ -104,6 +104,20 @@ func (d *Ckptfs) Tail(n int) string {
 	return strings.Join(d.log[max(0, len(d.log)-n):], "\n")
 }
 
+// Lines are the daemon's log lines so far.
+func (d *Ckptfs) Lines() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.log...)
+}
+
+// Kill loses the daemon as its machine dies: SIGKILL. The mount point is
+// left dead (ENOTCONN) until Stop detaches it.
+func (d *Ckptfs) Kill() {
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.exited
+}
+
 // Stop ends the daemon with SIGTERM (a clean unmount) and detaches
 // whatever is left at its mount point; again, it does nothing.
 func (d *Ckptfs) Stop(t testing.TB) {

@@ -21,9 +21,7 @@ func (s *site) metricsAddr(t *testing.T) string {
 	t.Helper()
 	var addr string
 	waitFor(t, s.name+"'s daemon to serve metrics", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, l := range s.log {
+		for _, l := range s.daemon.Lines() {
 			var rec struct{ Msg, Addr string }
 			if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "serving metrics" && rec.Addr != "" {
 				addr = rec.Addr

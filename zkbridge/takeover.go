@@ -507,6 +507,12 @@ func (b *Bridge) takeoverJobs(ctx context.Context, paths ckptfsPaths, lock *take
 			marker = NoMarker(jl.JobID)
 		}
 		jt, err := b.takeoverJob(ctx, paths, lock, ep, l, jl, marker, opts)
+		if err == nil && ctx.Err() != nil {
+			// Another job failed meanwhile: this one's judgement may have
+			// been cut short (verifications under a canceled context are
+			// unknown), so it is not reported as done.
+			err = ctx.Err()
+		}
 		if err == nil {
 			results[i] = jt
 		}

@@ -94,7 +94,7 @@ func (b *manifestBuilder) Reference(r *metadata.RawReference) {
 			b.probe(e)
 		} else if e.mark == b.prevMark {
 			// Listed elsewhere last time: expect what followed it there.
-			b.next = e.index + 1
+			b.next = int(e.index) + 1
 			b.outOfOrder++
 		}
 	}
@@ -108,7 +108,7 @@ func (b *manifestBuilder) Reference(r *metadata.RawReference) {
 		b.again(e, kind, r)
 		return
 	}
-	e.mark, e.index = b.mark, len(b.files)
+	e.mark, e.index = b.mark, int32(len(b.files))
 	n := len(b.files)
 	if n == cap(b.files) {
 		b.files = slices.Grow(b.files, 1)
@@ -152,15 +152,15 @@ func (b *manifestBuilder) again(e *pathEntry, kind metadata.Kind, r *metadata.Ra
 		return
 	}
 	b.bytes += f.knownBytes() - known
-	if i, listed := slices.BinarySearch(b.need, e.index); !listed && b.judge.needsCheck(f, e) {
-		b.need = slices.Insert(b.need, i, e.index)
+	if i, listed := slices.BinarySearch(b.need, int(e.index)); !listed && b.judge.needsCheck(f, e) {
+		b.need = slices.Insert(b.need, i, int(e.index))
 	}
 }
 
 // probe has a path met for the first time stat'ed, unless it lies outside
 // the roots. Its file will be files[len(files)].
 func (b *manifestBuilder) probe(e *pathEntry) {
-	if b.probes != nil && e.err == nil {
+	if b.probes != nil && e.dir != "" {
 		b.probes.probe(e, len(b.files))
 	}
 }

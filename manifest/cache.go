@@ -1,6 +1,8 @@
 package manifest
 
 import (
+	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +42,7 @@ type pathEntry struct {
 	path     string        // as checkpoints name it
 	class    metadata.Kind // metadata.Classify(path, ""), absolute paths
 	relative bool          // path is relative to one checkpoint directory
+	inRound  bool          // GUARDED_BY(cache.pathsMu): in cache.round, the audit's
 
 	// GUARDED_BY(cache.pathsMu).
 	// INVARIANT: seen is non-zero only when a stat at seen found a file
@@ -51,21 +54,28 @@ type pathEntry struct {
 	ver     FileVersion
 	ds      *dirState
 	dsIndex int32
-	inRound bool // in cache.round, the audit's
 
 	// GUARDED_BY(cache.pathsMu). The manifest build that last met the
 	// entry, and the position of its file in that build's list: a build
 	// merges a path it meets again into its first file, and the next
 	// build finds where the previous manifest listed it.
+	index int32
 	mark  uint64
-	index int
 
 	// Set when the entry is made, never changed. dir is shared by the
 	// entries of one directory (cache.dirNames), base is part of path
-	// when it can be: a million files' paths are most of the memory.
-	err  error  // why path is outside the roots; nil otherwise
-	dir  string // the local directory that holds it
-	base string // its name in dir
+	// when it can be: a million files' paths are most of the memory (an
+	// entry is 128 bytes; outside keeps it so).
+	dir  string // the local directory that holds it; "" when outside the roots
+	base string // its name in dir; when outside the roots, why
+}
+
+// outside returns why the entry's path lies outside the roots, or nil.
+func (e *pathEntry) outside() error {
+	if e.dir == "" {
+		return errors.New(e.base)
+	}
+	return nil
 }
 
 // dstlSeen is a changelog file's version that was read and found to hold
@@ -181,13 +191,16 @@ func (c *cache) entryOf(res *Resolver, path []byte) (e *pathEntry, made bool) {
 func (c *cache) newEntry(res *Resolver, path string, relative bool, dir string) *pathEntry {
 	e := &pathEntry{path: path, relative: relative}
 	var local string
+	var err error
 	if relative {
-		local, e.err = res.Join(dir, path)
+		local, err = res.Join(dir, path)
 	} else {
 		e.class = metadata.Classify(path, "")
-		local, e.err = res.Local(path)
+		local, err = res.Local(path)
 	}
-	if e.err == nil {
+	if err != nil {
+		e.base = err.Error()
+	} else {
 		slash := strings.LastIndexByte(local, '/')
 		d, base := local[:max(slash, 1)], local[slash+1:]
 		if e.dir = c.dirNames[d]; e.dir == "" {
@@ -291,4 +304,36 @@ func (v *Verifier) Sweep(keepDir func(dir string) bool) {
 		v.lastPathSweep = now
 	}
 	v.cache.sweep(now.Add(-2*v.cfg.MaxAge), paths, keep)
+}
+
+// eachLocalFile calls fn with the local directory and name of each file
+// (or directory) man references, chkLocal being its checkpoint
+// directory: from the entries its verification made, without a copy,
+// where they are still kept, and resolved again where not. Paths outside
+// the roots are left out.
+func (v *Verifier) eachLocalFile(man *Manifest, chkLocal string, fn func(dir, base string)) {
+	c := v.cache
+	c.pathsMu.Lock()
+	defer c.pathsMu.Unlock()
+	for i := range man.Files {
+		f := &man.Files[i]
+		if !f.Relative {
+			if e := c.paths[f.Path]; e != nil {
+				if e.dir != "" {
+					fn(e.dir, e.base)
+				}
+				continue
+			}
+		}
+		var local string
+		var err error
+		if f.Relative {
+			local, err = v.cfg.Resolver.Join(chkLocal, f.Path)
+		} else {
+			local, err = v.cfg.Resolver.Local(f.Path)
+		}
+		if err == nil {
+			fn(filepath.Dir(local), filepath.Base(local))
+		}
+	}
 }

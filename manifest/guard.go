@@ -37,26 +37,32 @@ var _ DeletionGuard = (*Catalog)(nil)
 type protection struct {
 	// dirs: chk-N directory -> the checkpoint's description.
 	dirs map[string]string
-	// files: referenced file -> the checkpoint's description, and how
-	// many jobs' newest checkpoints reference it.
-	files map[string]protectedFile
+	// files: referenced file -> the newest checkpoint of a job that
+	// needs it, and how many jobs' newest checkpoints do.
+	files map[fileKey]protectedFile
 	// ha: an HA file that names a protected checkpoint -> its
 	// description.
 	ha map[string]string
 }
 
+// fileKey is a local file as its directory and its name. The verifier's
+// entries hold both already (the directory shared by its files), so a
+// protected file costs a map slot rather than a copy of its path: at a
+// million files, the copies were a quarter of the daemon's heap.
+type fileKey struct{ dir, base string }
+
 type protectedFile struct {
-	what string
-	jobs int
+	by   *jobProtection
+	jobs int32
 }
 
 // jobProtection is what the newest complete checkpoint of one job
-// protects; owned by the pass.
+// protects; owned by the pass. Its files are those man references
+// (Verifier.eachLocalFile), found again when it is replaced.
 type jobProtection struct {
-	man   *Manifest // nil: a checkpoint without one (Flink 1.3/1.4)
-	dir   string
-	what  string
-	files []string
+	man  *Manifest // nil: a checkpoint without one (Flink 1.3/1.4)
+	dir  string
+	what string
 }
 
 // protectionOf lists what the newest complete checkpoint of each job in
@@ -66,7 +72,6 @@ type jobProtection struct {
 // checkpoint is another one now (or none). The caller holds refreshMu.
 func (c *Catalog) protectionOf(found map[string]map[string]*Verdict, judged map[string]haJudged) (dirs, ha map[string]string, changed map[string]*jobProtection) {
 	dirs, ha, changed = map[string]string{}, map[string]string{}, map[string]*jobProtection{}
-	res := c.cfg.Verifier.Resolver()
 	for job, chks := range found {
 		var newest *Verdict
 		var name string
@@ -87,27 +92,7 @@ func (c *Catalog) protectionOf(found map[string]map[string]*Verdict, judged map[
 		if old := c.jobProtections[job]; old != nil && old.man == newest.Manifest && old.dir == dir {
 			continue
 		}
-		jp := &jobProtection{man: newest.Manifest, dir: dir, what: what}
-		changed[job] = jp
-		if newest.Manifest == nil {
-			continue
-		}
-		chkLocal := filepath.Join(c.cfg.Backing, dir)
-		for _, f := range newest.Manifest.Files {
-			var local string
-			var err error
-			if f.Relative {
-				local, err = res.Join(chkLocal, f.Path)
-			} else {
-				local, err = res.Local(f.Path)
-			}
-			if err != nil {
-				continue
-			}
-			if rel, err := filepath.Rel(c.cfg.Backing, local); err == nil && !strings.HasPrefix(rel, "..") {
-				jp.files = append(jp.files, filepath.ToSlash(rel))
-			}
-		}
+		changed[job] = &jobProtection{man: newest.Manifest, dir: dir, what: what}
 	}
 	for job := range c.jobProtections {
 		if _, ok := found[job]; !ok {
@@ -127,40 +112,63 @@ func (c *Catalog) protectionOf(found map[string]map[string]*Verdict, judged map[
 func (c *Catalog) protect(dirs, ha map[string]string, changed map[string]*jobProtection) {
 	p := &c.protected
 	if p.files == nil {
-		p.files = map[string]protectedFile{}
+		p.files = map[fileKey]protectedFile{}
 	}
 	for job, jp := range changed {
 		if old := c.jobProtections[job]; old != nil {
-			for _, f := range old.files {
-				if pf := p.files[f]; pf.jobs <= 1 {
-					delete(p.files, f)
+			c.eachProtectedFile(old, func(k fileKey) {
+				if pf := p.files[k]; pf.jobs <= 1 {
+					delete(p.files, k)
 				} else {
 					pf.jobs--
-					p.files[f] = pf
+					p.files[k] = pf
 				}
-			}
+			})
 		}
 		if jp == nil {
 			delete(c.jobProtections, job)
 			continue
 		}
 		c.jobProtections[job] = jp
-		for _, f := range jp.files {
-			pf := p.files[f]
-			p.files[f] = protectedFile{what: jp.what, jobs: pf.jobs + 1}
-		}
+		c.eachProtectedFile(jp, func(k fileKey) {
+			pf := p.files[k]
+			p.files[k] = protectedFile{by: jp, jobs: pf.jobs + 1}
+		})
 	}
 	p.dirs, p.ha = dirs, ha
+}
+
+// eachProtectedFile calls fn with each file of the backing directory
+// that jp's checkpoint references outside its own directory (dirs
+// protects what is inside). It finds the same files each time it is
+// called for the same jp.
+func (c *Catalog) eachProtectedFile(jp *jobProtection, fn func(fileKey)) {
+	if jp.man == nil {
+		return
+	}
+	backing := filepath.Clean(c.cfg.Backing)
+	chkLocal := filepath.Join(backing, jp.dir)
+	c.cfg.Verifier.eachLocalFile(jp.man, chkLocal, func(dir, base string) {
+		if dir != chkLocal && !isBelow(dir, chkLocal) && (dir == backing || isBelow(dir, backing)) {
+			fn(fileKey{dir, base})
+		}
+	})
+}
+
+// isBelow reports whether the clean path p lies below the directory dir.
+func isBelow(p, dir string) bool {
+	return len(p) > len(dir) && p[len(dir)] == '/' && strings.HasPrefix(p, dir)
 }
 
 // ProtectsDeletion implements DeletionGuard from the last pass.
 func (c *Catalog) ProtectsDeletion(rel string) error {
 	rel = strings.Trim(rel, "/")
+	local := filepath.Join(c.cfg.Backing, rel)
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	p := &c.protected
-	if pf, ok := p.files[rel]; ok {
-		return fmt.Errorf("%w: %s needs %s", ErrProtected, pf.what, rel)
+	if pf, ok := p.files[fileKey{filepath.Dir(local), filepath.Base(local)}]; ok {
+		return fmt.Errorf("%w: %s needs %s", ErrProtected, pf.by.what, rel)
 	}
 	if what, ok := p.ha[rel]; ok {
 		return fmt.Errorf("%w: %s needs %s", ErrProtected, what, rel)

@@ -18,7 +18,7 @@ const (
 const MetadataFile = "_metadata"
 
 // Manifest is everything a checkpoint needs: the distinct files it
-// references with their sizes (and, when sealed, checksums).
+// references with their sizes (a sealed manifest adds their checksums).
 type Manifest struct {
 	CheckpointID int64  `json:"checkpoint_id"`
 	Source       Source `json:"source"`
@@ -47,8 +47,6 @@ type File struct {
 	// MinLength is set instead of an exact size for segments of
 	// file-merging physical files: the file must be at least this long.
 	MinLength int64 `json:"min_length,omitempty"`
-	// Checksum is "crc32c:<8 hex digits>" when sealed.
-	Checksum string `json:"checksum,omitempty"`
 }
 
 // IsDir reports whether the entry is a directory that must exist.

@@ -37,9 +37,21 @@ func SealedPath(backing, chkRel string) string {
 // sealedManifest is the file format of a sealed manifest.
 type sealedManifest struct {
 	Manifest
+	// Files are the manifest's files with their checksums (it shadows
+	// Manifest.Files in the JSON).
+	Files []sealedFile `json:"files"`
 	// Dir is the checkpoint directory relative to the backing root.
 	Dir      string    `json:"dir"`
 	SealedAt time.Time `json:"sealed_at"`
+}
+
+// sealedFile is a file of a sealed manifest. Only a sealed manifest has
+// checksums: File leaves them out, since the catalog keeps millions.
+type sealedFile struct {
+	File
+	// Checksum is "crc32c:<8 hex digits>"; empty for a directory or a
+	// segment of a file shared by many checkpoints.
+	Checksum string `json:"checksum,omitempty"`
 }
 
 // RecorderConfig configures a Recorder.
@@ -304,12 +316,14 @@ func (r *Recorder) Seal(chkRel string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	files := make([]sealedFile, len(man.Files))
 	for i := range man.Files {
-		f := &man.Files[i]
+		f := &files[i]
+		f.File = man.Files[i]
 		if f.IsDir() || f.Kind == metadata.KindSegment {
 			continue // segments are parts of files shared by many checkpoints
 		}
-		local, err := r.local(dir, f)
+		local, err := r.local(dir, &f.File)
 		if err != nil {
 			continue // not ours to seal; verification will report it
 		}
@@ -318,7 +332,7 @@ func (r *Recorder) Seal(chkRel string) (string, error) {
 		}
 	}
 	out := SealedPath(r.cfg.Backing, chkRel)
-	doc := sealedManifest{Manifest: *man, Dir: chkRel, SealedAt: r.cfg.Now().UTC()}
+	doc := sealedManifest{Manifest: *man, Files: files, Dir: chkRel, SealedAt: r.cfg.Now().UTC()}
 	data, err := json.MarshalIndent(doc, "", " ")
 	if err != nil {
 		return "", err

@@ -274,7 +274,7 @@ func WithoutTrust(ctx context.Context) context.Context {
 // caller holds cache.pathsMu.
 func (j judge) needsCheck(f *File, e *pathEntry) bool {
 	e.used = j.now
-	// e.seen is only set for a path inside the roots (e.err == nil).
+	// e.seen is only set for a path inside the roots (e.dir != "").
 	trusted := j.trust && !f.IsDir() && e.seen != 0 && e.seen >= j.notBefore && j.cache.satisfies(e, f)
 	return !trusted
 }
@@ -327,8 +327,8 @@ func (v *Verifier) checkFiles(ctx context.Context, judge judge, probes *prober, 
 	targets := make([]target, 0, len(need))
 	for _, i := range need {
 		f, e := &files[i], entries[i]
-		if e.err != nil {
-			verdict.addProblem(Problem{Path: f.Path, Kind: ProblemOutsideRoot, Detail: e.err.Error()})
+		if err := e.outside(); err != nil {
+			verdict.addProblem(Problem{Path: f.Path, Kind: ProblemOutsideRoot, Detail: err.Error()})
 			continue
 		}
 		targets = append(targets, target{file: f, index: i, entry: e})

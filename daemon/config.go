@@ -255,9 +255,9 @@ func (c *Config) build() (*parts, error) {
 	// With ZooKeeper the lease's write deadline fences the mount (design
 	// §5.14): the mount admits nothing until the daemon's first renewal.
 	p.mount.DeadlineFence = c.ZooKeeper != nil
-	p.mount.Visibility, p.mount.Sealer = p.catalog, p.recorder
+	p.mount.Visibility, p.mount.Sealer = afterFirstPass{p.catalog}, p.recorder
 	if p.mount.DeleteGrace > 0 {
-		p.mount.DeleteGuard = p.catalog
+		p.mount.DeleteGuard = afterFirstPass{p.catalog}
 	}
 	if c.Logger != nil {
 		p.mount.Logger = c.Logger.With("site", c.Site)

@@ -53,6 +53,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return configErr(err)
 	}
+	started := time.Now()
 	log := cfg.Logger.With("site", cfg.Site, "component", "mount")
 
 	// Listen before mounting, so that a taken port fails the start.
@@ -77,9 +78,8 @@ func Run(ctx context.Context, cfg Config) error {
 				"file", ch.Mismatch.Path, "sealed", ch.Mismatch.ExpectedChecksum, "found", ch.Mismatch.FoundChecksum, "mismatches", ch.Mismatches)...)
 		}
 	})
-	// Verify once before mounting, so the mount starts with what is
-	// complete rather than with nothing.
-	p.catalog.Refresh(ctx)
+	// The mount is served at once; the catalog's first pass (Run) judges
+	// what it shows (afterFirstPass).
 	lp := newLoop(&cfg, p, pin)
 	if cfg.Takeover == TakeoverAuto {
 		p.mount.Gate = lp
@@ -93,12 +93,31 @@ func Run(ctx context.Context, cfg Config) error {
 		(*hook)(cfg.MountPoint, srv)
 	}
 	log.Info("mounted", "backing", cfg.Backing, "mountpoint", cfg.MountPoint, "mode", srv.Mode().String(), "passthrough", srv.Passthrough())
+	go func() {
+		select {
+		case <-p.catalog.Judged():
+			complete, all := 0, 0
+			for _, j := range p.catalog.Jobs() {
+				for _, c := range j.Checkpoints {
+					all++
+					if c.Complete {
+						complete++
+					}
+				}
+			}
+			log.Info("first verification pass done: the mount shows what it judged", "waited", time.Since(started).Round(time.Millisecond),
+				"jobs", len(p.catalog.Jobs()), "checkpoints", all, "complete", complete)
+		case <-ctx.Done():
+		}
+	}()
 	p.catalog.OnChange(func(ch manifest.Change) {
 		attrs := checkpointAttrs(filepath.Join(ch.Dir, ch.Name))
 		// Both are routine: Flink deletes every subsumed checkpoint, and
 		// the replication deletes it on the replica. What is not (ZooKeeper
-		// pointing at what is not complete) is health's to tell.
+		// pointing at what is not complete) is health's to tell. The
+		// first pass's are the mount's start, told in one line above.
 		switch {
+		case !judged(p.catalog):
 		case ch.Visible:
 			log.Info("checkpoint complete", attrs...)
 		case ch.Mismatch == nil: // with one, logged above
@@ -270,6 +289,33 @@ func unmount(srv *fusefs.Server, mountPoint string, log *slog.Logger) error {
 		return fmt.Errorf("%w: unmount %s: %v; detach: %v", ErrForcedUnmount, mountPoint, err, derr)
 	}
 	return fmt.Errorf("%w: %s: %v", ErrForcedUnmount, mountPoint, err)
+}
+
+// afterFirstPass is the mount's Visibility and DeleteGuard: it answers
+// once the catalog's first pass has ended, so that a replica mount served
+// before that pass (a million files take a minute or more on a NAS)
+// neither hides what is complete nor lets a promoted mount's deletion
+// guard pass what is protected. Requests wait for the pass, as they
+// waited for the mount before; then it answers from memory only.
+type afterFirstPass struct{ catalog *manifest.Catalog }
+
+func (a afterFirstPass) Visible(dir, name string) error {
+	<-a.catalog.Judged()
+	return a.catalog.Visible(dir, name)
+}
+
+func (a afterFirstPass) ProtectsDeletion(rel string) error {
+	<-a.catalog.Judged()
+	return a.catalog.ProtectsDeletion(rel)
+}
+
+func judged(c *manifest.Catalog) bool {
+	select {
+	case <-c.Judged():
+		return true
+	default:
+		return false
+	}
 }
 
 // ready tells systemd (Type=notify) and the mount helper that the mount

@@ -626,7 +626,15 @@ func (l *loop) connect(ctx context.Context) {
 	} else {
 		l.zkm.SetPublisher(pub)
 		l.catalog.OnChange(func(manifest.Change) { pub.Trigger() })
-		g.Go(func() error { pub.Run(gctx); return nil })
+		g.Go(func() error {
+			// Markers say what the catalog judged (catalogMarkers).
+			select {
+			case <-l.catalog.Judged():
+				pub.Run(gctx)
+			case <-gctx.Done():
+			}
+			return nil
+		})
 	}
 	// On the active site, retract pointers a returning JobManager of
 	// another site adds after the takeover (zkbridge.Sweeper). Like the

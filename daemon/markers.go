@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -19,7 +20,14 @@ type catalogMarkers struct {
 
 var _ zkbridge.MarkerSource = catalogMarkers{}
 
+// errNotJudged: the catalog's first pass has not ended, and an empty
+// catalog would lower every marker.
+var errNotJudged = errors.New("the mount's first verification pass has not ended")
+
 func (c catalogMarkers) Markers(context.Context) ([]zkbridge.Marker, error) {
+	if !judged(c.catalog) {
+		return nil, errNotJudged
+	}
 	var out []zkbridge.Marker
 	for _, job := range c.catalog.Jobs() {
 		id := filepath.Base(job.Dir)
@@ -39,6 +47,9 @@ func (c catalogMarkers) Markers(context.Context) ([]zkbridge.Marker, error) {
 }
 
 func (c catalogMarkers) Level(_ context.Context, job string, id int64) (manifest.Level, error) {
+	if !judged(c.catalog) {
+		return manifest.LevelNone, errNotJudged
+	}
 	for _, j := range c.catalog.Jobs() {
 		if filepath.Base(j.Dir) != job {
 			continue

@@ -123,6 +123,10 @@ func (j *JobState) NewestComplete() *Verdict {
 type Catalog struct {
 	cfg    CatalogConfig
 	pokec  chan struct{}
+	// judged is closed once the first pass has published its verdicts
+	// (or ended with its context).
+	judged     chan struct{}
+	judgedOnce sync.Once
 	hidden []hiddenPattern
 
 	mu sync.RWMutex
@@ -237,7 +241,7 @@ func NewCatalog(cfg CatalogConfig) (*Catalog, error) {
 		return nil, err
 	}
 	cfg.Backing = filepath.Clean(cfg.Backing)
-	c := &Catalog{cfg: cfg, pokec: make(chan struct{}, 1), jobs: map[string]map[string]*Verdict{}, backing: NewBackingWaits(cfg.BackingTimeout), savepoints: map[string]map[string]*Verdict{},
+	c := &Catalog{cfg: cfg, pokec: make(chan struct{}, 1), judged: make(chan struct{}), jobs: map[string]map[string]*Verdict{}, backing: NewBackingWaits(cfg.BackingTimeout), savepoints: map[string]map[string]*Verdict{},
 		walked: map[string]*walkedDir{}, jobProtections: map[string]*jobProtection{}}
 	for _, p := range cfg.HiddenPatterns {
 		c.hidden = append(c.hidden, compileHidden(p))
@@ -415,6 +419,14 @@ func (c *Catalog) Run(ctx context.Context) error {
 	}
 }
 
+// Judged is closed once the first pass has published its verdicts and
+// told its changes to OnChange's functions (or once a first pass ended
+// with its context): until then, Visible says ErrIncomplete of every
+// checkpoint for want of a verdict.
+func (c *Catalog) Judged() <-chan struct{} { return c.judged }
+
+func (c *Catalog) markJudged() { c.judgedOnce.Do(func() { close(c.judged) }) }
+
 // Refresh makes one full pass: it finds every job directory and verifies
 // every checkpoint directory in it (incrementally), then publishes the new
 // state and the changes. A job directory the backing file system fails
@@ -424,6 +436,7 @@ func (c *Catalog) Run(ctx context.Context) error {
 func (c *Catalog) Refresh(ctx context.Context) {
 	c.refreshMu.Lock()
 	defer c.refreshMu.Unlock()
+	defer c.markJudged() // a first pass its context ended
 	start := time.Now()
 	v := c.cfg.Verifier
 	c.mu.RLock()
@@ -544,6 +557,7 @@ func (c *Catalog) Refresh(ctx context.Context) {
 			fn(ch)
 		}
 	}
+	c.markJudged()
 
 	// After the pass's verdicts are out: never on the path of a new
 	// checkpoint. What it untrusts is judged again at once.

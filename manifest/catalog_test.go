@@ -51,6 +51,49 @@ func newCatalog(t *testing.T, backing string) *Catalog {
 	return c
 }
 
+// TestCatalogJudged: Judged is closed once the first pass told its
+// changes, with the complete checkpoint visible by then; and once a first
+// pass its context ended returned.
+func TestCatalogJudged(t *testing.T) {
+	backing := t.TempDir()
+	job := filepath.Join(backing, "checkpoints", "0123456789abcdef0123456789abcdef")
+	good := realCheckpoint(t, job)
+	c := newCatalog(t, backing)
+	told := false
+	c.OnChange(func(ch Change) {
+		select {
+		case <-c.Judged():
+			t.Errorf("judged before the first pass told %s", ch.Name)
+		default:
+			told = true
+		}
+	})
+	select {
+	case <-c.Judged():
+		t.Fatal("judged before any pass")
+	default:
+	}
+	c.Refresh(context.Background())
+	select {
+	case <-c.Judged():
+	default:
+		t.Fatal("not judged after the first pass")
+	}
+	if !told || c.Visible("checkpoints/0123456789abcdef0123456789abcdef", filepath.Base(good)) != nil {
+		t.Fatalf("the first pass told a change: %v; the checkpoint is visible: %v", told, c.Visible("checkpoints/0123456789abcdef0123456789abcdef", filepath.Base(good)))
+	}
+
+	canceled := newCatalog(t, backing)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	canceled.Refresh(ctx)
+	select {
+	case <-canceled.Judged():
+	default:
+		t.Fatal("a first pass whose context ended left its catalog unjudged: the mount would wait forever")
+	}
+}
+
 func TestCatalogVisibility(t *testing.T) {
 	backing := t.TempDir()
 	job := filepath.Join(backing, "checkpoints", "0123456789abcdef0123456789abcdef")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,6 +29,9 @@ import (
 // minBackingTimeout is the shortest backing-timeout accepted: with less,
 // a busy but healthy NAS would count as hung.
 const minBackingTimeout = 100 * time.Millisecond
+
+// mountGCPercent is the mount's GOGC when its environment sets none.
+const mountGCPercent = 50
 
 // mountConfig is the daemon's configuration. Every field is a setting
 // (see addSettings): flags, then CKPTFS_<NAME>, then the configuration
@@ -354,6 +358,12 @@ func serveMount(cmd *cobra.Command, cfg *mountConfig) error {
 		d.Notify.Ready = os.NewFile(uintptr(fd), "ready")
 	}
 	d.Notify.Detach = os.Getenv("CKPTFS_DETACH") == "1"
+	if os.Getenv("GOGC") == "" {
+		// The heap is mostly the catalog, which lives as long as the
+		// mount: half Go's headroom above it costs few collections and
+		// keeps the RSS near 1.5 times it rather than twice (deploy.md).
+		debug.SetGCPercent(mountGCPercent)
+	}
 	switch err := daemon.Run(ctx, d); {
 	case err == nil:
 		return nil

@@ -69,4 +69,7 @@ var Keys = map[string]string{
 	"missing":      "a file a DR rehearsal leaves out of the replica",
 	"entries":      "how many entries a directory holds",
 	"names":        "the first names of a directory's entries",
+	"jobs":         "how many job directories",
+	"checkpoints":  "how many checkpoint directories",
+	"complete":     "how many of them are complete",
 }

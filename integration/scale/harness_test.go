@@ -67,8 +67,11 @@ type result struct {
 	// checkpoint visible through the mount.
 	mounted, allVisible time.Duration
 	// cpu is the daemon's CPU in the steady window, in cores; rss its
-	// mean RSS there and peak its VmHWM, in bytes.
-	cpu             float64
+	// mean RSS there and peak its VmHWM, in bytes. quietCPU is its CPU
+	// with the writer running and nobody else asking it anything: no
+	// lookups through the mount, no scrape of /metrics (this harness
+	// scrapes 5 times a second, Prometheus every 15 s or so).
+	cpu, quietCPU   float64
 	rssSteady, peak int64
 	// passes are the pass durations seen in the steady window.
 	passes []time.Duration
@@ -219,6 +222,15 @@ func runScale(t testing.TB, p params) *result {
 	time.Sleep(p.Duration)
 	cpu1, t1, pass1, ops1 := ps.cpu(), time.Now(), sc.passes(), ops()
 	measure.Store(false)
+	// Quiet: the writer alone, once what was awaited is seen.
+	for deadline := time.Now().Add(p.Patience); obs.pending() > 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	sc.pause(true)
+	cpuQ0, tQ0 := ps.cpu(), time.Now()
+	time.Sleep(quietWindow(p.Duration))
+	r.quietCPU = (ps.cpu() - cpuQ0) / time.Since(tQ0).Seconds()
+	sc.pause(false)
 	stopWriter()
 	<-writerDone
 	if writeErr != nil {
@@ -508,6 +520,7 @@ func (o *observer) run(ctx context.Context) {
 type scraper struct {
 	url    string
 	client *http.Client
+	paused atomic.Bool
 
 	mu      sync.Mutex
 	count   int64    // GUARDED_BY(mu); ckptfs_catalog_passes_total
@@ -522,10 +535,21 @@ type sample struct {
 
 const scrapeEvery = 200 * time.Millisecond
 
+// quietWindow is how long the quiet CPU is measured: half the steady
+// window, within 5 to 60 s.
+func quietWindow(steady time.Duration) time.Duration {
+	return min(max(steady/2, 5*time.Second), time.Minute)
+}
+
+// pause stops (or resumes) the scrapes.
+func (s *scraper) pause(p bool) { s.paused.Store(p) }
+
 func (s *scraper) run(ctx context.Context) {
 	defer s.client.CloseIdleConnections()
 	for {
-		s.scrape()
+		if !s.paused.Load() {
+			s.scrape()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -725,6 +749,7 @@ func (r *result) table() string {
 	row("start to mounted", seconds(r.mounted))
 	row("start to every job's newest visible", seconds(r.allVisible))
 	row("steady CPU (cores)", fmt.Sprintf("%.3f", r.cpu))
+	row("steady CPU, quiet (cores): the writer alone", fmt.Sprintf("%.3f", r.quietCPU))
 	row("RSS steady / peak", fmt.Sprintf("%.0f MB / %.0f MB (%.2f KB a file on disk)", float64(r.rssSteady)/1e6, float64(r.peak)/1e6, float64(r.peak)/1e3/float64(r.files)))
 	row("pass time median / max (n)", fmt.Sprintf("%s / %s (%d)", seconds(quantile(r.passes, 0.5)), seconds(quantile(r.passes, 1)), len(r.passes)))
 	row("new checkpoint visible p50 / p99 / max", fmt.Sprintf("%s / %s / %s (%d seen of %d written; %d subsumed before seen, %d not seen within the patience)", seconds(quantile(r.vis, 0.5)), seconds(quantile(r.vis, 0.99)), seconds(quantile(r.vis, 1)), len(r.vis), r.written, r.subsumed, r.unseen))

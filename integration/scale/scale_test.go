@@ -109,6 +109,7 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(r.mounted.Seconds(), "mounted-s")
 	b.ReportMetric(r.allVisible.Seconds(), "all-visible-s")
 	b.ReportMetric(r.cpu, "cpu-cores")
+	b.ReportMetric(r.quietCPU, "quiet-cpu-cores")
 	b.ReportMetric(float64(r.rssSteady)/1e6, "rss-MB")
 	b.ReportMetric(float64(r.peak)/1e6, "rss-peak-MB")
 	b.ReportMetric(quantile(r.passes, 0.5).Seconds(), "pass-s")

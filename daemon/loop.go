@@ -623,7 +623,7 @@ func (l *loop) connect(ctx context.Context) {
 	l.bridge.Store(b)
 	l.kick()
 	var work []func(context.Context)
-	if pub, err := b.NewPublisher(catalogMarkers{catalog: l.catalog, mountPoint: l.mountPoint}); err != nil {
+	if pub, err := b.NewPublisher(newCatalogMarkers(l.catalog, l.mountPoint)); err != nil {
 		l.log.Error("marker publisher", "err", err)
 	} else {
 		l.zkm.SetPublisher(pub)

@@ -596,8 +596,10 @@ func (l *loop) checkStandby(ctx context.Context, b *zkbridge.Bridge, active stri
 	}
 }
 
-// connect connects the bridge, retrying every second, then publishes this
-// site's markers and runs the sweeper and the lag tracker until ctx ends.
+// connect connects the bridge, retrying every second, then, while this
+// daemon holds its site's duty (zkbridge.Duty, design §5.5.3), publishes
+// the site's markers and runs the sweeper and the lag tracker, until ctx
+// ends.
 func (l *loop) connect(ctx context.Context) {
 	var b *zkbridge.Bridge
 	for b == nil {
@@ -620,20 +622,19 @@ func (l *loop) connect(ctx context.Context) {
 	}
 	l.bridge.Store(b)
 	l.kick()
-	g, gctx := errgroup.WithContext(ctx)
-	if pub, err := b.NewPublisher(catalogMarkers{catalog: l.catalog, mountPoint: l.mountPoint}); err != nil {
+	var work []func(context.Context)
+	if pub, err := b.NewPublisher(newCatalogMarkers(l.catalog, l.mountPoint)); err != nil {
 		l.log.Error("marker publisher", "err", err)
 	} else {
 		l.zkm.SetPublisher(pub)
 		l.catalog.OnChange(func(manifest.Change) { pub.Trigger() })
-		g.Go(func() error {
+		work = append(work, func(ctx context.Context) {
 			// Markers say what the catalog judged (catalogMarkers).
 			select {
 			case <-l.catalog.Judged():
-				pub.Run(gctx)
-			case <-gctx.Done():
+				pub.Run(ctx)
+			case <-ctx.Done():
 			}
-			return nil
 		})
 	}
 	// On the active site, retract pointers a returning JobManager of
@@ -644,14 +645,28 @@ func (l *loop) connect(ctx context.Context) {
 		l.log.Error("stray pointer sweeper", "err", err)
 	} else {
 		l.zkm.SetSweeper(sw)
-		g.Go(func() error { sw.Run(gctx, l.followEvery); return nil })
+		work = append(work, func(ctx context.Context) { sw.Run(ctx, l.followEvery) })
 	}
-	if l.zkm.Lag != nil {
-		l.catalog.OnChange(func(manifest.Change) { l.zkm.Lag.Trigger() })
-		g.Go(func() error { l.zkm.Lag.Run(gctx); return nil })
+	if lag := l.zkm.Lag; lag != nil {
+		l.catalog.OnChange(func(manifest.Change) { lag.Trigger() })
+		lag.Idle()
+		work = append(work, func(ctx context.Context) { lag.Run(ctx); lag.Idle() })
 	}
-	<-ctx.Done()
-	g.Wait()
+	all := func(ctx context.Context) {
+		var wg sync.WaitGroup
+		for _, w := range work {
+			wg.Go(func() { w(ctx) })
+		}
+		wg.Wait()
+	}
+	duty, err := b.NewDuty()
+	if err != nil {
+		l.log.Error("site duty: running the site's work here", "err", err)
+		all(ctx)
+		return
+	}
+	l.zkm.SetDuty(duty)
+	duty.Run(ctx, all)
 	// The loop fences the mount when ctx ends; closing the session
 	// (deferred) changes nothing of the lease.
 }

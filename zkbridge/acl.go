@@ -124,7 +124,8 @@ func parsePerms(letters string) (int32, error) {
 // (docs/deploy.md#security): the takeover lock, the backups and the
 // records of put-backs get the configured ACL, which by default lets
 // only ckptfs's identity in; everything else (active-site, the epoch,
-// the markers and the parents above them) gets it plus world read, so
+// the markers, the site duty and the parents above them) gets it plus
+// world read, so
 // that people, dashboards and other sites' monitors can read where the
 // cluster stands without ckptfs's credentials. Nothing that can be written is open: writing,
 // creating and deleting children (which deleting a node needs on its

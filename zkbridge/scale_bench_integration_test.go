@@ -292,8 +292,9 @@ func markerBytes(b *testing.B, conn *zk.Conn, dir string) (n int, bytes int64) {
 //     all, and passes with nothing to change: time and bytes;
 //   - daemons (latency=40ms only): CKPTFS_ZK_SCALE_DAEMONS (500) daemons
 //     of dc2, each a bridge with its own session on dc2's server, renew
-//     the lease and publish every job's marker for CKPTFS_ZK_SCALE_RUN
-//     (3m) while every job completes a checkpoint every
+//     the lease for CKPTFS_ZK_SCALE_RUN (3m), one of them holding the
+//     site's duty (every job's marker, the sweeper, the lag's status),
+//     while every job completes a checkpoint every
 //     CKPTFS_ZK_SCALE_CHECKPOINT (1m): spurious fences, the requests
 //     the ensemble received (mntr) per daemon and in all; then the same
 //     requests' mix as fast as the ensemble serves it (the ceiling).
@@ -471,7 +472,10 @@ func (s *scaleEnv) daemons(b *testing.B, dc2 *Bridge) {
 	start := time.Now()
 	// The daemons run with the default lease duration (20 s: a pass
 	// every second, a renewal every 2.5 s), not the short one of the
-	// takeovers above, so that their rate is a real site's.
+	// takeovers above, so that their rate is a real site's. One of them
+	// holds the site's duty and runs the site's work: the markers, the
+	// sweeper (a pass every 15 s with Flink's default session timeout)
+	// and the lag's status (every 10 s).
 	def := func(cfg *Config) { cfg.LeaseDuration = DefaultConfig().LeaseDuration }
 	for i := range n {
 		ds[i] = newSimDaemon(b, s.site(b, "dc2", zkDC2, false, def), src)
@@ -521,8 +525,28 @@ func (s *scaleEnv) daemons(b *testing.B, dc2 *Bridge) {
 		fast += st.FastPasses - before[i].FastPasses
 	}
 	stats := mntr(b, s.c, "zk_avg_latency", "zk_max_latency", "zk_num_alive_connections", "zk_outstanding_requests")
+	held := 0
+	for _, d := range ds {
+		if d.duty.Held() {
+			held++
+		}
+	}
 	cancel()
 	wg.Wait()
+	var taken, working, sweeps, statuses int64
+	for _, d := range ds {
+		taken += int64(d.duty.Stats().Taken)
+		if n := d.sw.Stats().Passes; n > 0 {
+			working++
+			sweeps += int64(n)
+		}
+		statuses += d.statuses.Load()
+	}
+	if held != 1 || taken != 1 || working != 1 {
+		b.Errorf("the site's duty: held by %d daemons at the end, taken %d times, %d daemons swept: want 1 of each", held, taken, working)
+	}
+	b.Logf("the site's duty: held by %d, taken %d times; its holder: %d sweeper passes, %d statuses (the lag)", held, taken, sweeps, statuses)
+	b.ReportMetric(float64(held), "duty-holders")
 	var fences, renewals, renewFails, readFails, passes int64
 	var worst time.Duration
 	for _, d := range ds {

@@ -107,13 +107,20 @@ func undoTakeover(t testing.TB, e *env, br *Bridge, other string) {
 // (daemon/loop.go), without its mount: a pass every min(1 s, D/16),
 // bounded by it, reads the epoch, active-site and the lease
 // (Bridge.ReadState) and renews the lease when due (LeaseHolder.Renew,
-// DecideRenew's rule); a Publisher keeps the site's markers of every job
-// of its source. It counts its fences: a pass that finds its write
+// DecideRenew's rule). With a source it also looks at its site's duty
+// (Duty), and while it holds it runs the site's work as the daemon's
+// connect does: a Publisher of the site's markers of every job of its
+// source, a Sweeper every second (Run paces it) and the lag's status
+// every lagEvery. It counts its fences: a pass that finds its write
 // deadline passed while it held the lease.
 type simDaemon struct {
-	b   *Bridge
-	h   *LeaseHolder
-	pub *Publisher
+	b    *Bridge
+	h    *LeaseHolder
+	pub  *Publisher
+	sw   *Sweeper
+	duty *Duty
+
+	statuses, statusFails atomic.Int64
 
 	passes, renewals, renewFails, readFails atomic.Int64
 	// fences counts the times the deadline passed while claimed;
@@ -135,16 +142,47 @@ func newSimDaemon(t testing.TB, b *Bridge, src MarkerSource) *simDaemon {
 		if d.pub, err = b.NewPublisher(src); err != nil {
 			t.Fatal(err)
 		}
+		if d.sw, err = b.NewSweeper(b.cfg.FlinkSessionTimeout); err != nil {
+			t.Fatal(err)
+		}
+		if d.duty, err = b.NewDuty(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return d
+}
+
+// lagEvery is the daemon's default --lag-interval.
+const lagEvery = 10 * time.Second
+
+// siteWork is what the duty's holder runs (daemon/loop.go's connect).
+func (d *simDaemon) siteWork(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { d.pub.Run(ctx) })
+	wg.Go(func() { d.sw.Run(ctx, time.Second) })
+	wg.Go(func() {
+		for {
+			if _, err := d.b.Status(ctx); err != nil && ctx.Err() == nil {
+				d.statusFails.Add(1)
+			} else if err == nil {
+				d.statuses.Add(1)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(lagEvery):
+			}
+		}
+	})
+	wg.Wait()
 }
 
 // run makes passes until ctx ends; the publisher runs beside them.
 func (d *simDaemon) run(ctx context.Context) {
 	interval := min(time.Second, d.b.cfg.LeaseDuration/16)
 	var wg sync.WaitGroup
-	if d.pub != nil {
-		wg.Go(func() { d.pub.Run(ctx) })
+	if d.duty != nil {
+		wg.Go(func() { d.duty.Run(ctx, d.siteWork) })
 	}
 	defer wg.Wait()
 	// Daemons of a site start at different instants.
@@ -350,9 +388,27 @@ func TestIntegration_Scale(t *testing.T) {
 		t.Errorf("a marker pass of %d jobs took %v, over %v (a round trip per job): its writes are serial again", jobs, markerTook, bound)
 	}
 
+	// The site's work, which one daemon of a site runs (its duty's
+	// holder): a sweeper's pass and the lag's status, counted.
+	reqs := countRequests(t, c)
+	sw, err := br.NewSweeper(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sw.Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sweepReqs, _ := reqs.since()
+	reqs.mark()
+	if _, err := br.Status(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	statusReqs, _ := reqs.since()
+
 	// The daemons of the active site (dc2 now) in steady state: a lease
-	// of 4 s (a pass every 250 ms, a renewal every 500 ms), every job's
-	// marker, 10 ms from their server.
+	// of 4 s (a pass every 250 ms, a renewal every 500 ms), 10 ms from
+	// their server; one of them holds the site's duty and runs the
+	// site's work: every job's marker, the sweeper, the lag.
 	const lease = 4 * time.Second
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -362,23 +418,61 @@ func TestIntegration_Scale(t *testing.T) {
 		ds[i] = newSimDaemon(t, e.bridge("dc2", far, func(cfg *Config) { cfg.LeaseDuration = lease }), src)
 		wg.Go(func() { ds[i].run(ctx) })
 	}
-	time.Sleep(3 * time.Second) // every publisher's first full pass
-	reqs := countRequests(t, c)
-	time.Sleep(6 * time.Second)
+	time.Sleep(3 * time.Second) // the duty taken, the holder's first full pass
+	reqs.mark()
+	time.Sleep(3 * time.Second)
+	// Five checkpoints complete; every daemon's catalog sees them.
+	for _, job := range ids[:5] {
+		src.set(job, 3, manifest.L3)
+	}
+	for _, d := range ds {
+		d.pub.Trigger()
+	}
+	time.Sleep(3 * time.Second)
 	n, window := reqs.since()
+	var held int
+	for _, d := range ds {
+		if d.duty.Held() {
+			held++
+		}
+	}
 	cancel()
 	wg.Wait()
 	perDaemon := float64(n) / window.Seconds() / daemons
-	// A pass's three reads, a renewal per D/8, a ping per third of the
-	// session timeout; half as much again for markers and slack.
-	want := 1.5 * (3/(lease/16).Seconds() + 8/lease.Seconds() + 1)
-	t.Logf("%d daemons: %.1f requests/s each (bound %.1f)", daemons, perDaemon, want)
+	// Each daemon: a pass's three reads, a renewal per D/8, a ping per
+	// third of the session timeout. The site once: a sweeper's pass
+	// every quarter of Flink's session timeout (Sweeper.Run), a status
+	// every lagEvery. Half as much again for markers and slack.
+	sweepEvery := max(time.Second, DefaultConfig().FlinkSessionTimeout/4)
+	site := float64(sweepReqs)/sweepEvery.Seconds() + float64(statusReqs)/lagEvery.Seconds()
+	want := 1.5 * (3/(lease/16).Seconds() + 8/lease.Seconds() + 1 + site/daemons)
+	t.Logf("%d daemons: %.1f requests/s each (bound %.1f; the site's work %.0f requests/s: a sweeper's pass %d requests, a status %d)", daemons, perDaemon, want, site, sweepReqs, statusReqs)
 	if perDaemon > want {
 		t.Errorf("a daemon sends %.1f requests/s in steady state, over %.1f", perDaemon, want)
 	}
+	// One daemon holds the duty and publishes: the others' publishers
+	// never pass, and no marker write meets another's.
+	var taken, passed, working int
+	var writes, conflicts uint64
 	for i, d := range ds {
 		if f := d.fences.Load(); f > 0 || !d.firstHeld.Load() {
 			t.Errorf("daemon %d: held the lease %v, fenced %d times with ZooKeeper fine (%d renewals failed, %d reads)", i, d.firstHeld.Load(), f, d.renewFails.Load(), d.readFails.Load())
 		}
+		st := d.pub.Stats()
+		writes, conflicts = writes+st.Writes, conflicts+st.Conflicts
+		if st.FullPasses > 0 {
+			passed++
+		}
+		if d.statuses.Load() > 0 || d.sw.Stats().Passes > 0 {
+			working++
+		}
+		taken += int(d.duty.Stats().Taken)
+	}
+	t.Logf("the site's duty: taken %d times, held by %d at the end; %d publishers passed, %d daemons swept or computed the lag; %d marker writes, %d conflicts", taken, held, passed, working, writes, conflicts)
+	if held != 1 || taken != 1 || passed != 1 || working != 1 {
+		t.Errorf("%d daemons held the site's duty at the end (taken %d times), %d publishers passed and %d daemons swept or computed the lag: want 1 of each (every daemon does the site's work again?)", held, taken, passed, working)
+	}
+	if conflicts > 0 || writes != jobs+5 {
+		t.Errorf("%d markers created, then 5 changed: %d writes, %d compare-and-set conflicts (want %d and 0: one publisher a site)", jobs, writes, conflicts, jobs+5)
 	}
 }

@@ -134,11 +134,17 @@ func (s *Sweeper) Stats() SweepStats {
 	return s.stats
 }
 
-// Run makes a pass every interval until ctx ends. After a pass that
-// failed, the next waits twice as long as before it, up to 32 intervals:
-// a failure that stays (a conflicting backup) takes the takeover lock
-// and warns that often, not every interval.
+// Run makes a pass every interval, and at least a quarter of the grace
+// apart (design §5.5.3: a pass reads every job's pointers; the quarter
+// only delays a retraction), until ctx ends. After a pass that failed,
+// the next waits twice as long as before it, up to 32 intervals: a
+// failure that stays (a conflicting backup) takes the takeover lock and
+// warns that often, not every interval. A run starts with no candidate:
+// their grace counts from passes of this run (the site duty's holder's,
+// whose tenure may have gaps).
 func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
+	interval = max(interval, s.grace/4)
+	s.keep(nil)
 	wait := interval
 	for {
 		if _, err := s.Pass(ctx); err != nil && ctx.Err() == nil {

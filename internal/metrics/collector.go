@@ -242,6 +242,9 @@ func collectZooKeeper(z *ZooKeeper, site string, gauge gaugeFunc, counter counte
 	counterByValue(counter, ReconcilePasses, passes)
 	counterByValue(counter, ReconcileActions, actions)
 	counterByValue(counter, SweepActions, sweeps)
+	if held, _, ok := z.Duty(); ok {
+		gauge(SiteDuty, boolValue(held))
+	}
 	if z.Lag == nil {
 		return
 	}

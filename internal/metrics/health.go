@@ -47,9 +47,18 @@ type ZooKeeperHealth struct {
 	// (zkbridge.Session.Identity): /healthz is unauthenticated.
 	Identity string `json:"identity,omitempty"`
 	// ActiveSite is what active-site said when last read, and when.
-	ActiveSite *ActiveSite  `json:"active_site,omitempty"`
-	Lag        *LagSnapshot `json:"lag,omitempty"`
-	Failover   *Failover    `json:"failover,omitempty"`
+	ActiveSite *ActiveSite `json:"active_site,omitempty"`
+	// Duty is this daemon's part in its site's duty (design §5.5.3).
+	Duty     *DutyHealth  `json:"duty,omitempty"`
+	Lag      *LagSnapshot `json:"lag,omitempty"`
+	Failover *Failover    `json:"failover,omitempty"`
+}
+
+// DutyHealth says whether this daemon holds its site's duty, and who
+// does ("" unknown or none).
+type DutyHealth struct {
+	Held   bool   `json:"held"`
+	Holder string `json:"holder,omitempty"`
 }
 
 // Outage is a time without a ZooKeeper session.
@@ -139,8 +148,14 @@ func CheckHealth(src Sources, th Thresholds, now time.Time) Health {
 			h.ZooKeeper.Failover = &f
 			h.Problems = append(h.Problems, failoverProblems(f)...)
 		}
+		if held, holder, ok := z.Duty(); ok {
+			h.ZooKeeper.Duty = &DutyHealth{Held: held, Holder: holder}
+		}
 		if z.Lag != nil {
 			lag := z.Lag.Snapshot()
+			if lag.Idle {
+				h.Notes = append(h.Notes, "lag: computed by the daemon that holds this site's duty ("+cmp.Or(h.ZooKeeper.dutyHolder(), "none now")+"), not by this one")
+			}
 			h.ZooKeeper.Lag = &lag
 			h.Problems = append(h.Problems, lagProblems(lag, z.Lag.Interval(), th, now)...)
 		}
@@ -153,7 +168,7 @@ func CheckHealth(src Sources, th Thresholds, now time.Time) Health {
 
 // lagProblems checks the lag of every job against th.
 func lagProblems(lag LagSnapshot, interval time.Duration, th Thresholds, now time.Time) []string {
-	if th.MaxLag < 0 && th.MaxLagSeconds < 0 {
+	if th.MaxLag < 0 && th.MaxLagSeconds < 0 || lag.Idle {
 		return nil
 	}
 	if lag.Updated.IsZero() || now.Sub(lag.Updated) > 3*interval+10*time.Second {
@@ -227,4 +242,11 @@ func parseThresholds(r *http.Request) (Thresholds, error) {
 		th.MaxLagSeconds = v
 	}
 	return th, nil
+}
+
+func (z *ZooKeeperHealth) dutyHolder() string {
+	if z.Duty == nil {
+		return ""
+	}
+	return z.Duty.Holder
 }

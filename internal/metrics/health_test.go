@@ -2,9 +2,12 @@ package metrics
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ckptfs/ckptfs/zkbridge"
 )
 
 func TestLagProblems(t *testing.T) {
@@ -32,6 +35,8 @@ func TestLagProblems(t *testing.T) {
 			[]string{"lag unknown: never computed: zk down"}},
 		{"stale", LagSnapshot{Updated: now.Add(-time.Hour), Jobs: fresh.Jobs[:1]}, Thresholds{MaxLag: 3, MaxLagSeconds: -1},
 			[]string{"lag unknown: last computed 1h0m0s ago"}},
+		// Another daemon of the site holds the duty and computes it.
+		{"idle", LagSnapshot{Idle: true, Failures: 2}, Thresholds{MaxLag: 3, MaxLagSeconds: 60}, nil},
 	}
 	for _, c := range cases {
 		got := lagProblems(c.snap, 10*time.Second, c.th, now)
@@ -61,5 +66,39 @@ func TestHealthNoticesAStalledCatalog(t *testing.T) {
 	h := CheckHealth(src, NoThresholds, last.Add(2*time.Minute))
 	if h.OK || len(h.Problems) != 1 || !strings.HasPrefix(h.Problems[0], "verification stalled: the last pass ended 2m0s ago") {
 		t.Errorf("2m after a pass: %+v", h)
+	}
+}
+
+// TestLagIdleExportsNoLag: a daemon that stopped holding its site's duty
+// (design §5.5.3) exports no lag series, so that no lag alert reads a
+// figure that is not computed any more; its failures stay counted.
+func TestLagIdleExportsNoLag(t *testing.T) {
+	zero := int64(0)
+	zkm := &ZooKeeper{}
+	zkm.Lag = NewLagTracker(func(context.Context) (*zkbridge.StatusReport, error) {
+		return &zkbridge.StatusReport{Jobs: []*zkbridge.JobStatus{{JobID: "j1", Newest: &zero, NewestComplete: &zero, LagCheckpoints: &zero}}}, nil
+	}, time.Minute)
+	src := Sources{Site: "dc2", Version: "test", ZooKeeper: zkm}
+	if err := zkm.Lag.Update(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	held := scrape(t, src)
+	for _, name := range []string{LagLastUpdate, FlinkPointer, LagCheckpoints} {
+		if _, ok := held.find(name, ""); !ok {
+			t.Fatalf("holder: no %s", name)
+		}
+	}
+	zkm.Lag.Idle()
+	idle := scrape(t, src)
+	for _, name := range []string{LagLastUpdate, FlinkPointer, FlinkCompletePointer, LagCheckpoints, LagSeconds} {
+		if _, ok := idle.find(name, ""); ok {
+			t.Errorf("idle: %s still exported: %s", name, idle.series(name))
+		}
+	}
+	if _, ok := idle.find(LagUpdateFailures, ""); !ok {
+		t.Errorf("idle: no %s", LagUpdateFailures)
+	}
+	if h := CheckHealth(src, Thresholds{MaxLag: 1, MaxLagSeconds: -1}, time.Now()); slices.ContainsFunc(h.Problems, func(p string) bool { return strings.Contains(p, "lag") }) {
+		t.Errorf("idle: health problems %q", h.Problems)
 	}
 }

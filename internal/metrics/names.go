@@ -50,6 +50,7 @@ const (
 	ActiveSiteLastRead       = "ckptfs_active_site_last_read_timestamp_seconds"
 	ActiveSiteEpoch          = "ckptfs_active_site_epoch"
 	SiteActive               = "ckptfs_site_active"
+	SiteDuty                 = "ckptfs_site_duty"
 	FlinkPointer             = "ckptfs_flink_pointer_checkpoint_id"
 	FlinkCompletePointer     = "ckptfs_flink_complete_pointer_checkpoint_id"
 	LagCheckpoints           = "ckptfs_checkpoint_lag_checkpoints"
@@ -157,6 +158,8 @@ var Families = []Family{
 		Help: "The epoch in ZooKeeper: how many takeovers activated a site."},
 	{Name: SiteActive, Type: "gauge",
 		Help: "1 when ZooKeeper names this site the active one, 0 otherwise."},
+	{Name: SiteDuty, Type: "gauge",
+		Help: "1 when this daemon holds its site's duty: it publishes the site's markers, sweeps stray pointers and computes the lag (design §5.5.3); 0 when another daemon of the site does or none."},
 	{Name: FlinkPointer, Type: "gauge", Labels: []string{labelJob},
 		Help: "The newest checkpoint pointer of the job in ZooKeeper: the checkpoint Flink would restore."},
 	{Name: FlinkCompletePointer, Type: "gauge", Labels: []string{labelJob},

@@ -17,6 +17,7 @@ type ZooKeeper struct {
 	bridge    atomic.Pointer[zkbridge.Bridge]
 	publisher atomic.Pointer[zkbridge.Publisher]
 	sweeper   atomic.Pointer[zkbridge.Sweeper]
+	duty      atomic.Pointer[zkbridge.Duty]
 	active    atomic.Pointer[ActiveSite]
 	// Lag computes the lag behind Flink's pointers (nil: not exported).
 	Lag *LagTracker
@@ -42,6 +43,19 @@ func (z *ZooKeeper) SetPublisher(p *zkbridge.Publisher) { z.publisher.Store(p) }
 
 // SetSweeper sets the daemon's sweeper of stray pointers.
 func (z *ZooKeeper) SetSweeper(s *zkbridge.Sweeper) { z.sweeper.Store(s) }
+
+// SetDuty sets the daemon's site duty.
+func (z *ZooKeeper) SetDuty(d *zkbridge.Duty) { z.duty.Store(d) }
+
+// Duty reports whether this daemon holds its site's duty and who holds
+// it ("" unknown or none); ok is false before the daemon connected.
+func (z *ZooKeeper) Duty() (held bool, holder string, ok bool) {
+	d := z.duty.Load()
+	if d == nil {
+		return false, "", false
+	}
+	return d.Held(), d.Holder(), true
+}
 
 // SetActiveSite records what active-site and epoch say.
 func (z *ZooKeeper) SetActiveSite(site string, epoch int64) {
@@ -103,6 +117,9 @@ type LagSnapshot struct {
 	// error ("" after a success).
 	Failures  uint64 `json:"failures"`
 	LastError string `json:"last_error,omitempty"`
+	// Idle: this daemon does not hold its site's duty, and the holder
+	// computes the site's lag (design §5.5.3); Jobs is empty.
+	Idle bool `json:"idle,omitempty"`
 }
 
 // StatusFunc reads a status report (zkbridge.Bridge.Status).
@@ -142,6 +159,9 @@ func (l *LagTracker) Trigger() {
 // Run computes now, then every interval and after every Trigger, until
 // ctx ends.
 func (l *LagTracker) Run(ctx context.Context) {
+	l.mu.Lock()
+	l.snap.Idle = false
+	l.mu.Unlock()
 	t := time.NewTicker(l.interval)
 	defer t.Stop()
 	for {
@@ -176,6 +196,15 @@ func (l *LagTracker) Update(ctx context.Context) error {
 	}
 	l.snap.Jobs, l.snap.Updated, l.snap.LastError = jobs, l.now(), ""
 	return nil
+}
+
+// Idle forgets the last computation: this daemon stopped holding its
+// site's duty, so its lag series go (another daemon's are the site's).
+// Failures stay counted.
+func (l *LagTracker) Idle() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.snap = LagSnapshot{Failures: l.snap.Failures, Idle: true}
 }
 
 // Snapshot returns the last computation.

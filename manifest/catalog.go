@@ -121,13 +121,13 @@ func (j *JobState) NewestComplete() *Verdict {
 // background and answers, from memory, which checkpoint directories a
 // replica mount may show. It implements Visibility.
 type Catalog struct {
-	cfg    CatalogConfig
-	pokec  chan struct{}
+	cfg   CatalogConfig
+	pokec chan struct{}
 	// judged is closed once the first pass has published its verdicts
 	// (or ended with its context).
 	judged     chan struct{}
 	judgedOnce sync.Once
-	hidden []hiddenPattern
+	hidden     []hiddenPattern
 
 	mu sync.RWMutex
 	// jobs: GUARDED_BY(mu). Job directory (relative) -> chk-N name ->

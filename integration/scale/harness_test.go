@@ -257,8 +257,11 @@ func runScale(t testing.TB, p params) *result {
 	}
 
 	// Passes with nothing new: from one pass's end to the
-	// p.IdlePasses-th after.
-	sc.waitPasses(ctx, sc.passes()+1, p.Patience)
+	// p.IdlePasses-th after, once the quiet window's last writes, which
+	// nobody awaited, have settled (the catalog lists a changed directory
+	// again 2 s after it saw the change).
+	time.Sleep(settleWrites)
+	sc.waitPasses(ctx, sc.passes()+2, p.Patience)
 	passA, opsA, auditA := sc.passes(), ops(), sc.auditedFiles()
 	sc.waitPasses(ctx, passA+int64(p.IdlePasses), p.Patience)
 	passB, opsB, auditB := sc.passes(), ops(), sc.auditedFiles()
@@ -535,6 +538,9 @@ type sample struct {
 
 const scrapeEvery = 200 * time.Millisecond
 
+// settleWrites is more than the catalog's settle (manifest's 2 s).
+const settleWrites = 3 * time.Second
+
 // quietWindow is how long the quiet CPU is measured: half the steady
 // window, within 5 to 60 s.
 func quietWindow(steady time.Duration) time.Duration {
@@ -765,7 +771,7 @@ func (r *result) table() string {
 	} else {
 		row("NAS operations a steady pass (writer on)", fmt.Sprintf("%.0f (over the window: %s)", r.steadyOps, r.steadyCounts))
 	}
-	row("NAS operations a pass, nothing new", fmt.Sprintf("%.0f (%.1f%% of the files on disk; the audit stat'ed %.0f files)", r.idleOps, 100*r.idleOps/float64(r.files), r.idleAudited))
+	row("NAS operations a pass, nothing new", fmt.Sprintf("%.0f (%.1f%% of the files on disk; the audit stat'ed %.0f files; over the passes: %s)", r.idleOps, 100*r.idleOps/float64(r.files), r.idleAudited, r.idleCounts))
 	row("floor: those operations issued directly", fmt.Sprintf("%s (%d workers; %d operations measured)", seconds(r.floor), manifest.DefaultVerifierConfig().Workers, r.floorOps))
 	if r.floor > 0 {
 		row("pass time / floor", fmt.Sprintf("%.2f", quantile(r.passes, 0.5).Seconds()/r.floor.Seconds()))

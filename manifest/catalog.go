@@ -188,9 +188,9 @@ const walkPrefix = "\x00"
 // savepoints.
 const savepointPrefix = "\x01"
 
-// jobsAtOnce job directories are verified at once: while one parses a
+// jobsAtOnce job directories are verified at once: while some parse a
 // _metadata, the others' stats keep the NAS busy.
-const jobsAtOnce = 4
+const jobsAtOnce = 16
 
 // HungWork is backing work that has not ended within BackingTimeout.
 type HungWork struct {

@@ -45,7 +45,7 @@ type probeBatch struct {
 // over costs little next to their stats, few enough that a new
 // checkpoint's new files, spread over its _metadata, are stat'ed soon
 // after the builder meets them.
-const probeBatchSize = 32
+const probeBatchSize = 8
 
 // maxOpenDirs bounds the directories one worker keeps open.
 const maxOpenDirs = 16

@@ -65,13 +65,33 @@ type jobProtection struct {
 	what string
 }
 
+// protectionChange is how one job's protection changes in a pass: the
+// checkpoint it protects now (nil: none), the files its previous one
+// protected and those its new one protects. The keys are found before
+// the catalog's lock is taken (protectionOf), so that lookups through
+// the mount never wait on a million path resolutions.
+type protectionChange struct {
+	jp        *jobProtection
+	drop, add []fileKey
+}
+
 // protectionOf lists what the newest complete checkpoint of each job in
 // found (job directory -> chk-N -> verdict) holds, with the HA files
 // (judged by the HA scan) that name it. It returns the new directories
 // and HA files, and what changes in files: the jobs whose newest
 // checkpoint is another one now (or none). The caller holds refreshMu.
-func (c *Catalog) protectionOf(found map[string]map[string]*Verdict, judged map[string]haJudged) (dirs, ha map[string]string, changed map[string]*jobProtection) {
-	dirs, ha, changed = map[string]string{}, map[string]string{}, map[string]*jobProtection{}
+func (c *Catalog) protectionOf(found map[string]map[string]*Verdict, judged map[string]haJudged) (dirs, ha map[string]string, changed map[string]protectionChange) {
+	dirs, ha, changed = map[string]string{}, map[string]string{}, map[string]protectionChange{}
+	change := func(job string, jp *jobProtection) {
+		ch := protectionChange{jp: jp}
+		if old := c.jobProtections[job]; old != nil {
+			c.eachProtectedFile(old, func(k fileKey) { ch.drop = append(ch.drop, k) })
+		}
+		if jp != nil {
+			c.eachProtectedFile(jp, func(k fileKey) { ch.add = append(ch.add, k) })
+		}
+		changed[job] = ch
+	}
 	for job, chks := range found {
 		var newest *Verdict
 		var name string
@@ -82,7 +102,7 @@ func (c *Catalog) protectionOf(found map[string]map[string]*Verdict, judged map[
 		}
 		if newest == nil {
 			if c.jobProtections[job] != nil {
-				changed[job] = nil
+				change(job, nil)
 			}
 			continue
 		}
@@ -92,11 +112,11 @@ func (c *Catalog) protectionOf(found map[string]map[string]*Verdict, judged map[
 		if old := c.jobProtections[job]; old != nil && old.man == newest.Manifest && old.dir == dir {
 			continue
 		}
-		changed[job] = &jobProtection{man: newest.Manifest, dir: dir, what: what}
+		change(job, &jobProtection{man: newest.Manifest, dir: dir, what: what})
 	}
 	for job := range c.jobProtections {
 		if _, ok := found[job]; !ok {
-			changed[job] = nil
+			change(job, nil)
 		}
 	}
 	for rel, j := range judged {
@@ -107,33 +127,31 @@ func (c *Catalog) protectionOf(found map[string]map[string]*Verdict, judged map[
 	return dirs, ha, changed
 }
 
-// protect applies what protectionOf found. The caller holds refreshMu
-// and mu.
-func (c *Catalog) protect(dirs, ha map[string]string, changed map[string]*jobProtection) {
+// protect applies what protectionOf found: map updates only. The caller
+// holds refreshMu and mu.
+func (c *Catalog) protect(dirs, ha map[string]string, changed map[string]protectionChange) {
 	p := &c.protected
 	if p.files == nil {
 		p.files = map[fileKey]protectedFile{}
 	}
-	for job, jp := range changed {
-		if old := c.jobProtections[job]; old != nil {
-			c.eachProtectedFile(old, func(k fileKey) {
-				if pf := p.files[k]; pf.jobs <= 1 {
-					delete(p.files, k)
-				} else {
-					pf.jobs--
-					p.files[k] = pf
-				}
-			})
+	for job, ch := range changed {
+		for _, k := range ch.drop {
+			if pf := p.files[k]; pf.jobs <= 1 {
+				delete(p.files, k)
+			} else {
+				pf.jobs--
+				p.files[k] = pf
+			}
 		}
-		if jp == nil {
+		if ch.jp == nil {
 			delete(c.jobProtections, job)
 			continue
 		}
-		c.jobProtections[job] = jp
-		c.eachProtectedFile(jp, func(k fileKey) {
+		c.jobProtections[job] = ch.jp
+		for _, k := range ch.add {
 			pf := p.files[k]
-			p.files[k] = protectedFile{by: jp, jobs: pf.jobs + 1}
-		})
+			p.files[k] = protectedFile{by: ch.jp, jobs: pf.jobs + 1}
+		}
 	}
 	p.dirs, p.ha = dirs, ha
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ckptfs/ckptfs/manifest"
+	"github.com/ckptfs/ckptfs/integration/mounttest"
 )
 
 // TestAfterFirstPassWaits: the mount is served before the catalog's
@@ -13,20 +13,7 @@ import (
 // for that pass rather than answer from an empty catalog.
 func TestAfterFirstPassWaits(t *testing.T) {
 	backing := t.TempDir()
-	res, err := manifest.NewResolver(nil, []string{backing})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := manifest.NewVerifier(manifest.VerifierConfig{Resolver: res, MaxAge: time.Minute, Workers: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := manifest.DefaultCatalogConfig()
-	cfg.Backing, cfg.Verifier = backing, v
-	c, err := manifest.NewCatalog(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mounttest.Catalog(t, backing)
 	a := afterFirstPass{c}
 	got := make(chan error, 2)
 	go func() { got <- a.Visible("job", "chk-1") }()

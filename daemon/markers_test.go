@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ckptfs/ckptfs/integration/mounttest"
 	"github.com/ckptfs/ckptfs/manifest"
 )
 
@@ -20,22 +21,7 @@ func TestCatalogMarkersFollowPasses(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(job(a), "chk-1"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	res, err := manifest.NewResolver(nil, []string{backing})
-	if err != nil {
-		t.Fatal(err)
-	}
-	vcfg := manifest.DefaultVerifierConfig()
-	vcfg.Resolver = res
-	v, err := manifest.NewVerifier(vcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ccfg := manifest.DefaultCatalogConfig()
-	ccfg.Backing, ccfg.Verifier = backing, v
-	cat, err := manifest.NewCatalog(ccfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := mounttest.Catalog(t, backing)
 	src := newCatalogMarkers(cat, "/mnt")
 	ids := func() map[string]bool {
 		ms, err := src.Markers(context.Background())

@@ -5,6 +5,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/ckptfs/ckptfs/manifest"
@@ -120,4 +121,27 @@ func (s *Sealer) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = nil
+}
+
+// Catalog is a replica catalog over backing with the default settings,
+// not yet refreshed: the catalog a daemon serves, without the daemon.
+func Catalog(t testing.TB, backing string) *manifest.Catalog {
+	t.Helper()
+	res, err := manifest.NewResolver(nil, []string{backing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vcfg := manifest.DefaultVerifierConfig()
+	vcfg.Resolver = res
+	v, err := manifest.NewVerifier(vcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ccfg := manifest.DefaultCatalogConfig()
+	ccfg.Backing, ccfg.Verifier = backing, v
+	c, err := manifest.NewCatalog(ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ckptfs/ckptfs/integration/mounttest"
 	"github.com/ckptfs/ckptfs/zkbridge"
 )
 
@@ -56,7 +57,7 @@ func TestLagProblems(t *testing.T) {
 // finishing (a hung backing file system) fails the health check, one
 // that is merely between passes does not.
 func TestHealthNoticesAStalledCatalog(t *testing.T) {
-	cat := newCatalog(t, t.TempDir())
+	cat := mounttest.Catalog(t, t.TempDir())
 	cat.Refresh(context.Background())
 	src := Sources{Catalog: cat, Poll: 2 * time.Second}
 	last := cat.Stats().LastPass

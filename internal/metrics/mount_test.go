@@ -100,27 +100,6 @@ func copyDir(t *testing.T, src, dst string) {
 	}
 }
 
-func newCatalog(t *testing.T, backing string) *manifest.Catalog {
-	t.Helper()
-	res, err := manifest.NewResolver(nil, []string{backing})
-	if err != nil {
-		t.Fatal(err)
-	}
-	vcfg := manifest.DefaultVerifierConfig()
-	vcfg.Resolver = res
-	v, err := manifest.NewVerifier(vcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ccfg := manifest.DefaultCatalogConfig()
-	ccfg.Backing, ccfg.Verifier = backing, v
-	c, err := manifest.NewCatalog(ccfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // TestIntegration_ScrapeReplicaMount scrapes a replica mount over real
 // Flink data: the verified checkpoint is the newest complete one, the
 // torn one counts as incomplete, Flink's attempt to open it counts as a
@@ -130,7 +109,7 @@ func TestIntegration_ScrapeReplicaMount(t *testing.T) {
 	dir := t.TempDir()
 	backing := filepath.Join(dir, "orig")
 	complete := replicaBacking(t, backing)
-	cat := newCatalog(t, backing)
+	cat := mounttest.Catalog(t, backing)
 	cat.Refresh(context.Background())
 	m := mounttest.New(t, &mounttest.Options{Dir: dir, Mode: fusefs.ModeReplica, Visibility: cat})
 	src := Sources{Site: "dc2", Version: "v1.2.3", Catalog: cat, Mount: m.Server}

@@ -81,7 +81,7 @@ func TestCountersBornAtZero(t *testing.T) {
 	}
 	zkm := &ZooKeeper{Failover: func() Failover { return Failover{} }}
 	zkm.Lag = NewLagTracker(zkm.Status, time.Minute)
-	src := Sources{Site: "dc2", Version: "test", Catalog: newCatalog(t, backing), ZooKeeper: zkm}
+	src := Sources{Site: "dc2", Version: "test", Catalog: mounttest.Catalog(t, backing), ZooKeeper: zkm}
 	checkBornAtZero(t, scrape(t, src), mountCounters...)
 }
 
@@ -94,7 +94,7 @@ func TestIntegration_MountCountersBornAtZero(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(job, "chk-1"), 0o755); err != nil { // no _metadata: incomplete
 		t.Fatal(err)
 	}
-	cat := newCatalog(t, filepath.Join(dir, "orig"))
+	cat := mounttest.Catalog(t, filepath.Join(dir, "orig"))
 	m := mounttest.New(t, &mounttest.Options{Dir: dir, Mode: fusefs.ModeReplica, Visibility: cat})
 	zkm := &ZooKeeper{Failover: func() Failover { return Failover{} }}
 	zkm.Lag = NewLagTracker(zkm.Status, time.Minute)

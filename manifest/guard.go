@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -32,66 +33,50 @@ type DeletionGuard interface {
 var _ DeletionGuard = (*Catalog)(nil)
 
 // protection is what the newest complete checkpoint of each job holds,
-// relative to the backing directory. files is kept from pass to pass:
-// only a job whose newest complete checkpoint changed changes it.
+// relative to the backing directory. A job's files are kept from pass to
+// pass: only a job whose newest complete checkpoint changed changes
+// them.
 type protection struct {
 	// dirs: chk-N directory -> the checkpoint's description.
 	dirs map[string]string
-	// files: referenced file -> the newest checkpoint of a job that
-	// needs it, and how many jobs' newest checkpoints do.
-	files map[fileKey]protectedFile
+	// files: local directory -> the jobs whose newest checkpoint
+	// references a file in it (jobProtection.files); usually one.
+	files map[string][]*jobProtection
 	// ha: an HA file that names a protected checkpoint -> its
 	// description.
 	ha map[string]string
 }
 
-// fileKey is a local file as its directory and its name. The verifier's
-// entries hold both already (the directory shared by its files), so a
-// protected file costs a map slot rather than a copy of its path: at a
-// million files, the copies were a quarter of the daemon's heap.
-type fileKey struct{ dir, base string }
-
-type protectedFile struct {
-	by   *jobProtection
-	jobs int32
-}
-
 // jobProtection is what the newest complete checkpoint of one job
-// protects; owned by the pass. Its files are those man references
-// (Verifier.eachLocalFile), found again when it is replaced.
+// protects; made by protectionOf, before the catalog's lock is taken, and
+// never changed after.
 type jobProtection struct {
 	man  *Manifest // nil: a checkpoint without one (Flink 1.3/1.4)
 	dir  string
 	what string
+	// files: local directory -> the sorted names of the files man
+	// references there, outside dir (dirs protects what is inside).
+	// The strings are the verifier entries' (Verifier.eachLocalFile),
+	// not copies: a protected file costs a string header. At a million
+	// files, a map of copied paths was a quarter of the daemon's heap,
+	// and a map of (directory, name) keys a sixth.
+	files map[string][]string
 }
 
-// protectionChange is how one job's protection changes in a pass: the
-// checkpoint it protects now (nil: none), the files its previous one
-// protected and those its new one protects. The keys are found before
-// the catalog's lock is taken (protectionOf), so that lookups through
-// the mount never wait on a million path resolutions.
-type protectionChange struct {
-	jp        *jobProtection
-	drop, add []fileKey
+// has reports whether jp protects the file name in the local directory
+// dir.
+func (jp *jobProtection) has(dir, name string) bool {
+	_, ok := slices.BinarySearch(jp.files[dir], name)
+	return ok
 }
 
 // protectionOf lists what the newest complete checkpoint of each job in
 // found (job directory -> chk-N -> verdict) holds, with the HA files
 // (judged by the HA scan) that name it. It returns the new directories
-// and HA files, and what changes in files: the jobs whose newest
-// checkpoint is another one now (or none). The caller holds refreshMu.
-func (c *Catalog) protectionOf(found map[string]map[string]*Verdict, judged map[string]haJudged) (dirs, ha map[string]string, changed map[string]protectionChange) {
-	dirs, ha, changed = map[string]string{}, map[string]string{}, map[string]protectionChange{}
-	change := func(job string, jp *jobProtection) {
-		ch := protectionChange{jp: jp}
-		if old := c.jobProtections[job]; old != nil {
-			c.eachProtectedFile(old, func(k fileKey) { ch.drop = append(ch.drop, k) })
-		}
-		if jp != nil {
-			c.eachProtectedFile(jp, func(k fileKey) { ch.add = append(ch.add, k) })
-		}
-		changed[job] = ch
-	}
+// and HA files, and the jobs whose newest checkpoint is another one now
+// (nil: none). The caller holds refreshMu.
+func (c *Catalog) protectionOf(found map[string]map[string]*Verdict, judged map[string]haJudged) (dirs, ha map[string]string, changed map[string]*jobProtection) {
+	dirs, ha, changed = map[string]string{}, map[string]string{}, map[string]*jobProtection{}
 	for job, chks := range found {
 		var newest *Verdict
 		var name string
@@ -102,7 +87,7 @@ func (c *Catalog) protectionOf(found map[string]map[string]*Verdict, judged map[
 		}
 		if newest == nil {
 			if c.jobProtections[job] != nil {
-				change(job, nil)
+				changed[job] = nil
 			}
 			continue
 		}
@@ -112,11 +97,11 @@ func (c *Catalog) protectionOf(found map[string]map[string]*Verdict, judged map[
 		if old := c.jobProtections[job]; old != nil && old.man == newest.Manifest && old.dir == dir {
 			continue
 		}
-		change(job, &jobProtection{man: newest.Manifest, dir: dir, what: what})
+		changed[job] = c.jobProtection(newest.Manifest, dir, what)
 	}
 	for job := range c.jobProtections {
 		if _, ok := found[job]; !ok {
-			change(job, nil)
+			changed[job] = nil
 		}
 	}
 	for rel, j := range judged {
@@ -127,50 +112,54 @@ func (c *Catalog) protectionOf(found map[string]map[string]*Verdict, judged map[
 	return dirs, ha, changed
 }
 
-// protect applies what protectionOf found: map updates only. The caller
-// holds refreshMu and mu.
-func (c *Catalog) protect(dirs, ha map[string]string, changed map[string]protectionChange) {
+// jobProtection is what the checkpoint man describes, in the directory
+// dir of the backing directory, protects.
+func (c *Catalog) jobProtection(man *Manifest, dir, what string) *jobProtection {
+	jp := &jobProtection{man: man, dir: dir, what: what, files: map[string][]string{}}
+	if man == nil {
+		return jp
+	}
+	backing := filepath.Clean(c.cfg.Backing)
+	chkLocal := filepath.Join(backing, dir)
+	c.cfg.Verifier.eachLocalFile(man, chkLocal, func(d, base string) {
+		if d != chkLocal && !isBelow(d, chkLocal) && (d == backing || isBelow(d, backing)) {
+			jp.files[d] = append(jp.files[d], base)
+		}
+	})
+	for d, names := range jp.files {
+		slices.Sort(names)
+		jp.files[d] = slices.Clip(slices.Compact(names))
+	}
+	return jp
+}
+
+// protect applies what protectionOf found: a few slice updates a job.
+// The caller holds refreshMu and mu.
+func (c *Catalog) protect(dirs, ha map[string]string, changed map[string]*jobProtection) {
 	p := &c.protected
 	if p.files == nil {
-		p.files = map[fileKey]protectedFile{}
+		p.files = map[string][]*jobProtection{}
 	}
-	for job, ch := range changed {
-		for _, k := range ch.drop {
-			if pf := p.files[k]; pf.jobs <= 1 {
-				delete(p.files, k)
-			} else {
-				pf.jobs--
-				p.files[k] = pf
+	for job, jp := range changed {
+		if old := c.jobProtections[job]; old != nil {
+			for d := range old.files {
+				if jps := slices.DeleteFunc(p.files[d], func(x *jobProtection) bool { return x == old }); len(jps) > 0 {
+					p.files[d] = jps
+				} else {
+					delete(p.files, d)
+				}
 			}
 		}
-		if ch.jp == nil {
+		if jp == nil {
 			delete(c.jobProtections, job)
 			continue
 		}
-		c.jobProtections[job] = ch.jp
-		for _, k := range ch.add {
-			pf := p.files[k]
-			p.files[k] = protectedFile{by: ch.jp, jobs: pf.jobs + 1}
+		c.jobProtections[job] = jp
+		for d := range jp.files {
+			p.files[d] = append(p.files[d], jp)
 		}
 	}
 	p.dirs, p.ha = dirs, ha
-}
-
-// eachProtectedFile calls fn with each file of the backing directory
-// that jp's checkpoint references outside its own directory (dirs
-// protects what is inside). It finds the same files each time it is
-// called for the same jp.
-func (c *Catalog) eachProtectedFile(jp *jobProtection, fn func(fileKey)) {
-	if jp.man == nil {
-		return
-	}
-	backing := filepath.Clean(c.cfg.Backing)
-	chkLocal := filepath.Join(backing, jp.dir)
-	c.cfg.Verifier.eachLocalFile(jp.man, chkLocal, func(dir, base string) {
-		if dir != chkLocal && !isBelow(dir, chkLocal) && (dir == backing || isBelow(dir, backing)) {
-			fn(fileKey{dir, base})
-		}
-	})
 }
 
 // isBelow reports whether the clean path p lies below the directory dir.
@@ -185,8 +174,11 @@ func (c *Catalog) ProtectsDeletion(rel string) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	p := &c.protected
-	if pf, ok := p.files[fileKey{filepath.Dir(local), filepath.Base(local)}]; ok {
-		return fmt.Errorf("%w: %s needs %s", ErrProtected, pf.by.what, rel)
+	dir, name := filepath.Dir(local), filepath.Base(local)
+	for _, jp := range p.files[dir] {
+		if jp.has(dir, name) {
+			return fmt.Errorf("%w: %s needs %s", ErrProtected, jp.what, rel)
+		}
 	}
 	if what, ok := p.ha[rel]; ok {
 		return fmt.Errorf("%w: %s needs %s", ErrProtected, what, rel)

@@ -3,6 +3,7 @@ package manifest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,5 +65,33 @@ func TestCatalogProtectsNewestComplete(t *testing.T) {
 		if err := c.ProtectsDeletion(rel); err != nil {
 			t.Errorf("%s: %v, want not protected", rel, err)
 		}
+	}
+}
+
+// TestJobProtectionFindsEveryFile: a job's protection finds each file its
+// checkpoint references outside its directory, whatever order the
+// checkpoint lists them in, and nothing inside its directory or outside
+// the backing directory.
+func TestJobProtectionFindsEveryFile(t *testing.T) {
+	backing := t.TempDir()
+	c := newCatalog(t, backing)
+	shared := filepath.Join(backing, "job", "shared")
+	man := &Manifest{}
+	var names []string
+	for i := 99; i >= 0; i-- {
+		name := fmt.Sprintf("%02d.sst", i)
+		names = append(names, name)
+		man.Files = append(man.Files, File{Path: filepath.Join(shared, name), Size: -1})
+	}
+	man.Files = append(man.Files, File{Path: filepath.Join(backing, "job", "chk-7", "private"), Size: -1},
+		File{Path: "private2", Relative: true, Size: -1}, File{Path: "/elsewhere/x.sst", Size: -1})
+	jp := c.jobProtection(man, "job/chk-7", "checkpoint 7 of job")
+	for _, name := range names {
+		if !jp.has(shared, name) {
+			t.Errorf("%s not protected", name)
+		}
+	}
+	if n := len(jp.files[shared]); len(jp.files) != 1 || n != len(names) {
+		t.Errorf("protects %d directories, %d names in shared; want 1 and %d", len(jp.files), n, len(names))
 	}
 }

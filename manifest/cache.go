@@ -121,6 +121,10 @@ type cache struct {
 	round     []*pathEntry
 	cursor    int
 	lastAudit int64
+	// auditSaw: GUARDED_BY(pathsMu). The versions the audit found
+	// changed, and when (unix ns, after the stat): trust refuses an
+	// older stat's other version (design §3.6). Dropped after MaxAge.
+	auditSaw map[*pathEntry]auditSeen
 	// reuse: GUARDED_BY(pathsMu). Complete verdicts that stand while
 	// nothing they depend on changed, by checkpoint directory.
 	reuse map[string]*reusable
@@ -157,7 +161,8 @@ type manifestEntry struct {
 
 func newCache() *cache {
 	return &cache{manifests: make(map[string]manifestEntry), paths: make(map[string]*pathEntry), checksums: make(map[string]checksumEntry),
-		dirs: make(map[string]*dirState), reuse: make(map[string]*reusable), dirNames: make(map[string]string), dstl: make(map[*pathEntry]dstlSeen)}
+		dirs: make(map[string]*dirState), reuse: make(map[string]*reusable), dirNames: make(map[string]string), dstl: make(map[*pathEntry]dstlSeen),
+		auditSaw: make(map[*pathEntry]auditSeen)}
 }
 
 func (c *cache) manifest(path string, s FileVersion) (manifestEntry, bool) {
@@ -251,6 +256,7 @@ func (c *cache) sweep(notBefore time.Time, paths bool, keep func(metadataPath st
 			c.untrust(e)
 			delete(c.paths, p)
 			delete(c.dstl, e)
+			delete(c.auditSaw, e)
 			removed = true
 			continue
 		}

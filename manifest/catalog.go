@@ -217,7 +217,7 @@ type CatalogStats struct {
 	// ChecksummedBytes is what the Verifier read to check sealed
 	// checksums (Verifier.ChecksummedBytes).
 	ChecksummedBytes uint64
-	// Audited counts the trusted files the passes stat'ed again (design
+	// Audited counts the trusted files the audit stat'ed again (design
 	// §3.6), AuditChanged those found changed or gone.
 	Audited, AuditChanged uint64
 	// BackingTimeouts counts the times a pass gave up waiting for the
@@ -404,8 +404,24 @@ func (c *Catalog) Jobs() []JobState {
 	return out
 }
 
-// Run makes a pass now, then every Poll and whenever poked, until ctx ends.
+// Run makes a pass now, then every Poll and whenever poked, and audits
+// every Poll beside the passes, until ctx ends.
 func (c *Catalog) Run(ctx context.Context) error {
+	audits := make(chan struct{})
+	go func() {
+		defer close(audits)
+		t := time.NewTicker(c.cfg.Poll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				c.Audit(ctx)
+			}
+		}
+	}()
+	defer func() { <-audits }()
 	t := time.NewTicker(c.cfg.Poll)
 	defer t.Stop()
 	for {
@@ -558,10 +574,14 @@ func (c *Catalog) Refresh(ctx context.Context) {
 		}
 	}
 	c.markJudged()
+}
 
-	// After the pass's verdicts are out: never on the path of a new
-	// checkpoint. What it untrusts is judged again at once.
-	audited, changed := v.Audit(ctx, c.cfg.BackingTimeout)
+// Audit stats again the share of the trusted files that is due
+// (Verifier.Audit) and pokes a pass when one changed, so that what
+// needed it is judged again at once. Run calls it every poll interval,
+// beside the passes: never on the path of a new checkpoint.
+func (c *Catalog) Audit(ctx context.Context) {
+	audited, changed := c.cfg.Verifier.Audit(ctx, c.cfg.BackingTimeout)
 	c.mu.Lock()
 	c.stats.Audited += uint64(audited)
 	c.stats.AuditChanged += uint64(changed)

@@ -36,7 +36,12 @@ type dirState struct {
 // trust records that a stat at now found e's file complete with
 // version ver, and puts it in its directory's state and in the audit's
 // round. The caller holds cache.pathsMu.
+// A version other than one the audit found at or after now is refused
+// (the stat may be older than the audit's): e stays as it was.
 func (c *cache) trust(e *pathEntry, ver FileVersion, now int64) {
+	if s, ok := c.auditSaw[e]; ok && s.at >= now && s.ver != ver {
+		return
+	}
 	e.ver, e.seen = ver, now
 	if e.ds == nil {
 		ds := c.dirs[e.dir]
@@ -51,6 +56,13 @@ func (c *cache) trust(e *pathEntry, ver FileVersion, now int64) {
 		e.inRound = true
 		c.round = append(c.round, e)
 	}
+}
+
+// auditSeen is a version of a file the audit found at a time: zero when
+// its stat failed.
+type auditSeen struct {
+	ver FileVersion
+	at  int64
 }
 
 // untrust makes e's file untrusted: the next verification that lists it
@@ -185,6 +197,11 @@ func (v *Verifier) Audit(ctx context.Context, limit time.Duration) (int, int) {
 		elapsed = 0
 	}
 	c.lastAudit = now
+	for e, s := range c.auditSaw {
+		if s.at < now-v.cfg.MaxAge.Nanoseconds() {
+			delete(c.auditSaw, e)
+		}
+	}
 	n := int((int64(len(c.round))*elapsed + period.Nanoseconds() - 1) / period.Nanoseconds())
 	due := make([]*pathEntry, 0, n)
 	for len(due) < n && len(c.round) > 0 {
@@ -219,14 +236,17 @@ func (v *Verifier) Audit(ctx context.Context, limit time.Duration) (int, int) {
 				ver = VersionOf(&st)
 			}
 		}
+		at := v.cfg.Now().UnixNano()
 		c.pathsMu.Lock()
 		defer c.pathsMu.Unlock()
 		answered[i] = true
 		audited++
 		switch {
-		case e.seen == 0: // untrusted meanwhile
+		case e.seen == 0: // untrusted meanwhile: a verification may trust an older stat
+			c.auditSaw[e] = auditSeen{ver: ver, at: at}
 		case err != nil || ver != e.ver:
 			c.untrust(e)
+			c.auditSaw[e] = auditSeen{ver: ver, at: at}
 			untrusted++
 		default:
 			e.seen = now
@@ -382,6 +402,9 @@ func (c *cache) remember(dir string, verdict *Verdict, parsed manifestEntry, j j
 	}
 	meta := &pathEntry{path: dir + "/" + MetadataFile, dir: dir, base: MetadataFile}
 	c.trust(meta, parsed.stamp, j.now)
+	if meta.ds == nil {
+		return // refused (a new entry never is)
+	}
 	r := &reusable{verdict: verdict, meta: meta, expires: j.now + j.maxAge}
 	add := func(ds *dirState) {
 		for _, d := range r.deps {

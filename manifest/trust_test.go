@@ -157,6 +157,51 @@ func TestTrustAuditFindsTruncation(t *testing.T) {
 	}
 }
 
+// TestTrustAuditNotUndone: the audit runs beside the verifications, and
+// a verification records its stats after they return. A verification
+// that began before the audit found a file truncated cannot trust the
+// version its older stat found: the file stays untrusted, so the next
+// verification stats it. One that began after can.
+func TestTrustAuditNotUndone(t *testing.T) {
+	j := newTrustJob(t, 10)
+	clock := &testClock{now: time.Unix(1000, 0)}
+	v := trustingVerifier(t, j.root, clock)
+	j.verifyTrusted(t, v)
+	c := v.cache
+	e := c.paths["file:"+j.files[4]]
+	if e == nil {
+		t.Fatal("no entry for the file")
+	}
+	old := e.ver
+	begun := clock.now.UnixNano() // a verification begins, stats the file
+	v.Audit(context.Background(), 0)
+	if err := os.Truncate(j.files[4], 2); err != nil {
+		t.Fatal(err)
+	}
+	clock.add(time.Minute / 2) // a whole round: the audit reaches the file
+	if _, u := v.Audit(context.Background(), 0); u != 1 {
+		t.Fatalf("the audit untrusted %d files, want 1", u)
+	}
+	c.pathsMu.Lock()
+	c.trust(e, old, begun) // the verification records its older stat
+	undone := e.seen != 0
+	c.pathsMu.Unlock()
+	if undone {
+		t.Fatal("a verification begun before the audit trusted the version the audit found changed")
+	}
+	if got := v.VerifyDir(context.Background(), j.chk()); got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemSizeMismatch {
+		t.Fatalf("the next verification: complete %v, %v", got.Complete, got.Problems)
+	}
+	clock.add(time.Second)
+	c.pathsMu.Lock()
+	c.trust(e, old, clock.now.UnixNano()) // begun after the audit's stat
+	trusted := e.seen != 0
+	c.pathsMu.Unlock()
+	if !trusted {
+		t.Fatal("a verification begun after the audit could not trust what it found")
+	}
+}
+
 // TestTrustGoneDirectory: a directory that is gone untrusts its files,
 // and a checkpoint directory that is gone its _metadata.
 func TestTrustGoneDirectory(t *testing.T) {

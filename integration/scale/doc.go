@@ -24,8 +24,8 @@
 // until every job's newest checkpoint is visible, the daemon's CPU and
 // RSS, its pass time, the visibility latency of new checkpoints and of
 // a deleted or truncated shared file, the backing operations per pass,
-// and the floor: the same number of operations issued on the faultfs
-// mount directly with the daemon's concurrency. TestScaleShort is its
+// and the floor: the same number of operations at the rate the faultfs
+// mount serves them issued directly with the daemon's concurrency. TestScaleShort is its
 // short form for make test (CKPTFS_SCALE_SHORT=1 switches it on): it
 // fails when a steady pass with nothing new costs the whole tree again.
 package scale

@@ -92,10 +92,13 @@ type result struct {
 	// nothing new (its metric), which --audit-period sets.
 	idleAudited              float64
 	steadyCounts, idleCounts faultfs.Counts
-	// floor: idleOps operations issued on the NAS directly with the
-	// daemon's concurrency; floorOps how many were measured.
-	floor    time.Duration
-	floorOps uint64
+	// idlePasses: the durations of the passes with nothing new.
+	idlePasses []time.Duration
+	// floorRate: operations a second the NAS serves issued on it
+	// directly with the daemon's concurrency; floorOps how many were
+	// measured. A pass's floor is its operations at that rate.
+	floorRate float64
+	floorOps  uint64
 	// observer's cost: stats through the mount and sweeps.
 	obsStats, obsSweeps int64
 	obsSweep            time.Duration
@@ -262,9 +265,10 @@ func runScale(t testing.TB, p params) *result {
 	// again 2 s after it saw the change).
 	time.Sleep(settleWrites)
 	sc.waitPasses(ctx, sc.passes()+2, p.Patience)
-	passA, opsA, auditA := sc.passes(), ops(), sc.auditedFiles()
+	passA, opsA, auditA, tA := sc.passes(), ops(), sc.auditedFiles(), time.Now()
 	sc.waitPasses(ctx, passA+int64(p.IdlePasses), p.Patience)
 	passB, opsB, auditB := sc.passes(), ops(), sc.auditedFiles()
+	r.idlePasses = sc.durationsBetween(tA, time.Now())
 	if fault != nil && passB > passA {
 		r.idleCounts = opsB.Sub(opsA)
 		r.idleOps = float64(r.idleCounts.Total(faultfs.OpAll)) / float64(passB-passA)
@@ -280,7 +284,7 @@ func runScale(t testing.TB, p params) *result {
 	// The floor, with the daemon stopped.
 	d.Stop(t)
 	if fault != nil {
-		r.floor, r.floorOps = floor(t, l, fault, nas, uint64(r.idleOps))
+		r.floorRate, r.floorOps = floorRate(t, l, fault, nas, uint64(max(r.idleOps, r.steadyOps)))
 	}
 
 	if healed {
@@ -357,10 +361,10 @@ func disappear(t testing.TB, l *layout, obs *observer, p params, r *result) bool
 	return true
 }
 
-// floor issues about ops operations on the NAS directly (lstat of its
-// files through faultfs), with the daemon's concurrency, for at most 20
-// s, and returns how long ops would take at the rate measured.
-func floor(t testing.TB, l *layout, fault *faultfs.FS, nas string, ops uint64) (time.Duration, uint64) {
+// floorRate issues about ops operations on the NAS directly (lstat of
+// its files through faultfs), with the daemon's concurrency, for at most
+// 20 s, and returns the operations a second it measured, and how many.
+func floorRate(t testing.TB, l *layout, fault *faultfs.FS, nas string, ops uint64) (float64, uint64) {
 	t.Helper()
 	if ops == 0 {
 		return 0, 0
@@ -407,7 +411,26 @@ func floor(t testing.TB, l *layout, fault *faultfs.FS, nas string, ops uint64) (
 	wg.Wait()
 	elapsed := time.Since(start)
 	done = fault.Ops().Sub(before).Total(faultfs.OpAll)
-	return time.Duration(float64(elapsed) * float64(ops) / float64(done)), done
+	return float64(done) / elapsed.Seconds(), done
+}
+
+// floors returns the floors of a steady pass and of a pass with nothing
+// new (their operations at the NAS's rate), and each pass's median time
+// over it; zero where unmeasured. A pass's operations are those between
+// two passes' ends, the audit's beside it included.
+func (r *result) floors() (steady, idle time.Duration, steadyRatio, idleRatio float64) {
+	if r.floorRate == 0 {
+		return 0, 0, 0, 0
+	}
+	at := func(ops float64) time.Duration { return time.Duration(ops / r.floorRate * float64(time.Second)) }
+	steady, idle = at(r.steadyOps), at(r.idleOps)
+	if steady > 0 {
+		steadyRatio = quantile(r.passes, 0.5).Seconds() / steady.Seconds()
+	}
+	if idle > 0 {
+		idleRatio = quantile(r.idlePasses, 0.5).Seconds() / idle.Seconds()
+	}
+	return steady, idle, steadyRatio, idleRatio
 }
 
 func waitGroup(wg *sync.WaitGroup, within time.Duration) bool {
@@ -772,9 +795,10 @@ func (r *result) table() string {
 		row("NAS operations a steady pass (writer on)", fmt.Sprintf("%.0f (over the window: %s)", r.steadyOps, r.steadyCounts))
 	}
 	row("NAS operations a pass, nothing new", fmt.Sprintf("%.0f (%.1f%% of the files on disk; the audit stat'ed %.0f files; over the passes: %s)", r.idleOps, 100*r.idleOps/float64(r.files), r.idleAudited, r.idleCounts))
-	row("floor: those operations issued directly", fmt.Sprintf("%s (%d workers; %d operations measured)", seconds(r.floor), manifest.DefaultVerifierConfig().Workers, r.floorOps))
-	if r.floor > 0 {
-		row("pass time / floor", fmt.Sprintf("%.2f", quantile(r.passes, 0.5).Seconds()/r.floor.Seconds()))
+	row("floor: the NAS's rate issued directly", fmt.Sprintf("%.0f operations/s (%d workers; %d operations measured)", r.floorRate, manifest.DefaultVerifierConfig().Workers, r.floorOps))
+	if steady, idle, sr, ir := r.floors(); r.floorRate > 0 {
+		row("steady pass: median / floor", fmt.Sprintf("%s / %s = %.2f", seconds(quantile(r.passes, 0.5)), seconds(steady), sr))
+		row("pass with nothing new: median / floor", fmt.Sprintf("%s / %s = %.2f", seconds(quantile(r.idlePasses, 0.5)), seconds(idle), ir))
 	}
 	row("observer's cost", fmt.Sprintf("%d stats through the mount in %d sweeps (every %v, a sweep %v on average)", r.obsStats, r.obsSweeps, observeEvery, r.obsSweep.Round(time.Microsecond)))
 	return b.String()

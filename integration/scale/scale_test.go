@@ -124,9 +124,10 @@ func BenchmarkScale(b *testing.B) {
 		b.ReportMetric(r.idleOps, "ops/idle-pass")
 		b.ReportMetric(r.steadyOps, "ops/pass")
 	}
-	if r.floor > 0 {
-		b.ReportMetric(r.floor.Seconds(), "floor-s")
-		b.ReportMetric(quantile(r.passes, 0.5).Seconds()/r.floor.Seconds(), "pass/floor")
+	if _, _, sr, ir := r.floors(); r.floorRate > 0 {
+		b.ReportMetric(r.floorRate, "floor-ops/s")
+		b.ReportMetric(sr, "pass/floor")
+		b.ReportMetric(ir, "idle-pass/floor")
 	}
 	b.ReportMetric(0, "ns/op")
 }

@@ -405,12 +405,12 @@ func (c *Catalog) Jobs() []JobState {
 }
 
 // Run makes a pass now, then every Poll and whenever poked, and audits
-// every Poll beside the passes, until ctx ends.
+// four times a Poll beside the passes, until ctx ends.
 func (c *Catalog) Run(ctx context.Context) error {
 	audits := make(chan struct{})
 	go func() {
 		defer close(audits)
-		t := time.NewTicker(c.cfg.Poll)
+		t := time.NewTicker(max(c.cfg.Poll/4, time.Millisecond)) // small shares, not bursts
 		defer t.Stop()
 		for {
 			select {
@@ -578,8 +578,8 @@ func (c *Catalog) Refresh(ctx context.Context) {
 
 // Audit stats again the share of the trusted files that is due
 // (Verifier.Audit) and pokes a pass when one changed, so that what
-// needed it is judged again at once. Run calls it every poll interval,
-// beside the passes: never on the path of a new checkpoint.
+// needed it is judged again at once. Run calls it four times a poll
+// interval, beside the passes: never on the path of a new checkpoint.
 func (c *Catalog) Audit(ctx context.Context) {
 	audited, changed := c.cfg.Verifier.Audit(ctx, c.cfg.BackingTimeout)
 	c.mu.Lock()

@@ -121,7 +121,7 @@ func (v *Verifier) Observe(ctx context.Context, limit time.Duration) (hung int) 
 	}
 	c.pathsMu.Unlock()
 
-	if !v.parallel(ctx, len(states), limit, func(i int, _ *dirFds) { v.observe(states[i], now) }) {
+	if !v.parallel(ctx, len(states), v.workers(), limit, func(i int, _ *dirFds) { v.observe(states[i], now) }) {
 		c.pathsMu.Lock()
 		for _, ds := range states {
 			if ds.busy {
@@ -252,7 +252,9 @@ func (v *Verifier) Audit(ctx context.Context, limit time.Duration) (int, int) {
 			e.seen = now
 		}
 	}
-	done := v.parallel(ctx, len(due), limit, check)
+	// Background work: a quarter of the workers, so that passes keep
+	// the rest.
+	done := v.parallel(ctx, len(due), max(1, v.workers()/4), limit, check)
 	c.pathsMu.Lock()
 	defer c.pathsMu.Unlock()
 	if !done {
@@ -267,15 +269,15 @@ func (v *Verifier) Audit(ctx context.Context, limit time.Duration) (int, int) {
 	return a, u
 }
 
-// parallel runs fn(0..n-1) on up to Workers goroutines, each with its
+// parallel runs fn(0..n-1) on up to workers goroutines, each with its
 // own open directories, and reports whether all returned before ctx
 // ended and none took longer than limit (0: no limit). It does not wait
 // for those that did not: a stat of a hung NAS never returns.
-func (v *Verifier) parallel(ctx context.Context, n int, limit time.Duration, fn func(i int, dirs *dirFds)) bool {
+func (v *Verifier) parallel(ctx context.Context, n, workers int, limit time.Duration, fn func(i int, dirs *dirFds)) bool {
 	if n == 0 {
 		return true
 	}
-	workers := min(v.workers(), n)
+	workers = min(workers, n)
 	started := make([]atomic.Int64, workers) // unix ns of the call in flight, 0: none
 	next := make(chan int)
 	done := make(chan struct{})

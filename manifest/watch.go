@@ -32,12 +32,26 @@ func stampOf(st *unix.Statx_t) dirStamp {
 	}
 }
 
-// settle is longer than any file system's clock tick for a directory's
-// times (a jiffy here, a second on some NFS servers): a directory whose
-// stamp changed is listed again at the first observation this long after,
-// since a second change in the tick of the first leaves the stamp as it
-// was.
-const settle = 2 * time.Second
+// A directory whose stamp changed is listed again at the first
+// observation a settle after, since a second change in the clock tick of
+// the first leaves the stamp as it was. The settle is longer than the
+// tick of the file system's clock for the directory's times: a stamp
+// with a part of a second comes from a clock finer than a second (a
+// jiffy, 1 to 10 ms, on Linux file systems and the NFS servers on them;
+// 10 ms on exFAT), one of whole seconds from a clock that may tick by
+// the second (some NFS servers, FAT's 2 s).
+const (
+	settle     = 2 * time.Second
+	settleFine = 100 * time.Millisecond
+)
+
+// settleFor is the settle of a directory whose stamp is s.
+func settleFor(s dirStamp) time.Duration {
+	if s.mtime%1e9 != 0 || s.ctime%1e9 != 0 {
+		return settleFine
+	}
+	return settle
+}
 
 // dirWatch notices changes to the names in one directory of a backing
 // file system. One goroutine at a time uses it.
@@ -85,7 +99,7 @@ func (w *dirWatch) observe(res *Resolver, now int64) (list bool, err error) {
 	}
 	switch {
 	case list || s != w.stamp:
-		w.stamp, w.settleAt, list = s, now+settle.Nanoseconds(), true
+		w.stamp, w.settleAt, list = s, now+settleFor(s).Nanoseconds(), true
 	case w.settleAt != 0 && now >= w.settleAt:
 		w.settleAt, list = 0, true
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ckptfs/ckptfs/integration/mounttest"
 	"github.com/ckptfs/ckptfs/integration/zktest"
 	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/manifest/flinkha"
@@ -144,16 +145,7 @@ func TestIntegration_Flink14(t *testing.T) {
 
 	// ckptfs's own verifier finds the newest pointer complete from its HA
 	// file alone (design §4.2.1).
-	res, err := manifest.NewResolver([]manifest.Mapping{{Prefix: cfg.FlinkStorage, Dir: cfg.Storage}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vcfg := manifest.DefaultVerifierConfig()
-	vcfg.Resolver = res
-	v, err := manifest.NewVerifier(vcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := mounttest.Verifier(t, []manifest.Mapping{{Prefix: cfg.FlinkStorage, Dir: cfg.Storage}})
 	st, err := flinkha.DecodeStateHandle(newest.Data)
 	if err != nil {
 		t.Fatal(err)

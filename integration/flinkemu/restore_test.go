@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/ckptfs/ckptfs/integration/mounttest"
 	"github.com/ckptfs/ckptfs/integration/zktest"
 	"github.com/ckptfs/ckptfs/manifest"
 )
@@ -90,16 +91,7 @@ func TestIntegration_IncrementalRestoreAndRecover(t *testing.T) {
 				}
 			}
 			// The emulated _metadata verifies complete with ckptfs's own engine.
-			res, err := manifest.NewResolver([]manifest.Mapping{{Prefix: cfg.FlinkStorage, Dir: cfg.Storage}}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			vcfg := manifest.DefaultVerifierConfig()
-			vcfg.Resolver = res
-			v, err := manifest.NewVerifier(vcfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			v := mounttest.Verifier(t, []manifest.Mapping{{Prefix: cfg.FlinkStorage, Dir: cfg.Storage}})
 			if vd := v.VerifyDir(ctx, all[4].Dir); !vd.Complete || vd.Files != len(all[4].Files()) {
 				t.Errorf("chk-%d: %+v, want complete with %d files", all[4].ID, vd, len(all[4].Files()))
 			}

@@ -123,11 +123,11 @@ func (s *Sealer) Reset() {
 	s.calls = nil
 }
 
-// Catalog is a replica catalog over backing with the default settings,
-// not yet refreshed: the catalog a daemon serves, without the daemon.
-func Catalog(t testing.TB, backing string) *manifest.Catalog {
+// Verifier is a verifier with the default settings over a resolver of
+// maps and roots (manifest.NewResolver).
+func Verifier(t testing.TB, maps []manifest.Mapping, roots ...string) *manifest.Verifier {
 	t.Helper()
-	res, err := manifest.NewResolver(nil, []string{backing})
+	res, err := manifest.NewResolver(maps, roots)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,8 +137,15 @@ func Catalog(t testing.TB, backing string) *manifest.Catalog {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return v
+}
+
+// Catalog is a replica catalog over backing with the default settings,
+// not yet refreshed: the catalog a daemon serves, without the daemon.
+func Catalog(t testing.TB, backing string) *manifest.Catalog {
+	t.Helper()
 	ccfg := manifest.DefaultCatalogConfig()
-	ccfg.Backing, ccfg.Verifier = backing, v
+	ccfg.Backing, ccfg.Verifier = backing, Verifier(t, nil, backing)
 	c, err := manifest.NewCatalog(ccfg)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/integration/faultfs"
 	"github.com/ckptfs/ckptfs/integration/flinkemu"
+	"github.com/ckptfs/ckptfs/integration/mounttest"
 	"github.com/ckptfs/ckptfs/integration/zktest"
 	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/zkbridge"
@@ -48,16 +49,7 @@ func TestTakeoverOnAHungNAS(t *testing.T) {
 	}
 	jm.Close() // DC1 is gone
 
-	res, err := manifest.NewResolver([]manifest.Mapping{{Prefix: jcfg.FlinkStorage, Dir: nas}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vcfg := manifest.DefaultVerifierConfig()
-	vcfg.Resolver = res
-	v, err := manifest.NewVerifier(vcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := mounttest.Verifier(t, []manifest.Mapping{{Prefix: jcfg.FlinkStorage, Dir: nas}})
 	const backingTimeout = time.Second
 	zcfg := zkbridge.DefaultConfig()
 	zcfg.Servers, zcfg.PathRoot, zcfg.Site = cluster.Servers(), "/flink", "dc2"

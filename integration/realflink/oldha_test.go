@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ckptfs/ckptfs/integration/mounttest"
 	"github.com/ckptfs/ckptfs/integration/zktest"
 	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/zkbridge"
@@ -90,16 +91,7 @@ func TestIntegration_RealFlink115OldHAServices(t *testing.T) {
 		t.Fatalf("no leader/<component>/latch under %s/leader (%v): not 1.14's leader election", ns, kids)
 	}
 
-	res, err := manifest.NewResolver([]manifest.Mapping{{Prefix: "file:" + root, Dir: root}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vcfg := manifest.DefaultVerifierConfig()
-	vcfg.Resolver = res
-	v, err := manifest.NewVerifier(vcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := mounttest.Verifier(t, []manifest.Mapping{{Prefix: "file:" + root, Dir: root}})
 	bcfg := zkbridge.DefaultConfig()
 	bcfg.Servers, bcfg.PathRoot, bcfg.ClusterID, bcfg.Site, bcfg.CkptfsRoot = c.Servers(), pathRoot, clusterID, "dc2", "/ckptfs"
 	bcfg.FlinkSessionTimeout = session

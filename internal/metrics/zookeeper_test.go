@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/integration/flinkemu"
+	"github.com/ckptfs/ckptfs/integration/mounttest"
 	"github.com/ckptfs/ckptfs/integration/zktest"
 	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/zkbridge"
@@ -86,16 +87,7 @@ func TestIntegration_ScrapeZooKeeper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := manifest.NewResolver([]manifest.Mapping{mapping}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vcfg := manifest.DefaultVerifierConfig()
-	vcfg.Resolver = res
-	v, err := manifest.NewVerifier(vcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := mounttest.Verifier(t, []manifest.Mapping{mapping})
 	b, err := zkbridge.New(ctx, bcfg, zkbridge.NewSiteVerifier(v, manifest.DefaultCatalogConfig().BackingTimeout))
 	if err != nil {
 		t.Fatal(err)

@@ -35,9 +35,9 @@ type dirState struct {
 
 // trust records that a stat at now found e's file complete with
 // version ver, and puts it in its directory's state and in the audit's
-// round. The caller holds cache.pathsMu.
-// A version other than one the audit found at or after now is refused
-// (the stat may be older than the audit's): e stays as it was.
+// round. It refuses a version other than one the audit found at or
+// after now (the stat may be older than the audit's), and e stays as it
+// was. The caller holds cache.pathsMu.
 func (c *cache) trust(e *pathEntry, ver FileVersion, now int64) {
 	if s, ok := c.auditSaw[e]; ok && s.at >= now && s.ver != ver {
 		return

@@ -336,7 +336,8 @@ func checkHAFile14(t *testing.T, conn *zk.Conn, pointer, job string) []flinkha.F
 // while ZooKeeper still points at N. Without ckptfs, 1.4.2 tries N again
 // and again, each time failing with the user's exception chain
 // (IllegalStateException: Could not initialize keyed state backend,
-// caused by FileNotFoundException: .../chk-N/<uuid>). With ckptfs, the
+// caused by FileNotFoundException: .../chk-N/<uuid>), or its twin for
+// the source's operator state when that task restores first. With ckptfs, the
 // takeover retracts N and Flink restores N-1 on its first attempt.
 func TestIntegration_UserFlink142(t *testing.T) {
 	d := findLegacy(t)
@@ -361,21 +362,20 @@ func TestIntegration_UserFlink142(t *testing.T) {
 		if len(out.Attempts) < baselineTries {
 			t.Fatalf("%d failed attempts, want %d", len(out.Attempts), baselineTries)
 		}
-		// Every attempt fails on a file of N; the first task to fail it
+		// Every attempt fails on a file of N. The first task to fail it
 		// is the keyed one (the user's chain) or the source's operator
-		// state.
+		// state, whichever restores first: a fresh-clone CI run (seed
+		// 871373) saw the operator state's chain in all three attempts.
 		missing := "java.io.FileNotFoundException: "
 		chk := "chk-" + strconv.FormatInt(out.Newest, 10) + "/"
-		keyed := "java.lang.IllegalStateException: Could not initialize keyed state backend. <- " + missing
-		sawKeyed := false
-		for i, a := range out.Attempts {
-			if !strings.Contains(a, missing) || !strings.Contains(a, chk) {
-				t.Errorf("attempt %d failed with %q, not a missing file of %s", i+1, a, chk)
-			}
-			sawKeyed = sawKeyed || strings.Contains(a, keyed)
+		chains := []string{
+			"java.lang.IllegalStateException: Could not initialize keyed state backend. <- " + missing,
+			"java.lang.IllegalStateException: Could not initialize operator state backend. <- " + missing,
 		}
-		if !sawKeyed {
-			t.Errorf("no attempt failed with the user's chain %q…%s…", keyed, chk)
+		for i, a := range out.Attempts {
+			if !strings.Contains(a, chk) || !slices.ContainsFunc(chains, func(c string) bool { return strings.Contains(a, c) }) {
+				t.Errorf("attempt %d failed with %q, not the keyed or the operator state backend on a missing file of %s", i+1, a, chk)
+			}
 		}
 	})
 	t.Run("experiment-with-ckptfs", func(t *testing.T) {

@@ -909,19 +909,9 @@ func (w *world) replicator(t *testing.T, jm, tm *Process) (replication.Replicato
 	return repl, d
 }
 
+// newVerifier verifies what a site's NAS holds, uri mapped to backing.
 func newVerifier(t *testing.T, uri, backing string) *manifest.Verifier {
-	t.Helper()
-	res, err := manifest.NewResolver([]manifest.Mapping{{Prefix: uri, Dir: backing}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := manifest.DefaultVerifierConfig()
-	cfg.Resolver = res
-	v, err := manifest.NewVerifier(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return mounttest.Verifier(t, []manifest.Mapping{{Prefix: uri, Dir: backing}})
 }
 
 // pointerDir is where the run's Flink keeps a job's pointers: from 1.14

@@ -915,21 +915,6 @@ func (f *fixture) sparseTree(t *testing.T) string {
 	return dir
 }
 
-func (f *fixture) verifier(t *testing.T, tree string) *manifest.Verifier {
-	t.Helper()
-	res, err := manifest.NewResolver([]manifest.Mapping{{Prefix: f.meta.StorageRootURI, Dir: tree}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := manifest.DefaultVerifierConfig()
-	cfg.Resolver = res
-	v, err := manifest.NewVerifier(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
 // uniqueFile returns a state file (not _metadata) that pointer p's HA
 // file references and no other pointer's does, relative to the storage
 // root: deleting it makes p incomplete and nothing else.
@@ -963,7 +948,7 @@ func (f *fixture) uniqueFile(t *testing.T, ps []fixturePointer, p fixturePointer
 func (f *fixture) catalog(ctx context.Context, t *testing.T, tree string) *manifest.Catalog {
 	t.Helper()
 	cfg := manifest.DefaultCatalogConfig()
-	cfg.Backing, cfg.Verifier = tree, f.verifier(t, tree)
+	cfg.Backing, cfg.Verifier = tree, newVerifier(t, f.meta.StorageRootURI, tree)
 	c, err := manifest.NewCatalog(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -1003,7 +988,7 @@ func TestFixture_Verify(t *testing.T) {
 		tree := f.sparseTree(t)
 		ps := f.pointers(t)
 		verify := func() map[int64]*manifest.PointerVerdict {
-			v := f.verifier(t, tree)
+			v := newVerifier(t, f.meta.StorageRootURI, tree)
 			out := map[int64]*manifest.PointerVerdict{}
 			for _, p := range ps {
 				out[p.id] = v.VerifyPointer(ctx, p.id, p.handle)
@@ -1135,7 +1120,7 @@ func TestFixture_ZooKeeper(t *testing.T) {
 			cfg.PathRoot, cfg.ClusterID, cfg.Site = f.meta.PathRoot, f.meta.ClusterID, "dc2"
 			cfg.FlinkSessionTimeout = harvestSession
 			cfg.LivenessPoll = 100 * time.Millisecond
-			b, err := zkbridge.New(ctx, cfg, zkbridge.NewSiteVerifier(f.verifier(t, tree), manifest.DefaultCatalogConfig().BackingTimeout))
+			b, err := zkbridge.New(ctx, cfg, zkbridge.NewSiteVerifier(newVerifier(t, f.meta.StorageRootURI, tree), manifest.DefaultCatalogConfig().BackingTimeout))
 			if err != nil {
 				t.Fatal(err)
 			}

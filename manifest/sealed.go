@@ -506,25 +506,44 @@ func (v *Verifier) LearnChecksum(local string, ver FileVersion, crc32c uint32) {
 	v.cache.putChecksum(local, ver, FormatChecksum(crc32c), v.cfg.Now())
 }
 
-// sealedDir returns the directory holding the sealed manifest of the
+// sealedWatch is what a reusable verdict watches for its sealed
+// manifest: the name in dir on the way to it, and the inode found there
+// (0: none).
+type sealedWatch struct {
+	dir, name string
+	ino       uint64
+}
+
+// sealedWatch returns the directory holding the sealed manifest of the
 // checkpoint directory dir, or the nearest directory above it that
-// exists, up to SealedRoot; "" without SealedRoot or outside it.
-func (v *Verifier) sealedDir(dir string) string {
+// exists, up to SealedRoot, with the name in it on the way to the
+// manifest; nothing without SealedRoot or outside it.
+func (v *Verifier) sealedWatch(dir string) sealedWatch {
 	if v.cfg.SealedRoot == "" {
-		return ""
+		return sealedWatch{}
 	}
 	chkRel, err := filepath.Rel(v.cfg.SealedRoot, dir)
 	if err != nil || strings.HasPrefix(chkRel, "..") {
-		return ""
+		return sealedWatch{}
 	}
-	d := filepath.Dir(SealedPath(v.cfg.SealedRoot, chkRel))
-	for ; d != v.cfg.SealedRoot && len(d) > len(v.cfg.SealedRoot); d = filepath.Dir(d) {
-		var st unix.Stat_t
-		if unix.Lstat(d, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			return d
+	p := SealedPath(v.cfg.SealedRoot, chkRel)
+	var st unix.Stat_t
+	w := sealedWatch{dir: filepath.Dir(p), name: filepath.Base(p)}
+	if unix.Lstat(p, &st) == nil {
+		w.ino = st.Ino
+	}
+	for w.dir != v.cfg.SealedRoot && len(w.dir) > len(v.cfg.SealedRoot) {
+		err := unix.Lstat(w.dir, &st)
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			return w
 		}
+		w.ino = 0
+		if err == nil {
+			w.ino = st.Ino // not a directory
+		}
+		w.dir, w.name = filepath.Dir(w.dir), filepath.Base(w.dir)
 	}
-	return v.cfg.SealedRoot
+	return w
 }
 
 // trustedChecksum is cachedChecksum without opening the file when the

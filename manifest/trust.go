@@ -25,12 +25,22 @@ type dirState struct {
 	entries []*pathEntry
 	dropped bool
 	busy    bool // an Observe stats or lists it
-	// changes is raised whenever an observation lists the directory (its
-	// names may have changed); watchers counts the reusable verdicts
-	// that depend on that (a sealed manifest appearing), which keep the
-	// state while it holds no trusted file.
-	changes  uint64
-	watchers int
+	// watched are names whose entry reusable verdicts depend on (a
+	// sealed manifest, or the directory on the way to one): they keep
+	// the state while it holds no trusted file.
+	watched map[string]*nameWatch
+}
+
+// nameWatch is one name of a directory that reusable verdicts depend on.
+// GUARDED_BY(cache.pathsMu).
+type nameWatch struct {
+	// ino is the inode of the entry name as last seen (0: absent);
+	// changes is raised whenever a listing finds another; refs counts
+	// the verdicts.
+	name    string
+	ino     uint64
+	changes uint64
+	refs    int
 }
 
 // trust records that a stat at now found e's file complete with
@@ -111,7 +121,7 @@ func (v *Verifier) Observe(ctx context.Context, limit time.Duration) (hung int) 
 		switch {
 		case ds.busy:
 			c.drop(ds) // still not answered since an earlier call
-		case len(ds.entries) == 0 && ds.watchers == 0:
+		case len(ds.entries) == 0 && len(ds.watched) == 0:
 			c.drop(ds)
 			ds.watch.close()
 		default:
@@ -162,7 +172,12 @@ func (v *Verifier) observe(ds *dirState, now int64) {
 		c.drop(ds)
 		w.close()
 	case names != nil:
-		ds.changes++
+		for name, nw := range ds.watched {
+			if ino := names[name]; ino != nw.ino {
+				nw.ino = ino
+				nw.changes++
+			}
+		}
 		for j := 0; j < len(ds.entries); {
 			// Gone, or another file by that name (replaced by a
 			// rename): judged again.
@@ -356,10 +371,11 @@ type reusable struct {
 	meta    *pathEntry // the _metadata, trusted in its directory
 	deps    []dep
 	// sealed: the directory where the checkpoint's sealed manifest is, or
-	// the nearest one above it that exists, and its changes then (nil:
-	// no SealedRoot). A sealed manifest made, replaced or removed there
-	// judges the checkpoint again.
+	// the nearest one above it that exists, with the name in it on the
+	// way to the manifest and its changes then (nil: no SealedRoot). That
+	// name made, replaced or removed judges the checkpoint again.
 	sealed        *dirState
+	sealedName    *nameWatch
 	sealedChanges uint64
 	expires       int64 // unix ns: the oldest trust among its files ends
 }
@@ -383,7 +399,7 @@ func (c *cache) reused(dir string, now int64) *Verdict {
 		stands = stands && !d.ds.dropped && d.ds.gen == d.gen
 	}
 	if r.sealed != nil {
-		stands = stands && !r.sealed.dropped && r.sealed.changes == r.sealedChanges
+		stands = stands && !r.sealed.dropped && r.sealedName.changes == r.sealedChanges
 	}
 	if stands {
 		return r.verdict
@@ -395,8 +411,8 @@ func (c *cache) reused(dir string, now int64) *Verdict {
 // remember keeps the complete verdict of dir, whose _metadata was parsed
 // as parsed at the judge's time, for reuse when every file it needs is
 // trusted: a file not stat'ed yet (a directory) leaves it to be judged
-// again. sealedDir is where its sealed manifest is or would be, or "".
-func (c *cache) remember(dir string, verdict *Verdict, parsed manifestEntry, j judge, sealedDir string) {
+// again. sealed is where its sealed manifest is or would be.
+func (c *cache) remember(dir string, verdict *Verdict, parsed manifestEntry, j judge, sealed sealedWatch) {
 	c.pathsMu.Lock()
 	defer c.pathsMu.Unlock()
 	if old := c.reuse[dir]; old != nil {
@@ -425,14 +441,22 @@ func (c *cache) remember(dir string, verdict *Verdict, parsed manifestEntry, j j
 		r.expires = min(r.expires, e.seen+j.maxAge)
 		add(e.ds)
 	}
-	if sealedDir != "" {
-		ds := c.dirs[sealedDir]
+	if sealed.dir != "" {
+		ds := c.dirs[sealed.dir]
 		if ds == nil {
-			ds = &dirState{watch: newDirWatch(sealedDir)}
-			c.dirs[sealedDir] = ds
+			ds = &dirState{watch: newDirWatch(sealed.dir)}
+			c.dirs[sealed.dir] = ds
 		}
-		ds.watchers++
-		r.sealed, r.sealedChanges = ds, ds.changes
+		if ds.watched == nil {
+			ds.watched = make(map[string]*nameWatch)
+		}
+		nw := ds.watched[sealed.name]
+		if nw == nil {
+			nw = &nameWatch{name: sealed.name, ino: sealed.ino}
+			ds.watched[sealed.name] = nw
+		}
+		nw.refs++
+		r.sealed, r.sealedName, r.sealedChanges = ds, nw, nw.changes
 	}
 	c.reuse[dir] = r
 }
@@ -441,7 +465,9 @@ func (c *cache) remember(dir string, verdict *Verdict, parsed manifestEntry, j j
 func (c *cache) forget(dir string, r *reusable) {
 	c.untrust(r.meta)
 	if r.sealed != nil {
-		r.sealed.watchers--
+		if r.sealedName.refs--; r.sealedName.refs == 0 && r.sealed.watched[r.sealedName.name] == r.sealedName {
+			delete(r.sealed.watched, r.sealedName.name)
+		}
 	}
 	delete(c.reuse, dir)
 }

@@ -122,6 +122,62 @@ func TestTrustReplacedFile(t *testing.T) {
 	}
 }
 
+// TestTrustSealedName: a reusable verdict watches only the name on the
+// way to its sealed manifest. Listings of that directory that leave the
+// name as it was (the first, one for another job's new directory) keep
+// the verdict; the manifest made, then replaced by a rename, judges the
+// checkpoint again.
+func TestTrustSealedName(t *testing.T) {
+	j := newTrustJob(t, 10)
+	clock := &testClock{now: time.Unix(1000, 0)}
+	v := trustingVerifier(t, j.root, clock)
+	v.cfg.SealedRoot = j.root
+	observe := func() {
+		v.Observe(context.Background(), 0)
+		clock.add(time.Second) // past the settle: the next lists again
+		v.Observe(context.Background(), 0)
+	}
+	first := j.verifyTrusted(t, v)
+	observe()
+	if got := j.verifyTrusted(t, v); got != first {
+		t.Fatal("judged again after the first listings of the backing root")
+	}
+	if err := os.Mkdir(filepath.Join(j.root, "other-job"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	observe()
+	if got := j.verifyTrusted(t, v); got != first {
+		t.Fatal("judged again after another job's directory appeared")
+	}
+
+	sealed := SealedPath(j.root, "job/chk-1")
+	if err := os.MkdirAll(filepath.Dir(sealed), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sealed, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	observe()
+	second := j.verifyTrusted(t, v)
+	if second == first {
+		t.Fatal("not judged again after its sealed manifest's directory appeared")
+	}
+	observe()
+	if got := j.verifyTrusted(t, v); got != second {
+		t.Fatal("judged again with its sealed manifest unchanged")
+	}
+	if err := os.WriteFile(sealed+".tmp", []byte("[ still replicating"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(sealed+".tmp", sealed); err != nil {
+		t.Fatal(err)
+	}
+	observe()
+	if got := j.verifyTrusted(t, v); got == second {
+		t.Fatal("not judged again after its sealed manifest was replaced")
+	}
+}
+
 // TestTrustAuditFindsTruncation: a file truncated in place changes no
 // directory, so observations keep trusting it; the audit stats every
 // trusted file again within MaxAge/2 and finds it.

@@ -130,7 +130,7 @@ func (v *Verifier) VerifyDir(ctx context.Context, dir string) *Verdict {
 		v.checkSealed(ctx, dir, verdict)
 	}
 	if judge.trust && verdict.Complete {
-		v.cache.remember(dir, verdict, parsed, judge, v.sealedDir(dir))
+		v.cache.remember(dir, verdict, parsed, judge, v.sealedWatch(dir))
 	}
 	return verdict
 }

@@ -146,10 +146,13 @@ func (v *Verifier) Observe(ctx context.Context, limit time.Duration) (hung int) 
 
 // observe stats ds's directory, lists it if its names may have changed,
 // and untrusts the files whose names are gone, or all of them when the
-// directory is gone or fails.
+// directory is gone or fails. A directory seen first is listed a settle
+// later, not now (design §3.6).
 func (v *Verifier) observe(ds *dirState, now int64) {
 	w := ds.watch
+	first := w.fd < 0
 	list, err := w.observe(v.cfg.Resolver, now)
+	list = list && !first
 	var names map[string]uint64
 	if err == nil && list {
 		var entries []dirent

@@ -99,6 +99,29 @@ func TestTrustReusesVerdict(t *testing.T) {
 	}
 }
 
+// TestTrustFirstObservation: a directory's first observation takes its
+// stamp and does not list it; the observation a settle later lists it,
+// and finds a file removed before the first.
+func TestTrustFirstObservation(t *testing.T) {
+	j := newTrustJob(t, 20)
+	clock := &testClock{now: time.Unix(1000, 0)}
+	v := trustingVerifier(t, j.root, clock)
+	first := j.verifyTrusted(t, v)
+	if err := os.Remove(j.files[3]); err != nil {
+		t.Fatal(err)
+	}
+	v.Observe(context.Background(), 0)
+	if got := v.VerifyDir(context.Background(), j.chk()); got != first {
+		t.Fatalf("the first observation listed the directory: complete %v, %v", got.Complete, got.Problems)
+	}
+	clock.add(settle)
+	v.Observe(context.Background(), 0)
+	got := v.VerifyDir(context.Background(), j.chk())
+	if got.Complete || len(got.Problems) != 1 || got.Problems[0].Kind != ProblemMissing {
+		t.Fatalf("a settle after the first observation: complete %v, %v", got.Complete, got.Problems)
+	}
+}
+
 // TestTrustReplacedFile: a file replaced by a rename (another inode by
 // the same name, shorter) is judged again once its directory is
 // observed, although its name never went away.

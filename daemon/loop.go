@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -84,6 +85,7 @@ type loop struct {
 	renewFails  uint64
 	runs        map[string]uint64
 	refused     string
+	rollbacks   map[string]int64 // the last activated automatic takeover's, by job
 	steps       []metrics.Step
 	standby     []string
 	lastStandby string
@@ -503,6 +505,15 @@ func (l *loop) autoTakeover(ctx context.Context, b *zkbridge.Bridge, active stri
 	switch {
 	case err == nil && rep.Activated:
 		l.count("activated")
+		rollbacks := map[string]int64{}
+		for _, j := range rep.Jobs {
+			if j.Rollback != nil {
+				rollbacks[j.JobID] = j.Rollback.Checkpoints
+			}
+		}
+		l.mu.Lock()
+		l.rollbacks = rollbacks
+		l.mu.Unlock()
 		l.step(slog.LevelWarn, "automatic takeover: "+rep.Decision, "took", took)
 	case err == nil && rep.Refused():
 		l.count("refused")
@@ -742,6 +753,7 @@ func (l *loop) snapshot() metrics.Failover {
 	for k, v := range l.runs {
 		out.Runs[k] = v
 	}
+	out.Rollbacks = maps.Clone(l.rollbacks)
 	if h := l.holder.Load(); h != nil {
 		w := h.Deadline()
 		out.Claiming = time.Now().Before(w)

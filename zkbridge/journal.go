@@ -1,11 +1,13 @@
 package zkbridge
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -34,7 +36,19 @@ type AutoTakeover struct {
 	Steps      []AutoStep `json:"steps"`
 	// Refused are the jobs the takeover refused, with the reasons.
 	Refused []JobRefusal `json:"refused,omitempty"`
-	Epoch   int64        `json:"epoch"`
+	// Rollbacks are the rollback windows of the jobs that lost completed
+	// checkpoints, the largest first, at most maxJournalRollbacks of
+	// them; RolledBack counts them all.
+	Rollbacks  []JobRollback `json:"rollbacks,omitempty"`
+	RolledBack int           `json:"rolled_back,omitempty"`
+	Epoch      int64         `json:"epoch"`
+}
+
+// JobRollback is a job's rollback window in the journal, without the
+// words.
+type JobRollback struct {
+	JobID string `json:"job_id"`
+	Rollback
 }
 
 // AutoStep is one step: when, what, and how it ended.
@@ -61,8 +75,12 @@ const (
 
 func (p ckptfsPaths) autoTakeover() string { return join(p.base, "auto-takeover") }
 
-// maxJournalSteps bounds the journal (a takeover takes a dozen steps).
-const maxJournalSteps = 64
+// maxJournalSteps and maxJournalRollbacks bound the journal (a takeover
+// takes a dozen steps; a window is about 100 bytes).
+const (
+	maxJournalSteps     = 64
+	maxJournalRollbacks = 1000
+)
 
 // journal writes an AutoTakeover under a held takeover lock.
 type journal struct {
@@ -111,11 +129,19 @@ func (j *journal) jobs(ctx context.Context, jts []*JobTakeover) {
 		if jt.Status == StatusRefused {
 			j.rec.Refused = append(j.rec.Refused, JobRefusal{JobID: jt.JobID, Reason: jt.Refusal, Detail: jt.Reason})
 		}
+		if r := jt.Rollback; r != nil && r.Checkpoints > 0 {
+			jr := JobRollback{JobID: jt.JobID, Rollback: *r}
+			jr.ExactlyOnce = ""
+			j.rec.Rollbacks = append(j.rec.Rollbacks, jr)
+		}
 		j.rec.Steps = append(j.rec.Steps, AutoStep{At: now, What: "job " + jt.JobID + ": " + jt.Reason, Outcome: jt.Status})
 	}
 	if n := len(j.rec.Steps); n > maxJournalSteps {
 		j.rec.Steps = j.rec.Steps[n-maxJournalSteps:]
 	}
+	slices.SortStableFunc(j.rec.Rollbacks, func(a, b JobRollback) int { return cmp.Compare(b.Checkpoints, a.Checkpoints) })
+	j.rec.RolledBack = len(j.rec.Rollbacks)
+	j.rec.Rollbacks = j.rec.Rollbacks[:min(len(j.rec.Rollbacks), maxJournalRollbacks)]
 	j.write(ctx)
 }
 

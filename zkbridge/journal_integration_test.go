@@ -33,6 +33,9 @@ func TestIntegration_AutoTakeoverJournal(t *testing.T) {
 	for _, cp := range jm.Checkpoints(bad) {
 		hideFile(t, cp.StateFiles[0])
 	}
+	// good's newest is not here: it restores the one before.
+	goods := jm.Checkpoints(good)
+	hideFile(t, goods[len(goods)-1].StateFiles[0])
 	b := e.bridge("dc2")
 	ctx := testContext(t, time.Minute)
 
@@ -102,6 +105,11 @@ func TestIntegration_AutoTakeoverJournal(t *testing.T) {
 	}
 	if len(a.Refused) != 1 || a.Refused[0].JobID != bad || a.Refused[0].Reason == "" || a.Refused[0].Detail == "" {
 		t.Errorf("refused jobs %+v, want %s with its reason", a.Refused, bad)
+	}
+	newest := goods[len(goods)-1].ID
+	if a.RolledBack != 1 || len(a.Rollbacks) != 1 || a.Rollbacks[0].JobID != good || a.Rollbacks[0].Completed != newest ||
+		a.Rollbacks[0].Restored != newest-1 || a.Rollbacks[0].Checkpoints != 1 || a.Rollbacks[0].ExactlyOnce != "" {
+		t.Errorf("rollback windows %d %+v, want %s's from %d to %d, without words", a.RolledBack, a.Rollbacks, good, newest, newest-1)
 	}
 	// Under ckptfs's ACL, as every node it creates.
 	paths, err := b.clusterPaths(ctx)

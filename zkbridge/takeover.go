@@ -163,6 +163,10 @@ type JobTakeover struct {
 	HA *manifest.JobHAVerdict `json:"ha,omitempty"`
 	// RestoreHint says how to start a refused job by hand.
 	RestoreHint *RestoreHint `json:"restore_hint"`
+	// Rollback is what Flink completed on the old site after the
+	// checkpoint it restores here; nil when the job was refused or has
+	// no pointer.
+	Rollback *Rollback `json:"rollback,omitempty"`
 }
 
 // Duration marshals as a Go duration string.
@@ -546,11 +550,13 @@ func (b *Bridge) takeoverJob(ctx context.Context, paths ckptfsPaths, lock *takeo
 	}
 	jt.AlreadyPruned = pruned
 	allBackups := append(slices.Clone(pruned), kept...)
+	win := newWindow(pruned)
 	for round := 0; ; round++ {
 		js, err := b.readJob(ctx, jl)
 		if err != nil {
 			return nil, err
 		}
+		win.saw(js)
 		if err := ambiguous(l, js); err != nil {
 			return nil, err
 		}
@@ -580,6 +586,7 @@ func (b *Bridge) takeoverJob(ctx context.Context, paths ckptfsPaths, lock *takeo
 				}
 			}
 			jt.Reason = jobReason(plan, jt, js, opts.DryRun)
+			jt.Rollback = win.rollback(js, plan.NewestComplete)
 			if !opts.DryRun {
 				if jt.BackedUp, err = b.backupKept(ctx, paths, lock, ep, js, plan.Keep); err != nil {
 					return nil, err

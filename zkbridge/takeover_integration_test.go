@@ -161,6 +161,10 @@ func TestIntegration_Takeover(t *testing.T) {
 			if jt.Retractions[0].Reason != ReasonAboveNewestComplete || jt.Retractions[1].Reason != ReasonHAFileUnreadable {
 				t.Errorf("reasons %+v", jt.Retractions)
 			}
+			// Flink completed 5 on the old site and restores 4 here.
+			if r := jt.Rollback; r == nil || r.Completed != 5 || r.Restored != 4 || r.Checkpoints != 1 || r.Seconds == nil || *r.Seconds < 0 || r.ExactlyOnce == "" {
+				t.Errorf("rollback window %+v; want 5 completed, 4 restored, 1 checkpoint, its seconds", r)
+			}
 			if !rep.Activated || rep.Epoch != 1 || rep.ActiveSite != "dc2" {
 				t.Errorf("activation: %+v", rep)
 			}
@@ -207,6 +211,8 @@ func TestIntegration_Takeover(t *testing.T) {
 			}
 			if jt := jobReport(t, rep, s.job); len(jt.Retracted) != 0 || !slices.Equal(jt.AlreadyPruned, []int64{3, 5}) || !slices.Equal(jt.BackedUp, []int64{4}) {
 				t.Errorf("second takeover job: %+v", jt)
+			} else if r := jt.Rollback; r == nil || r.Completed != 5 || r.Restored != 4 || r.Checkpoints != 1 || r.Seconds != nil {
+				t.Errorf("second takeover's rollback window %+v; want 5 (retracted earlier, its creation unknown) and 4", r)
 			}
 			requireSameTree(t, "a second takeover", afterFirst, e.dump(b.Conn()))
 

@@ -263,3 +263,34 @@ func TestMarkerSameState(t *testing.T) {
 		t.Error("a lower level is a different state")
 	}
 }
+
+// TestRollbackWindow: the window runs from the restored checkpoint to
+// the newest visible pointer of any round, or a newer retracted one;
+// its seconds come from the pointers' creation.
+func TestRollbackWindow(t *testing.T) {
+	ptr := func(id, ctime int64, visible bool) *Pointer {
+		return &Pointer{ID: id, Visible: visible, Stat: zk.Stat{Ctime: ctime}}
+	}
+	first := &JobState{Pointers: []*Pointer{ptr(5, 1000, true), ptr(6, 2500, true), ptr(7, 5000, true), ptr(8, 9000, false)}}
+	after := &JobState{Pointers: []*Pointer{ptr(5, 1000, true)}}
+
+	w := newWindow(nil)
+	w.saw(first)
+	w.saw(after) // the round after the retractions
+	r := w.rollback(after, 5)
+	if r == nil || r.Completed != 7 || r.Restored != 5 || r.Checkpoints != 2 || r.Seconds == nil || *r.Seconds != 4 {
+		t.Errorf("window %+v; want 7 completed, 5 restored, 2 checkpoints, 4 s", r)
+	}
+	if r := w.rollback(first, 7); r == nil || r.Checkpoints != 0 || r.Seconds == nil || *r.Seconds != 0 {
+		t.Errorf("restoring the newest: %+v", r)
+	}
+	if r := w.rollback(first, -1); r != nil {
+		t.Errorf("nothing restored: %+v", r)
+	}
+
+	w = newWindow([]int64{3, 9}) // retracted by an earlier run
+	w.saw(after)
+	if r := w.rollback(after, 5); r == nil || r.Completed != 9 || r.Checkpoints != 4 || r.Seconds != nil {
+		t.Errorf("with 9 retracted earlier: %+v; want 9 completed, 4 checkpoints, no seconds", r)
+	}
+}

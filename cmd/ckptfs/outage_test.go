@@ -157,6 +157,8 @@ func TestIntegration_DaemonSurvivesZooKeeperOutage(t *testing.T) {
 	// It follows active-site again.
 	if out, stderr, code := ckptfs(t, append([]string{"takeover", "--site", "dc2", "--wait", "0", "--map", fcfg.Mapping()}, zkArgs...)...); code != exitOK {
 		t.Fatalf("takeover of dc2: exit %d\n%s%s", code, out, stderr)
+	} else if !strings.Contains(out, "rollback window: 0 checkpoints (restores 3, the newest Flink completed)") {
+		t.Errorf("takeover of dc2 names no rollback window of 0 from checkpoint 3:\n%s", out)
 	}
 	activated := time.Now()
 	waitUntil(t, 30*time.Second, "the mount to turn primary", func() bool { return daemonHealth(t, addr).Mode == "primary" })

@@ -63,10 +63,11 @@ func (f *zkFlags) addTextfile(cmd *cobra.Command) {
 	})
 }
 
-// record adds a run's actions to --metrics-textfile. A failure to write
+// record adds a run's actions to --metrics-textfile, with the rollback
+// windows of a takeover that activated (nil: none). A failure to write
 // it is reported but does not change the exit status: the run's effect
 // on ZooKeeper is what the status reports.
-func (f *zkFlags) record(cmd *cobra.Command, actions map[string]uint64, result error) {
+func (f *zkFlags) record(cmd *cobra.Command, actions map[string]uint64, rollbacks map[string]int64, result error) {
 	if f.textfile == "" {
 		return
 	}
@@ -75,7 +76,7 @@ func (f *zkFlags) record(cmd *cobra.Command, actions map[string]uint64, result e
 	if errors.As(result, &ee) {
 		code = ee.code
 	}
-	if err := metrics.RecordTakeover(f.textfile, f.zk.Site, actions, code, time.Now()); err != nil {
+	if err := metrics.RecordTakeover(f.textfile, f.zk.Site, actions, rollbacks, code, time.Now()); err != nil {
 		fmt.Fprintln(cmd.ErrOrStderr(), "ckptfs: metrics textfile:", err)
 	}
 }
@@ -333,4 +334,17 @@ func writeAutoTakeover(w io.Writer, a *zkbridge.AutoTakeover) {
 	for _, r := range a.Refused {
 		fmt.Fprintf(w, "  refused job %s (%s): %s\n", r.JobID, r.Reason, r.Detail)
 	}
+	if a.RolledBack > 0 {
+		fmt.Fprintf(w, "  %d jobs restore a checkpoint older than the newest Flink completed (their exactly-once sinks produce that output again):\n", a.RolledBack)
+	}
+	for i, r := range a.Rollbacks {
+		if i == maxStatusRollbacks {
+			fmt.Fprintf(w, "  ... %d more in -o json\n", len(a.Rollbacks)-i)
+			break
+		}
+		fmt.Fprintf(w, "  rollback window of job %s: %s\n", r.JobID, rollbackText(&r.Rollback))
+	}
 }
+
+// maxStatusRollbacks bounds the rollback windows status prints in text.
+const maxStatusRollbacks = 20

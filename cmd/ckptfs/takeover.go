@@ -89,7 +89,7 @@ Exit status:
 			if err != nil {
 				result := zkFail(err)
 				if !dryRun {
-					zf.record(cmd, takeoverActions(nil, err), result)
+					zf.record(cmd, takeoverActions(nil, err), nil, result)
 				}
 				return result
 			}
@@ -114,7 +114,7 @@ Exit status:
 				result = exitWith(exitRefused)
 			}
 			if !dryRun {
-				zf.record(cmd, takeoverActions(rep, err), result)
+				zf.record(cmd, takeoverActions(rep, err), takeoverRollbacks(rep), result)
 			}
 			return result
 		},
@@ -171,6 +171,9 @@ func writeTakeoverText(w io.Writer, rep *zkbridge.TakeoverReport) {
 		if len(j.Ignored) > 0 {
 			fmt.Fprintf(w, "  ignored (marked for deletion, Flink skips them): %s\n", ids(j.Ignored))
 		}
+		if r := j.Rollback; r != nil {
+			fmt.Fprintf(w, "  rollback window: %s\n", rollbackText(r))
+		}
 		if h := j.RestoreHint; h != nil {
 			fmt.Fprintf(w, "  restore by hand: %s\n", h.Message)
 			if h.Path != "" {
@@ -182,6 +185,22 @@ func writeTakeoverText(w io.Writer, rep *zkbridge.TakeoverReport) {
 		fmt.Fprintln(w, "\nno jobs in ZooKeeper")
 	}
 	fmt.Fprintf(w, "\n%s\n", rep.Decision)
+}
+
+// rollbackText is a job's rollback window in words.
+func rollbackText(r *zkbridge.Rollback) string {
+	if r.Checkpoints == 0 {
+		return fmt.Sprintf("0 checkpoints (restores %d, the newest Flink completed)", r.Restored)
+	}
+	s := fmt.Sprintf("%d checkpoint ids (restores %d, Flink completed %d", r.Checkpoints, r.Restored, r.Completed)
+	if r.Seconds != nil {
+		s += fmt.Sprintf(", %s later", time.Duration(*r.Seconds*float64(time.Second)).Round(time.Second))
+	}
+	s += ")"
+	if r.ExactlyOnce != "" {
+		s += ": " + r.ExactlyOnce
+	}
+	return s
 }
 
 func ids(v []int64) string {
@@ -240,7 +259,7 @@ Exit status:
 			if err != nil {
 				result := zkFail(err)
 				if !dryRun {
-					zf.record(cmd, restoreActions(nil, err), result)
+					zf.record(cmd, restoreActions(nil, err), nil, result)
 				}
 				return result
 			}
@@ -257,7 +276,7 @@ Exit status:
 			}
 			result := commandResult(err)
 			if !dryRun {
-				zf.record(cmd, restoreActions(rep, err), result)
+				zf.record(cmd, restoreActions(rep, err), nil, result)
 			}
 			return result
 		},
@@ -336,6 +355,21 @@ func takeoverActions(rep *zkbridge.TakeoverReport, err error) map[string]uint64 
 		a[metrics.ActionActivate]++
 	}
 	return a
+}
+
+// takeoverRollbacks are the rollback windows of a takeover that made
+// the site active, by job, for the textfile; nil otherwise.
+func takeoverRollbacks(rep *zkbridge.TakeoverReport) map[string]int64 {
+	if rep == nil || !rep.Activated {
+		return nil
+	}
+	out := map[string]int64{}
+	for _, j := range rep.Jobs {
+		if j.Rollback != nil {
+			out[j.JobID] = j.Rollback.Checkpoints
+		}
+	}
+	return out
 }
 
 // restoreActions counts what restore-pruned did, for the textfile.

@@ -225,6 +225,9 @@ func collectZooKeeper(z *ZooKeeper, site string, gauge gaugeFunc, counter counte
 		}
 		gauge(MountHolding, boolValue(f.Holding))
 		counterByValue(counter, AutoTakeovers, f.Runs)
+		for job, n := range f.Rollbacks {
+			gauge(TakeoverRollback, float64(n), job)
+		}
 		gauge(StandbyJobManagers, float64(len(f.StandbyJobManagers)))
 	}
 	// The publisher and the sweeper exist once the daemon connected;

@@ -47,6 +47,9 @@ type Failover struct {
 	// keeps this site from taking over by itself ("" none).
 	Runs    map[string]uint64 `json:"runs,omitempty"`
 	Refused string            `json:"refused,omitempty"`
+	// Rollbacks are the rollback windows, in checkpoint ids, of the
+	// jobs of the last automatic takeover this daemon activated.
+	Rollbacks map[string]int64 `json:"rollbacks,omitempty"`
 	// Steps are the automatic takeover's steps, oldest first (the last
 	// ones).
 	Steps []Step `json:"steps,omitempty"`

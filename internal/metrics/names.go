@@ -63,6 +63,7 @@ const (
 	TakeoverActions          = "ckptfs_takeover_actions_total"
 	TakeoverLastRun          = "ckptfs_takeover_last_run_timestamp_seconds"
 	TakeoverLastExitCode     = "ckptfs_takeover_last_exit_code"
+	TakeoverRollback         = "ckptfs_takeover_rollback_checkpoints"
 	LeaseClaiming            = "ckptfs_lease_claiming"
 	LeaseRenewals            = "ckptfs_lease_renewals_total"
 	LeaseObservedUnchanged   = "ckptfs_lease_observed_unchanged_seconds"
@@ -185,6 +186,8 @@ var Families = []Family{
 		Help: "When the last takeover or restore-pruned on this machine ended (Unix time)."},
 	{Name: TakeoverLastExitCode, Type: "gauge", Textfile: true,
 		Help: "The exit status of the last takeover or restore-pruned on this machine."},
+	{Name: TakeoverRollback, Type: "gauge", Labels: []string{labelJob},
+		Help: "The rollback window of each job at the last takeover that made this site active (the daemon's automatic one; a manual one's in its textfile): how many checkpoint ids Flink completed on the old site after the one it restores here, whose exactly-once output the job produces again (design 4.8)."},
 	{Name: LeaseClaiming, Type: "gauge",
 		Help: "1 while this daemon holds the lease: its last renewal that applied started less than half the lease ago, and its mount may write (design 5.10, 5.14)."},
 	{Name: LeaseRenewals, Type: "counter", Labels: []string{labelResult}, Values: []string{"ok", "failed"},

@@ -34,11 +34,16 @@ const maxTextfileSize = 1 << 20
 // exit code. The counters accumulate across runs (a counter that a run
 // reset would hide a second identical run from increase()), every action
 // is written (0 for one that never happened); the file is replaced
-// atomically, so the collector never reads half of it.
-func RecordTakeover(path, site string, actions map[string]uint64, exitCode int, now time.Time) error {
-	totals, err := readActions(path)
+// atomically, so the collector never reads half of it. rollbacks, the
+// rollback windows of a takeover that made the site active, replace
+// those the file held (nil: kept).
+func RecordTakeover(path, site string, actions map[string]uint64, rollbacks map[string]int64, exitCode int, now time.Time) error {
+	totals, held, err := readRecorded(path)
 	if err != nil {
 		return err
+	}
+	if rollbacks == nil {
+		rollbacks = held
 	}
 	for a, n := range actions {
 		totals[a] += n
@@ -62,44 +67,52 @@ func RecordTakeover(path, site string, actions map[string]uint64, exitCode int, 
 	ms = append(ms,
 		prometheus.MustNewConstMetric(desc(TakeoverLastRun), prometheus.GaugeValue, unixSeconds(now)),
 		prometheus.MustNewConstMetric(desc(TakeoverLastExitCode), prometheus.GaugeValue, float64(exitCode)))
+	for _, job := range slices.Sorted(maps.Keys(rollbacks)) {
+		ms = append(ms, prometheus.MustNewConstMetric(desc(TakeoverRollback), prometheus.GaugeValue, float64(rollbacks[job]), job))
+	}
 	if err := r.Register(constCollector(ms)); err != nil {
 		return err
 	}
 	return prometheus.WriteToTextfile(path, reg)
 }
 
-// readActions returns the action counters a file holds (none when it
-// does not exist).
-func readActions(path string) (map[string]uint64, error) {
-	out := map[string]uint64{}
+// readRecorded returns the action counters and the rollback windows a
+// file holds (none when it does not exist).
+func readRecorded(path string) (map[string]uint64, map[string]int64, error) {
+	actions, rollbacks := map[string]uint64{}, map[string]int64{}
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return out, nil
+		return actions, rollbacks, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err != nil {
-		return nil, err
+		return nil, nil, err
 	} else if st.Size() > maxTextfileSize {
-		return nil, fmt.Errorf("%s: %d bytes is too large for a metrics textfile", path, st.Size())
+		return nil, nil, fmt.Errorf("%s: %d bytes is too large for a metrics textfile", path, st.Size())
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(f)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if fam := fams[TakeoverActions]; fam != nil {
-		for _, m := range fam.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == labelAction && m.GetCounter() != nil {
-					out[l.GetValue()] += uint64(m.GetCounter().GetValue())
-				}
+	for _, m := range fams[TakeoverActions].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == labelAction && m.GetCounter() != nil {
+				actions[l.GetValue()] += uint64(m.GetCounter().GetValue())
 			}
 		}
 	}
-	return out, nil
+	for _, m := range fams[TakeoverRollback].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == labelJob && m.GetGauge() != nil {
+				rollbacks[l.GetValue()] = int64(m.GetGauge().GetValue())
+			}
+		}
+	}
+	return actions, rollbacks, nil
 }
 
 // constCollector collects a fixed set of metrics.

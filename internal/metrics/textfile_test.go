@@ -32,10 +32,10 @@ func readTextfile(t *testing.T, path string) scraped {
 func TestRecordTakeoverAccumulates(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ckptfs.prom")
 	t1 := time.Unix(1700000000, 0)
-	if err := RecordTakeover(path, "dc2", map[string]uint64{ActionRun: 1, ActionRetract: 2, ActionRefuseJob: 1}, 4, t1); err != nil {
+	if err := RecordTakeover(path, "dc2", map[string]uint64{ActionRun: 1, ActionRetract: 2, ActionRefuseJob: 1}, nil, 4, t1); err != nil {
 		t.Fatal(err)
 	}
-	if err := RecordTakeover(path, "dc2", map[string]uint64{ActionRun: 1, ActionRetract: 2, ActionActivate: 1}, 0, t1.Add(time.Minute)); err != nil {
+	if err := RecordTakeover(path, "dc2", map[string]uint64{ActionRun: 1, ActionRetract: 2, ActionActivate: 1}, nil, 0, t1.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	s := readTextfile(t, path)
@@ -62,7 +62,7 @@ func TestRecordTakeoverRefusesGarbage(t *testing.T) {
 	dir := t.TempDir()
 	garbage := filepath.Join(dir, "garbage.prom")
 	os.WriteFile(garbage, []byte("this is { not metrics\n"), 0o644)
-	if err := RecordTakeover(garbage, "dc2", map[string]uint64{ActionRun: 1}, 0, time.Now()); err == nil {
+	if err := RecordTakeover(garbage, "dc2", map[string]uint64{ActionRun: 1}, nil, 0, time.Now()); err == nil {
 		t.Error("a garbage textfile was accepted")
 	}
 	if data, _ := os.ReadFile(garbage); !strings.HasPrefix(string(data), "this is") {
@@ -70,7 +70,7 @@ func TestRecordTakeoverRefusesGarbage(t *testing.T) {
 	}
 	huge := filepath.Join(dir, "huge.prom")
 	os.WriteFile(huge, make([]byte, maxTextfileSize+1), 0o644)
-	if err := RecordTakeover(huge, "dc2", map[string]uint64{ActionRun: 1}, 0, time.Now()); err == nil || !strings.Contains(err.Error(), "too large") {
+	if err := RecordTakeover(huge, "dc2", map[string]uint64{ActionRun: 1}, nil, 0, time.Now()); err == nil || !strings.Contains(err.Error(), "too large") {
 		t.Errorf("a huge textfile: %v", err)
 	}
 }
@@ -80,7 +80,7 @@ func TestRecordTakeoverRefusesGarbage(t *testing.T) {
 // refusal; an action this version does not know, left by another, stays.
 func TestRecordTakeoverWritesEveryAction(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ckptfs.prom")
-	if err := RecordTakeover(path, "dc2", map[string]uint64{ActionRun: 1, ActionActivate: 1}, 0, time.Now()); err != nil {
+	if err := RecordTakeover(path, "dc2", map[string]uint64{ActionRun: 1, ActionActivate: 1}, nil, 0, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	s := readTextfile(t, path)
@@ -102,7 +102,7 @@ func TestRecordTakeoverWritesEveryAction(t *testing.T) {
 	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := RecordTakeover(path, "dc2", map[string]uint64{ActionRun: 1}, 0, time.Now()); err != nil {
+	if err := RecordTakeover(path, "dc2", map[string]uint64{ActionRun: 1}, nil, 0, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	s = readTextfile(t, path)
@@ -111,5 +111,30 @@ func TestRecordTakeoverWritesEveryAction(t *testing.T) {
 	}
 	if got := s.value(t, TakeoverActions, "site=dc2,action="+ActionRefuseJob); got != 0 {
 		t.Errorf("refuse_job = %v, want 0", got)
+	}
+}
+
+// TestRecordTakeoverRollbacks: the rollback windows of a takeover that
+// activated replace the file's; a run without them keeps them.
+func TestRecordTakeoverRollbacks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ckptfs.prom")
+	now := time.Unix(1700000000, 0)
+	record := func(rollbacks map[string]int64) scraped {
+		t.Helper()
+		if err := RecordTakeover(path, "dc2", map[string]uint64{ActionRun: 1}, rollbacks, 0, now); err != nil {
+			t.Fatal(err)
+		}
+		return readTextfile(t, path)
+	}
+	s := record(map[string]int64{"a": 2, "b": 0})
+	if a, b := s.value(t, TakeoverRollback, "site=dc2,job_id=a"), s.value(t, TakeoverRollback, "site=dc2,job_id=b"); a != 2 || b != 0 {
+		t.Errorf("windows a=%v b=%v, want 2 and 0", a, b)
+	}
+	if s = record(nil); s.value(t, TakeoverRollback, "site=dc2,job_id=a") != 2 {
+		t.Error("a run without windows dropped the last takeover's")
+	}
+	s = record(map[string]int64{"c": 1})
+	if _, ok := s.find(TakeoverRollback, "job_id=a"); ok || s.value(t, TakeoverRollback, "site=dc2,job_id=c") != 1 {
+		t.Errorf("the next takeover's windows did not replace the last's: %s", s.series(TakeoverRollback))
 	}
 }

@@ -142,3 +142,20 @@ func sameSet(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
+
+// TestTakeoverRollbackExported: the rollback windows of the daemon's
+// last automatic takeover are a gauge a job, absent before one.
+func TestTakeoverRollbackExported(t *testing.T) {
+	f := Failover{}
+	zkm := &ZooKeeper{Failover: func() Failover { return f }}
+	zkm.Lag = NewLagTracker(zkm.Status, time.Minute)
+	src := Sources{Site: "dc2", Version: "test", Catalog: mounttest.Catalog(t, t.TempDir()), ZooKeeper: zkm}
+	if s := scrape(t, src); len(s[TakeoverRollback].GetMetric()) != 0 {
+		t.Errorf("before a takeover: %s", s.series(TakeoverRollback))
+	}
+	f.Rollbacks = map[string]int64{"a": 3, "b": 0}
+	s := scrape(t, src)
+	if a, b := s.value(t, TakeoverRollback, "job_id=a"), s.value(t, TakeoverRollback, "job_id=b"); a != 3 || b != 0 {
+		t.Errorf("windows a=%v b=%v, want 3 and 0", a, b)
+	}
+}

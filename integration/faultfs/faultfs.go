@@ -172,7 +172,7 @@ type rule struct {
 func newServer() *server { return &server{release: make(chan struct{})} }
 
 // mount serves lower at mountPoint.
-func (f *server) mount(lower, mountPoint string) (*fuse.Server, error) {
+func (f *server) mount(lower, mountPoint string, o Options) (*fuse.Server, error) {
 	root, err := fs.NewLoopbackRoot(lower)
 	if err != nil {
 		return nil, err
@@ -181,6 +181,10 @@ func (f *server) mount(lower, mountPoint string) (*fuse.Server, error) {
 	top := &node{LoopbackNode: lr, fs: f}
 	lr.RootData.RootNode = top
 	var zero time.Duration
+	attrs := zero
+	if o.LookupAttrs {
+		attrs = time.Millisecond
+	}
 	opts := &fs.Options{
 		MountOptions: fuse.MountOptions{
 			AllowOther:        true,
@@ -197,7 +201,7 @@ func (f *server) mount(lower, mountPoint string) (*fuse.Server, error) {
 			DisableReadDirPlus: true,
 		},
 		EntryTimeout:    &zero,
-		AttrTimeout:     &zero,
+		AttrTimeout:     &attrs,
 		NegativeTimeout: &zero,
 	}
 	opts.DisabledCapabilities |= fuse.CAP_PASSTHROUGH

@@ -2,6 +2,7 @@ package faultfs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +29,33 @@ func mount(t *testing.T) (*FS, string) {
 		t.Fatal(err)
 	}
 	return Mount(t, lower, mnt), mnt
+}
+
+// TestLookupAttrs: by default a stat of a name asks for its attributes
+// again after the LOOKUP that returned them; with LookupAttrs, as on
+// NFS, it does not.
+func TestLookupAttrs(t *testing.T) {
+	f, _ := mount(t)
+	nfs := MountWith(t, f.Lower, t.TempDir(), Options{LookupAttrs: true})
+	for _, c := range []struct {
+		fs       *FS
+		min, max uint64 // GETATTRs for 20 stats
+	}{{f, 20, 25}, {nfs, 0, 2}} {
+		before := c.fs.Ops()
+		for i := range 20 {
+			name := fmt.Sprintf("n%d", i)
+			if err := os.WriteFile(filepath.Join(c.fs.Lower, "a", "b", name), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(filepath.Join(c.fs.MountPoint, "a", "b", name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := c.fs.Ops().Sub(before)
+		if n := got.Total(OpGetattr); n < c.min || n > c.max {
+			t.Errorf("LookupAttrs %v: 20 stats of new names asked for attributes %d times (%s), want %d to %d", c.fs == nfs, n, got, c.min, c.max)
+		}
+	}
 }
 
 // TestErrorsByRule: a rule fails exactly its operations on its subtree,

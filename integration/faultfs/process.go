@@ -32,6 +32,17 @@ const readyLine = "faultfs-ready"
 
 type serveSpec struct {
 	Lower, MountPoint, Socket string
+	Options
+}
+
+// Options change how a faultfs serves.
+type Options struct {
+	// LookupAttrs lets a stat use the attributes its LOOKUP returned, as
+	// an NFS client does (they stay valid 1 ms, a jiffy to the kernel),
+	// rather than ask for them again: a stat of a name not cached costs
+	// one round trip, not two. Fault tests leave it off, so that every
+	// stat reaches the rules.
+	LookupAttrs bool
 }
 
 // Main is the TestMain of packages that use Mount: in the child it serves
@@ -51,7 +62,7 @@ func serve(specJSON string) int {
 		return 2
 	}
 	f := newServer()
-	srv, err := f.mount(spec.Lower, spec.MountPoint)
+	srv, err := f.mount(spec.Lower, spec.MountPoint, spec.Options)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "faultfs: mount:", err)
 		return 1
@@ -165,8 +176,14 @@ type FS struct {
 // /dev/fuse; the caller checks (mounttest.RequireFUSE).
 func Mount(t testing.TB, lower, mountPoint string) *FS {
 	t.Helper()
+	return MountWith(t, lower, mountPoint, Options{})
+}
+
+// MountWith is Mount with options.
+func MountWith(t testing.TB, lower, mountPoint string, o Options) *FS {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "faultfs.sock")
-	spec, _ := json.Marshal(serveSpec{Lower: lower, MountPoint: mountPoint, Socket: sock})
+	spec, _ := json.Marshal(serveSpec{Lower: lower, MountPoint: mountPoint, Socket: sock, Options: o})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), serveEnv+"="+string(spec))
 	cmd.Stderr = os.Stderr

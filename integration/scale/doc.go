@@ -5,7 +5,8 @@
 // checkpoints (chk-N with _metadata and a few exclusive files, shared/
 // with the SST files, consecutive checkpoints sharing 95% of them), served
 // by integration/faultfs with a delay added to every operation (a NAS
-// whose metadata round trip costs that much). Every _metadata is real
+// whose metadata round trip costs that much; a stat is one, as on NFS,
+// since it uses the attributes its LOOKUP returned). Every _metadata is real
 // Flink format, made from a real RocksDB-incremental _metadata of the
 // committed corpus (integration/flinkdata) with its handles rewritten to
 // the generated files, which are sparse: sizes without content. The

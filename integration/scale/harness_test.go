@@ -129,7 +129,7 @@ func runScale(t testing.TB, p params) *result {
 	if p.Local {
 		nas = l.nas()
 	} else {
-		fault = faultfs.Mount(t, l.nas(), nas)
+		fault = faultfs.MountWith(t, l.nas(), nas, faultfs.Options{LookupAttrs: true})
 		if p.Delay > 0 {
 			fault.Add(faultfs.Rule{Ops: faultfs.OpAll, Delay: p.Delay})
 		}

@@ -428,29 +428,36 @@ func writeFileAtomic(path string, data []byte) error {
 // that is not whole yet (it does not parse, or changes while read), it
 // changes nothing. What lies at its path is read only when it is a
 // regular file within sealedManifestBound: anything else is a problem.
-func (v *Verifier) checkSealed(ctx context.Context, dir string, verdict *Verdict) {
+// It returns the inode it found at the manifest's path (0: nothing
+// there), which the verdict's watch starts from (sealedWatch); ok is
+// false when it could not tell.
+func (v *Verifier) checkSealed(ctx context.Context, dir string, verdict *Verdict) (ino uint64, ok bool) {
 	if v.cfg.SealedRoot == "" {
-		return
+		return 0, false
 	}
 	chkRel, err := filepath.Rel(v.cfg.SealedRoot, dir)
 	if err != nil || strings.HasPrefix(chkRel, "..") {
-		return
+		return 0, false
 	}
 	rel, _ := filepath.Rel(v.cfg.SealedRoot, SealedPath(v.cfg.SealedRoot, chkRel))
 	var data []byte
 	f, err := openRegularAt(v.cfg.SealedRoot, rel)
-	if err == nil {
+	switch {
+	case err == nil:
+		ino, ok = f.st.Ino, true
 		data, err = f.readAll(ctx, sealedManifestBound(verdict.Manifest))
 		f.Close()
+	case errors.Is(err, unix.ENOENT):
+		ok = true
 	}
 	switch {
 	case errors.Is(err, unix.ENOENT), errors.Is(err, errChanged):
-		return
+		return ino, ok
 	case err != nil:
 		p := fileProblem(MetadataFile, err)
 		p.Detail = "sealed manifest: " + err.Error()
 		verdict.addProblem(*p)
-		return
+		return ino, ok
 	}
 	var sealed sealedManifest
 	if err := json.Unmarshal(data, &sealed); err != nil {
@@ -458,11 +465,11 @@ func (v *Verifier) checkSealed(ctx context.Context, dir string, verdict *Verdict
 		// does not parse is still being replicated here, in place. It
 		// says nothing yet: the verdict stays at L1 rather than flapping
 		// to incomplete and back.
-		return
+		return ino, ok
 	}
 	if sealed.CheckpointID != verdict.CheckpointID {
 		verdict.addProblem(Problem{Path: MetadataFile, Kind: ProblemChecksumMismatch, Detail: "sealed manifest of another checkpoint"})
-		return
+		return ino, ok
 	}
 	check := func(name, local, want string) {
 		if want == "" {
@@ -498,6 +505,7 @@ func (v *Verifier) checkSealed(ctx context.Context, dir string, verdict *Verdict
 	if len(verdict.Problems) == 0 {
 		verdict.Level = L3
 	}
+	return ino, ok
 }
 
 // LearnChecksum tells v that the file at local, at version ver, has the
@@ -517,8 +525,10 @@ type sealedWatch struct {
 // sealedWatch returns the directory holding the sealed manifest of the
 // checkpoint directory dir, or the nearest directory above it that
 // exists, up to SealedRoot, with the name in it on the way to the
-// manifest; nothing without SealedRoot or outside it.
-func (v *Verifier) sealedWatch(dir string) sealedWatch {
+// manifest; nothing without SealedRoot or outside it. The manifest's
+// inode is what the verification found there (seen, when ok), so that a
+// manifest made since is a change for the next listing.
+func (v *Verifier) sealedWatch(dir string, seen uint64, ok bool) sealedWatch {
 	if v.cfg.SealedRoot == "" {
 		return sealedWatch{}
 	}
@@ -528,8 +538,8 @@ func (v *Verifier) sealedWatch(dir string) sealedWatch {
 	}
 	p := SealedPath(v.cfg.SealedRoot, chkRel)
 	var st unix.Stat_t
-	w := sealedWatch{dir: filepath.Dir(p), name: filepath.Base(p)}
-	if unix.Lstat(p, &st) == nil {
+	w := sealedWatch{dir: filepath.Dir(p), name: filepath.Base(p), ino: seen}
+	if !ok && unix.Lstat(p, &st) == nil {
 		w.ino = st.Ino
 	}
 	for w.dir != v.cfg.SealedRoot && len(w.dir) > len(v.cfg.SealedRoot) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -198,6 +199,35 @@ func TestTrustSealedName(t *testing.T) {
 	observe()
 	if got := j.verifyTrusted(t, v); got == second {
 		t.Fatal("not judged again after its sealed manifest was replaced")
+	}
+}
+
+// TestSealedWatchStartsFromTheVerification: the name a verdict watches
+// starts from what its verification found at the manifest's path, not
+// from what is there when the verdict is kept, so that a manifest made
+// in between is a change for the next listing.
+func TestSealedWatchStartsFromTheVerification(t *testing.T) {
+	j := newTrustJob(t, 1)
+	v := trustingVerifier(t, j.root, &testClock{now: time.Unix(1000, 0)})
+	v.cfg.SealedRoot = j.root
+	sealed := SealedPath(j.root, "job/chk-1")
+	if err := os.MkdirAll(filepath.Dir(sealed), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sealed, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Lstat(sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sealedWatch{dir: filepath.Dir(sealed), name: filepath.Base(sealed)}
+	if got := v.sealedWatch(j.chk(), 0, true); got != want {
+		t.Errorf("after a verification that found nothing: %+v, want %+v", got, want)
+	}
+	want.ino = st.Sys().(*syscall.Stat_t).Ino
+	if got := v.sealedWatch(j.chk(), 0, false); got != want {
+		t.Errorf("after one that could not tell: %+v, want %+v", got, want)
 	}
 }
 

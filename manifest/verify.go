@@ -124,13 +124,15 @@ func (v *Verifier) VerifyDir(ctx context.Context, dir string) *Verdict {
 	v.checkFiles(ctx, judge, probes, man.Files, parsed.entries, need, verdict)
 	verdict.Files = len(man.Files) + 1
 	verdict.Bytes = parsed.bytes + man.MetadataSize
+	var sealedIno uint64
+	var sealedSeen bool
 	if len(verdict.Problems) == 0 {
 		verdict.Complete = true
 		verdict.Level = L1
-		v.checkSealed(ctx, dir, verdict)
+		sealedIno, sealedSeen = v.checkSealed(ctx, dir, verdict)
 	}
 	if judge.trust && verdict.Complete {
-		v.cache.remember(dir, verdict, parsed, judge, v.sealedWatch(dir))
+		v.cache.remember(dir, verdict, parsed, judge, v.sealedWatch(dir, sealedIno, sealedSeen))
 	}
 	return verdict
 }

@@ -97,6 +97,9 @@ type Config struct {
 	// Gate, when set, admits every open and opendir before it is served
 	// (nil admits everything).
 	Gate Gate
+	// CloseGate, when set, may hold the close of a file written through
+	// the mount (nil holds none).
+	CloseGate CloseGate
 	// Logger receives the mount's own log lines and go-fuse's.
 	Logger *slog.Logger
 	// Now is the clock used for Sealer timestamps.

@@ -17,12 +17,14 @@ import (
 // fileSystem is the state shared by every node of one mount.
 type fileSystem struct {
 	// Dependencies.
-	vis     manifest.Visibility
-	gate    Gate      // Config.Gate; nil admits everything
-	reports *reporter // feeds the Sealer; nil: no sealing
-	log     *slog.Logger
-	now     func() time.Time
-	backing string // Config.Backing, cleaned: opened by every operation (beneath.go)
+	vis  manifest.Visibility
+	gate Gate // Config.Gate; nil admits everything
+	// closeGate is Config.CloseGate; nil holds no close.
+	closeGate CloseGate
+	reports   *reporter // feeds the Sealer; nil: no sealing
+	log       *slog.Logger
+	now       func() time.Time
+	backing   string // Config.Backing, cleaned: opened by every operation (beneath.go)
 
 	// Constant data.
 	deadlineFence bool // Config.DeadlineFence
@@ -108,6 +110,8 @@ type counters struct {
 	deletionsHeld     atomic.Uint64
 	openFiles         atomic.Int64
 	gateRefusals      atomic.Uint64
+	closesHeld        atomic.Uint64
+	closesFailed      atomic.Uint64
 }
 
 func (c *counters) opened(passthrough, write bool) {
@@ -170,6 +174,9 @@ type Stats struct {
 	OpenFiles int64
 	// GateRefusals counts opens and opendirs the Gate refused.
 	GateRefusals uint64
+	// ClosesHeld counts closes the CloseGate held; ClosesFailed those it
+	// failed.
+	ClosesHeld, ClosesFailed uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -192,6 +199,8 @@ func (c *counters) snapshot() Stats {
 		DeletionsHeld:     c.deletionsHeld.Load(),
 		OpenFiles:         c.openFiles.Load(),
 		GateRefusals:      c.gateRefusals.Load(),
+		ClosesHeld:        c.closesHeld.Load(),
+		ClosesFailed:      c.closesFailed.Load(),
 	}
 }
 

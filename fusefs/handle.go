@@ -136,11 +136,18 @@ func (h *handle) Allocate(ctx context.Context, off uint64, size uint64, mode uin
 var _ = (fs.FileFlusher)((*handle)(nil))
 
 // Flush runs inside close(2), so a written file is reported to the Sealer
-// before the writer can rename it.
+// before the writer can rename it, and the CloseGate can hold the close.
 func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	errno := h.lf.Flush(ctx)
 	h.report(false)
-	return errno
+	if errno != 0 || !h.writer {
+		return errno
+	}
+	rel, ok := h.node.rel()
+	if !ok {
+		return 0
+	}
+	return h.node.fsys.holdClose(ctx, rel, fdOf(h.lf))
 }
 
 var _ = (fs.FileReleaser)((*handle)(nil))

@@ -27,3 +27,30 @@ func (fsys *fileSystem) passGate(ctx context.Context, rel string) syscall.Errno 
 	}
 	return 0
 }
+
+// CloseGate holds the close of files written through a primary mount.
+// It is the daemon's policy (synchronous replication holds the close of
+// an HA file until another site holds its checkpoint, design §4.8); the
+// mount asks it at FLUSH, after the file's report to the Sealer, and
+// translates its answer through the one errno mapping, as for Gate.
+type CloseGate interface {
+	// Claims reports whether the gate holds the close of the file at rel
+	// (relative to the mount).
+	Claims(rel string) bool
+	// Hold returns when the close may end: nil, or why it fails. fd is
+	// the backing file, open for writing.
+	Hold(ctx context.Context, rel string, fd int) error
+}
+
+// holdClose asks the close gate, if any, about a written file at rel.
+func (fsys *fileSystem) holdClose(ctx context.Context, rel string, fd int) syscall.Errno {
+	if fsys.closeGate == nil || !fsys.closeGate.Claims(rel) {
+		return 0
+	}
+	fsys.stats.closesHeld.Add(1)
+	if err := fsys.closeGate.Hold(ctx, rel, fd); err != nil {
+		fsys.stats.closesFailed.Add(1)
+		return fsys.errnoFor(err)
+	}
+	return 0
+}

@@ -2,8 +2,11 @@ package fusefs_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -110,4 +113,88 @@ func TestIntegration_GateHoldsOpens(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	gate.decide(fmt.Errorf("the takeover did not decide in time: %w", syscall.EIO))
 	wantErrno(t, "open refused by the gate", (<-done).err, syscall.EIO)
+}
+
+// testCloseGate holds the close of files named "held*" until released,
+// then lets it end or fails it.
+type testCloseGate struct {
+	release chan error
+	sizes   chan int64 // the size of each held file, seen through its fd
+}
+
+func (g *testCloseGate) Claims(rel string) bool {
+	return strings.HasPrefix(filepath.Base(rel), "held")
+}
+
+func (g *testCloseGate) Hold(ctx context.Context, rel string, fd int) error {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err == nil {
+		g.sizes <- st.Size
+	}
+	select {
+	case err := <-g.release:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestIntegration_CloseGateHoldsCloses: close(2) of a written file the
+// CloseGate claims returns only when the gate lets it, with all its bytes
+// on the backing file meanwhile, and fails with EIO when the gate fails
+// it; other files close at once.
+func TestIntegration_CloseGateHoldsCloses(t *testing.T) {
+	gate := &testCloseGate{release: make(chan error), sizes: make(chan int64, 4)}
+	m := mounttest.New(t, &mounttest.Options{
+		Mode:      fusefs.ModePrimary,
+		Configure: func(c *fusefs.Config) { c.CloseGate = gate },
+	})
+	write := func(name string) (*os.File, error) {
+		f, err := os.Create(filepath.Join(m.Mnt, name))
+		if err != nil {
+			return nil, err
+		}
+		_, err = f.Write([]byte("0123456789"))
+		return f, err
+	}
+	f, err := write("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("close of a file the gate does not claim: %v", err)
+	}
+
+	for _, c := range []struct {
+		name   string
+		answer error
+		want   error
+	}{{"held-ok", nil, nil}, {"held-fail", errors.New("no other site holds it"), syscall.EIO}} {
+		f, err := write(c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- f.Close() }()
+		select {
+		case size := <-gate.sizes:
+			if size != 10 {
+				t.Errorf("%s: the gate saw %d bytes, want 10", c.name, size)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the gate was not asked", c.name)
+		}
+		select {
+		case err := <-closed:
+			t.Fatalf("%s: close returned (%v) while the gate held it", c.name, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		gate.release <- c.answer
+		if err := <-closed; !errors.Is(err, c.want) {
+			t.Errorf("%s: close %v, want %v", c.name, err, c.want)
+		}
+	}
+	if st := m.Server.Stats(); st.ClosesHeld != 2 || st.ClosesFailed != 1 {
+		t.Errorf("closes held %d, failed %d; want 2 and 1", st.ClosesHeld, st.ClosesFailed)
+	}
 }

@@ -83,6 +83,7 @@ func Mount(cfg Config) (*Server, error) {
 	fsys := &fileSystem{
 		vis:           cfg.Visibility,
 		gate:          cfg.Gate,
+		closeGate:     cfg.CloseGate,
 		log:           log,
 		now:           cfg.Now,
 		backing:       backing,

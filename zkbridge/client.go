@@ -546,6 +546,43 @@ func (c *client) existsW(ctx context.Context, path string) (*zk.Stat, <-chan zk.
 	return r.stat, r.ch, nil
 }
 
+// getW is get with a watch on the znode's data (or its creation); the
+// channel fires once.
+func (c *client) getW(ctx context.Context, path string) ([]byte, *zk.Stat, <-chan zk.Event, error) {
+	if err := c.guardPath(ctx, path); err != nil {
+		return nil, nil, nil, err
+	}
+	type got struct {
+		data []byte
+		stat *zk.Stat
+		ch   <-chan zk.Event
+	}
+	r, err := retry(ctx, c, "watch "+path, func() (got, error) {
+		data, stat, ch, err := c.conn.GetW(path)
+		return got{data, stat, ch}, err
+	})
+	return r.data, r.stat, r.ch, err
+}
+
+// childrenW is children with a watch on the list; the channel fires once.
+func (c *client) childrenW(ctx context.Context, path string) ([]string, <-chan zk.Event, error) {
+	if err := c.guardPath(ctx, path); err != nil {
+		return nil, nil, err
+	}
+	type got struct {
+		names []string
+		ch    <-chan zk.Event
+	}
+	r, err := retry(ctx, c, "watch "+path, func() (got, error) {
+		names, _, ch, err := c.conn.ChildrenW(path)
+		return got{names, ch}, err
+	})
+	if err == nil {
+		slices.Sort(r.names)
+	}
+	return r.names, r.ch, err
+}
+
 // ensure creates path and its missing ancestors below stopAt (which must
 // exist or be "/") as persistent nodes with empty data and the ACL of
 // their place (aclPolicy). A node that exists is fine, so a retry after

@@ -117,6 +117,12 @@ func (p ckptfsPaths) restored(job string, id int64) string {
 	return join(p.base, "restored", job, checkpointName(id))
 }
 
+func (p ckptfsPaths) syncRoot() string          { return join(p.base, "sync") }
+func (p ckptfsPaths) syncJob(job string) string { return join(p.base, "sync", job) }
+func (p ckptfsPaths) syncAck(job, site string) string {
+	return join(p.base, "sync", job, syncAckPrefix+site)
+}
+
 func (p ckptfsPaths) sites() string              { return join(p.base, "sites") }
 func (p ckptfsPaths) site(site string) string    { return join(p.base, "sites", site) }
 func (p ckptfsPaths) markers(site string) string { return join(p.base, "sites", site, "jobs") }

@@ -60,6 +60,12 @@ type Config struct {
 	SiteJobManagers []string
 	// HoldTimeout bounds how long one open is held (takeover auto).
 	HoldTimeout time.Duration
+	// Replication is how a primary mount lets Flink complete a checkpoint
+	// (design §4.8): async (at once), sync or strict (once another site
+	// holds it, at most SyncTimeout; then sync lets it complete and
+	// degrades, strict fails it). Sync and strict need ZooKeeper.
+	Replication ReplicationMode
+	SyncTimeout time.Duration
 
 	// MetricsAddr is where /metrics and /healthz are served (HOST:PORT;
 	// empty: not served; no host, :PORT, means loopback only). MetricsTLS,
@@ -113,6 +119,7 @@ func DefaultConfig() Config {
 		Verifier: manifest.DefaultVerifierConfig(), Catalog: manifest.DefaultCatalogConfig(), Mount: m,
 		LagInterval: 10 * time.Second, FollowInterval: time.Second,
 		Takeover: TakeoverManual, HoldTimeout: 2 * time.Minute,
+		Replication: ReplicationAsync, SyncTimeout: 10 * time.Second,
 	}
 }
 
@@ -184,6 +191,18 @@ func (c *Config) Validate() error {
 		}
 	default:
 		bad("Takeover", fmt.Errorf("%q: want auto or manual", c.Takeover))
+	}
+	switch c.Replication {
+	case ReplicationAsync, "":
+	case ReplicationSync, ReplicationStrict:
+		if c.ZooKeeper == nil {
+			bad("ZooKeeper", fmt.Errorf("%w for replication %s: the other site acknowledges through it", ErrRequired, c.Replication))
+		}
+		if c.SyncTimeout <= 0 {
+			bad("SyncTimeout", fmt.Errorf("%v must be positive", c.SyncTimeout))
+		}
+	default:
+		bad("Replication", fmt.Errorf("%q: want async, sync or strict", c.Replication))
 	}
 	for _, a := range c.SiteJobManagers {
 		if _, _, ok := zkbridge.AddressHostPort(a); !ok || strings.ContainsAny(a, " ,") {

@@ -84,6 +84,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Takeover == TakeoverAuto {
 		p.mount.Gate = lp
 	}
+	if cfg.Replication == ReplicationSync || cfg.Replication == ReplicationStrict {
+		uri := func(rel string) string { return "file:" + filepath.Join(cfg.MountPoint, rel) }
+		lp.gate = newSyncGate(cfg.Replication, cfg.SyncTimeout, loopSyncer{lp}, uri, log.With("component", "sync"))
+		p.mount.CloseGate = lp.gate
+	}
 	srv, err := fusefs.Mount(p.mount)
 	if err != nil {
 		return err

@@ -60,7 +60,10 @@ type loop struct {
 
 	bridge atomic.Pointer[zkbridge.Bridge]
 	holder atomic.Pointer[zkbridge.LeaseHolder]
-	kicks  chan struct{}
+	// gate holds HA files' closes in sync and strict replication (nil:
+	// async); the loop activates it with the mount and fences it first.
+	gate  *syncGate
+	kicks chan struct{}
 
 	// Only the loop's goroutine uses these.
 	observer  *zkbridge.LeaseObserver
@@ -182,6 +185,9 @@ func (l *loop) run(ctx context.Context) error {
 // stop fences a primary before the mount goes, and disarms the watchdog
 // once nothing admitted is left.
 func (l *loop) stop() {
+	if l.gate != nil {
+		l.gate.fence()
+	}
 	if l.srv.Load().Mode() == fusefs.ModePrimary && l.zkCfg != nil {
 		l.log.Info("stopping: fencing the mount")
 		if err := l.srv.Load().SetMode(fusefs.ModeFenced); err != nil {
@@ -308,9 +314,15 @@ func (l *loop) apply(o Observation) {
 				l.log.Warn("fencing the mount: read-only", "reason", d.Reason)
 			}
 		}
+		if d.Mode != fusefs.ModePrimary && l.gate != nil {
+			l.gate.fence() // a held close fails at once (design §4.8)
+		}
 		if err := l.srv.Load().SetMode(d.Mode); err != nil {
 			l.log.Error("changing the mount's mode", "to", d.Mode.String(), "err", err)
 		}
+	}
+	if l.gate != nil && l.srv.Load().Mode() == fusefs.ModePrimary {
+		l.gate.activate(o.State.Epoch)
 	}
 	l.mu.Lock()
 	o.Mode = l.srv.Load().Mode()
@@ -658,6 +670,10 @@ func (l *loop) connect(ctx context.Context) {
 		l.zkm.SetSweeper(sw)
 		work = append(work, func(ctx context.Context) { sw.Run(ctx, l.followEvery) })
 	}
+	// Answer the active site's sync requests for this site (design
+	// §4.8), on every site: the acker skips its own site's.
+	acker := b.NewSyncAcker(b.SyncHolds)
+	work = append(work, func(ctx context.Context) { acker.Run(ctx, syncRetry) })
 	if lag := l.zkm.Lag; lag != nil {
 		l.catalog.OnChange(func(manifest.Change) { lag.Trigger() })
 		lag.Idle()

@@ -35,6 +35,10 @@ const (
 	ReplicationStrict ReplicationMode = "strict"
 )
 
+// syncRetry is how often the acker judges again a request this site
+// does not hold yet.
+const syncRetry = 250 * time.Millisecond
+
 // haFilePrefix starts the name of the HA file Flink stores for every
 // completed checkpoint (ZooKeeperStateHandleStore's storage helper).
 const haFilePrefix = "completedCheckpoint"
@@ -230,4 +234,31 @@ func (g *syncGate) request(rel string, fd int, epoch int64) (zkbridge.SyncReques
 		JobID: cc.JobID, CheckpointID: cc.CheckpointID, CheckpointPath: cc.ExternalPointer,
 		HAFile: g.uri(rel), HASize: st.Size, HACRC32C: crc32.Checksum(data, castagnoli), Epoch: epoch,
 	}, nil
+}
+
+// loopSyncer is the gate's syncer through the loop's bridge, once
+// connected.
+type loopSyncer struct{ l *loop }
+
+var errNotConnected = errors.New("not connected to ZooKeeper")
+
+func (s loopSyncer) RequestSync(ctx context.Context, req zkbridge.SyncRequest) error {
+	if b := s.l.bridge.Load(); b != nil {
+		return b.RequestSync(ctx, req)
+	}
+	return errNotConnected
+}
+
+func (s loopSyncer) AwaitSync(ctx context.Context, req zkbridge.SyncRequest) (string, error) {
+	if b := s.l.bridge.Load(); b != nil {
+		return b.AwaitSync(ctx, req)
+	}
+	return "", errNotConnected
+}
+
+func (s loopSyncer) CompleteSync(ctx context.Context, req zkbridge.SyncRequest) error {
+	if b := s.l.bridge.Load(); b != nil {
+		return b.CompleteSync(ctx, req)
+	}
+	return errNotConnected
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 
 	"github.com/ckptfs/ckptfs/manifest/flinkha"
 	"github.com/ckptfs/ckptfs/manifest/javaser"
@@ -190,6 +191,18 @@ func (v *Verifier) verifyFiles(ctx context.Context, man *Manifest, verdict *Verd
 	probes := v.newProber(ctx)
 	defer probes.stop()
 	v.checkFiles(ctx, judge, probes, man.Files, entries, need, verdict)
+}
+
+// HAFileChecksum returns the CRC-32C of the HA file at the Flink path
+// name, which must be a regular file of exactly size bytes: what a
+// site's acknowledgement of a synchronous request compares with the
+// bytes the primary wrote (design §4.8).
+func (v *Verifier) HAFileChecksum(ctx context.Context, name string, size int64) (uint32, error) {
+	data, prob := v.readHAFile(ctx, name, size)
+	if prob != nil {
+		return 0, errors.New(prob.String())
+	}
+	return crc32.Checksum(data, castagnoli), nil
 }
 
 // readHAFile reads the HA file at the Flink path name, which must be a

@@ -89,3 +89,9 @@ func (s *siteVerifier) VerifyJobHA(ctx context.Context, ref manifest.JobHARef) *
 	}
 	return v
 }
+
+func (s *siteVerifier) HAFileChecksum(ctx context.Context, name string, size int64) (uint32, error) {
+	return manifest.Bounded(ctx, s.backing, "checksum "+name, func(ctx context.Context) (uint32, error) {
+		return s.v.HAFileChecksum(ctx, name, size)
+	})
+}

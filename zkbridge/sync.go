@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/ckptfs/ckptfs/manifest"
+	"github.com/ckptfs/ckptfs/manifest/flinkha"
 )
 
 // Synchronous replication's znodes (design §4.8). A primary in sync or
@@ -316,4 +319,25 @@ func (a *SyncAcker) Pass(ctx context.Context) (waiting bool, err error) {
 		}
 	}
 	return waiting, nil
+}
+
+// SyncHolds judges a sync request on this site, from its NAS and trusting
+// nothing remembered: the checkpoint is complete at L2 as a pointer to
+// the request's HA file would be, and that HA file holds the bytes the
+// requester wrote (its CRC-32C).
+func (b *Bridge) SyncHolds(ctx context.Context, req SyncRequest) (bool, error) {
+	if b.verifier == nil {
+		return false, errors.New("no verifier")
+	}
+	ctx = manifest.WithoutTrust(ctx)
+	pv := b.verifier.VerifyPointer(ctx, PointerRef{JobID: req.JobID, CheckpointID: req.CheckpointID, Znode: "sync request",
+		Handle: flinkha.StateHandle{URI: req.HAFile, Size: req.HASize}})
+	if !pv.L2Complete() {
+		return false, nil
+	}
+	crc, err := b.verifier.HAFileChecksum(ctx, req.HAFile, req.HASize)
+	if err != nil {
+		return false, err
+	}
+	return crc == req.HACRC32C, nil
 }

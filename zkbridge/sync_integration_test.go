@@ -20,7 +20,8 @@ import (
 func TestIntegration_SyncRequests(t *testing.T) {
 	c := zktest.StartCluster(t, 1)
 	e := newEnv(t, c)
-	dc1, dc2 := e.bridge("dc1"), e.bridge("dc2")
+	cluster := func(c *Config) { c.ClusterID = "default" }
+	dc1, dc2 := e.bridge("dc1", cluster), e.bridge("dc2", cluster)
 	ctx := testContext(t, time.Minute)
 	job := flinkemu.NewJobID()
 

@@ -22,6 +22,9 @@ type Verifier interface {
 	// VerifyJobHA judges what recovering a job reads besides its
 	// pointers: the job graph HA file, the job's blobs, its job results.
 	VerifyJobHA(ctx context.Context, ref manifest.JobHARef) *manifest.JobHAVerdict
+	// HAFileChecksum is the CRC-32C of the HA file at a Flink path, which
+	// must hold size bytes.
+	HAFileChecksum(ctx context.Context, name string, size int64) (uint32, error)
 }
 
 // PointerRef is what a pointer znode says.

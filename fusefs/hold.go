@@ -3,6 +3,8 @@ package fusefs
 import (
 	"context"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Gate admits opens and opendirs. It is the daemon's policy (a replica
@@ -38,7 +40,8 @@ type CloseGate interface {
 	// (relative to the mount).
 	Claims(rel string) bool
 	// Hold returns when the close may end: nil, or why it fails. fd is
-	// the backing file, open for writing.
+	// the backing file, open for reading (the writer's may be
+	// write-only); the mount closes it afterwards.
 	Hold(ctx context.Context, rel string, fd int) error
 }
 
@@ -48,7 +51,12 @@ func (fsys *fileSystem) holdClose(ctx context.Context, rel string, fd int) sysca
 		return 0
 	}
 	fsys.stats.closesHeld.Add(1)
-	if err := fsys.closeGate.Hold(ctx, rel, fd); err != nil {
+	rfd, err := reopen(fd)
+	if err == nil {
+		err = fsys.closeGate.Hold(ctx, rel, rfd)
+		unix.Close(rfd)
+	}
+	if err != nil {
 		fsys.stats.closesFailed.Add(1)
 		return fsys.errnoFor(err)
 	}

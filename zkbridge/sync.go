@@ -265,7 +265,11 @@ func (a *SyncAcker) Pass(ctx context.Context) (waiting bool, err error) {
 	}
 	var kids []string
 	if a.watch == nil {
-		if err := b.zk.ensure(ctx, paths.syncRoot()); err != nil {
+		// Nothing is made until a requester makes sync: a site that
+		// never runs sync mode has no znode of it.
+		stat, ch, err := b.zk.existsW(ctx, paths.syncRoot())
+		if err != nil || stat == nil {
+			a.watch = ch
 			return false, err
 		}
 		kids, a.watch, err = b.zk.childrenW(ctx, paths.syncRoot())

@@ -158,9 +158,15 @@ func (g *syncGate) Hold(ctx context.Context, rel string, fd int) error {
 		if g.degraded.Swap(false) {
 			g.log.Warn("synchronous replication resumed", "site", site, "job", req.JobID, "checkpoint", req.CheckpointID)
 		}
-		if err := g.zk.CompleteSync(context.WithoutCancel(ctx), req); err != nil {
-			g.log.Warn("synchronous replication: recording the completed checkpoint", "job", req.JobID, "checkpoint", req.CheckpointID, "err", err)
-		}
+		// Off the close: ZooKeeper may be slow, and the checkpoint is
+		// released already.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.timeout)
+			defer cancel()
+			if err := g.zk.CompleteSync(ctx, req); err != nil {
+				g.log.Warn("synchronous replication: recording the completed checkpoint", "job", req.JobID, "checkpoint", req.CheckpointID, "err", err)
+			}
+		}()
 		return nil
 	case errors.Is(err, errDegraded):
 		return nil

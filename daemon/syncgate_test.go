@@ -121,14 +121,26 @@ func TestSyncGateHolds(t *testing.T) {
 		t.Fatalf("acknowledged: %v", err)
 	}
 	st, _ := f.Stat()
+	zk.mu.Lock()
 	req := zk.requests[0]
+	zk.mu.Unlock()
 	if req.JobID != cc.JobID || req.CheckpointID != cc.CheckpointID || req.CheckpointPath != cc.ExternalPointer ||
 		req.HAFile != "file:/flink/"+rel || req.HASize != st.Size() || req.HACRC32C == 0 || req.Epoch != 3 {
 		t.Errorf("request %+v, want checkpoint %d of job %s, its HA file's size %d, epoch 3", req, cc.CheckpointID, cc.JobID, st.Size())
 	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		zk.mu.Lock()
+		n := len(zk.completed)
+		zk.mu.Unlock()
+		if n > 0 {
+			break
+		}
+	}
+	zk.mu.Lock()
 	if len(zk.completed) != 1 || zk.completed[0] != cc.CheckpointID {
 		t.Errorf("completed %v, want [%d]", zk.completed, cc.CheckpointID)
 	}
+	zk.mu.Unlock()
 
 	start := time.Now()
 	if err := g.Hold(ctx, rel, fd); !errors.Is(err, syscall.EIO) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -222,13 +223,16 @@ type SyncAcker struct {
 	b *Bridge
 	// holds judges a request here, from the NAS.
 	holds func(ctx context.Context, req SyncRequest) (bool, error)
-	// watch is the child watch on sync kept until it fires.
-	watch <-chan zk.Event
+	// watch is the child watch on sync kept until it fires; settled are
+	// the requests a pass need not read again (acknowledged here, or not
+	// this site's to answer), by name: a name is one checkpoint's.
+	watch   <-chan zk.Event
+	settled map[string]bool
 }
 
 // NewSyncAcker returns an acker for this site.
 func (b *Bridge) NewSyncAcker(holds func(ctx context.Context, req SyncRequest) (bool, error)) *SyncAcker {
-	return &SyncAcker{b: b, holds: holds}
+	return &SyncAcker{b: b, holds: holds, settled: map[string]bool{}}
 }
 
 // Run passes until ctx ends: at once, whenever a request appears, and
@@ -283,8 +287,13 @@ func (a *SyncAcker) Pass(ctx context.Context) (waiting bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	for name := range a.settled {
+		if _, found := slices.BinarySearch(kids, name); !found {
+			delete(a.settled, name)
+		}
+	}
 	for _, k := range kids {
-		if _, _, ok := parseSyncName(k); !ok {
+		if _, _, ok := parseSyncName(k); !ok || a.settled[k] {
 			continue
 		}
 		node := join(paths.syncRoot(), k)
@@ -301,12 +310,14 @@ func (a *SyncAcker) Pass(ctx context.Context) (waiting bool, err error) {
 			continue
 		}
 		if req.Site == b.cfg.Site || req.Epoch != ep.value || req.State != SyncRequested || syncName(req.JobID, req.CheckpointID) != k {
+			a.settled[k] = true // an epoch never comes back
 			continue
 		}
 		ackNode := join(node, syncAckPrefix+b.cfg.Site)
 		if stat, err := b.zk.exists(ctx, ackNode); err != nil {
 			return waiting, err
 		} else if stat != nil {
+			a.settled[k] = true
 			continue
 		}
 		ok, err := a.holds(ctx, req)
@@ -321,6 +332,7 @@ func (a *SyncAcker) Pass(ctx context.Context) (waiting bool, err error) {
 		if err := b.zk.create(ctx, ackNode, ack); err != nil && !errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoNode) {
 			return waiting, err
 		}
+		a.settled[k] = true
 	}
 	return waiting, nil
 }
@@ -333,10 +345,15 @@ func (b *Bridge) SyncHolds(ctx context.Context, req SyncRequest) (bool, error) {
 	if b.verifier == nil {
 		return false, errors.New("no verifier")
 	}
+	ref := PointerRef{JobID: req.JobID, CheckpointID: req.CheckpointID, Znode: "sync request",
+		Handle: flinkha.StateHandle{URI: req.HAFile, Size: req.HASize}}
+	// With the catalog's trust first, while the replication catches up
+	// (the acker asks again every retry), then once from the NAS alone.
+	if !b.verifier.VerifyPointer(ctx, ref).L2Complete() {
+		return false, nil
+	}
 	ctx = manifest.WithoutTrust(ctx)
-	pv := b.verifier.VerifyPointer(ctx, PointerRef{JobID: req.JobID, CheckpointID: req.CheckpointID, Znode: "sync request",
-		Handle: flinkha.StateHandle{URI: req.HAFile, Size: req.HASize}})
-	if !pv.L2Complete() {
+	if !b.verifier.VerifyPointer(ctx, ref).L2Complete() {
 		return false, nil
 	}
 	crc, err := b.verifier.HAFileChecksum(ctx, req.HAFile, req.HASize)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The options that decide whether Flink itself destroys a job's
@@ -68,4 +69,64 @@ func (c *Config) RecoveryWarnings() []string {
 		out = append(out, fmt.Sprintf("restart strategy %q, from %s, is not one ckptfs knows: make sure it never ends in FAILED (%s)", typ, where, fix))
 	}
 	return out
+}
+
+// The options that synchronous replication meets (design §4.8): Flink's
+// checkpoint timeout, and how many failed checkpoints a job tolerates
+// before it restarts (Flink 1.20's CheckpointingOptions).
+var (
+	CheckpointTimeout          = Option{Key: "execution.checkpointing.timeout", Default: "10 min"}
+	TolerableFailedCheckpoints = Option{Key: "execution.checkpointing.tolerable-failed-checkpoints", Default: "0"}
+)
+
+// SyncWarnings names what a primary mount's replication mode (sync or
+// strict, holding each checkpoint's completion up to syncTimeout) needs
+// of Flink: a checkpoint timeout longer than syncTimeout, or Flink
+// expires the checkpoint first; and with strict, failed checkpoints
+// tolerated, or the first checkpoint strict fails restarts the job.
+func (c *Config) SyncWarnings(mode string, syncTimeout time.Duration) []string {
+	var out []string
+	get := func(o Option) (string, string) {
+		if v, ok := c.Lookup(o); ok {
+			return strings.Trim(v.Value, `"' `), fmt.Sprintf("%s (line %d)", v.Key, v.Line)
+		}
+		return o.Default, "Flink's default"
+	}
+	v, where := get(CheckpointTimeout)
+	if d, ok := parseFlinkDuration(v); ok && d <= syncTimeout {
+		out = append(out, fmt.Sprintf("checkpoint timeout %s, from %s, is not longer than sync-timeout %v: Flink expires a checkpoint replication-mode %s still holds; set %s above it",
+			v, where, syncTimeout, mode, CheckpointTimeout.Key))
+	}
+	if mode == "strict" {
+		v, where = get(TolerableFailedCheckpoints)
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n <= 0 {
+			out = append(out, fmt.Sprintf("%s is %s, from %s: the first checkpoint replication-mode strict fails (no other site held it within sync-timeout) restarts the job; set it to the checkpoints an outage of the other site may fail",
+				TolerableFailedCheckpoints.Key, v, where))
+		}
+	}
+	return out
+}
+
+// parseFlinkDuration reads a duration as Flink's TimeUtils does for the
+// common forms: a number of milliseconds, or a number and a unit (ms, s,
+// sec, min, m, h, with or without a space).
+func parseFlinkDuration(s string) (time.Duration, bool) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	n, err := strconv.ParseInt(s[:i], 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt32 {
+		return 0, false
+	}
+	units := map[string]time.Duration{"": time.Millisecond, "ms": time.Millisecond, "milli": time.Millisecond, "millis": time.Millisecond,
+		"s": time.Second, "sec": time.Second, "secs": time.Second, "second": time.Second, "seconds": time.Second,
+		"m": time.Minute, "min": time.Minute, "mins": time.Minute, "minute": time.Minute, "minutes": time.Minute,
+		"h": time.Hour, "hour": time.Hour, "hours": time.Hour}
+	u, ok := units[strings.TrimSpace(s[i:])]
+	if !ok {
+		return 0, false
+	}
+	return time.Duration(n) * u, true
 }

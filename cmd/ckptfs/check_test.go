@@ -72,6 +72,12 @@ func TestConfigCheckRunsEachCommandsValidation(t *testing.T) {
 		!strings.Contains(stderr, "restart-strategy.fixed-delay.attempts 3") || !strings.Contains(stderr, "set restart-strategy.type: exponential-delay") || strings.Contains(stderr, "retention") {
 		t.Errorf("--flink-conf: exit %d, stderr %q", code, stderr)
 	}
+	// With replication-mode strict, what it needs of Flink too.
+	strict := writeFile(t, dir, "strict.yaml", "zk: zk1:2181\nmode: primary\nreplication-mode: strict\nsync-timeout: 30s\n")
+	if _, stderr, code := ckptfs(t, "config", "check", "--config", strict, "--flink-conf", flinkConf); code != exitOK ||
+		!strings.Contains(stderr, "tolerable-failed-checkpoints is 0, from Flink's default") || strings.Contains(stderr, "checkpoint timeout") {
+		t.Errorf("--flink-conf with replication-mode strict: exit %d, stderr %q", code, stderr)
+	}
 	if _, stderr, code := ckptfs(t, "config", "check", "--config", filepath.Join(dir, "absent.yaml")); code != exitUsage || !strings.Contains(stderr, "no such file") {
 		t.Errorf("absent file: exit %d %s", code, stderr)
 	}

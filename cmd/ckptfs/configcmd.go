@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
@@ -399,9 +400,13 @@ Exit status:
 				fmt.Fprintf(w, "  %-22s line %-4d used by %s\n", k, file.entries[k].line, strings.Join(users[k], ", "))
 			}
 			warnings, identity := fileConnectionWarnings(file)
+			var replication string
+			var syncTimeout time.Duration
 			for _, c := range settingCommands(cmd.Root()) {
 				if c.Name() == "mount" {
 					warnings = append(warnings, fileMountWarnings(c)...)
+					replication = c.Flags().Lookup("replication-mode").Value.String()
+					syncTimeout, _ = time.ParseDuration(c.Flags().Lookup("sync-timeout").Value.String())
 				}
 			}
 			if flinkConf != "" {
@@ -410,6 +415,9 @@ Exit status:
 					return fail("%v", err)
 				}
 				warnings = append(warnings, fc.RecoveryWarnings()...)
+				if replication == "sync" || replication == "strict" {
+					warnings = append(warnings, fc.SyncWarnings(replication, syncTimeout)...)
+				}
 			}
 			if identity != "" {
 				fmt.Fprintf(w, "ZooKeeper identity: %s\n", identity)

@@ -79,6 +79,10 @@ type mountConfig struct {
 	TakeoverActivateAnyway bool
 	SiteJobManagers        []string
 	HoldTimeout            time.Duration
+	// ReplicationMode is async, sync or strict; SyncTimeout bounds how
+	// long sync and strict hold a checkpoint's completion (design §4.8).
+	ReplicationMode string
+	SyncTimeout     time.Duration
 	// MetricsAddr is where /metrics and /healthz are served (HOST:PORT;
 	// empty: not served). LagInterval is how often the lag behind
 	// Flink's pointers is computed for them (with ZK).
@@ -95,6 +99,7 @@ func defaultMountConfig() mountConfig {
 		LogFormat: "text", LogLevel: "info", zkSettings: defaultZKSettings(), LagInterval: 10 * time.Second,
 		DeleteGrace: 30 * time.Minute, DeleteGuard: "refuse",
 		Takeover: "manual", HoldTimeout: 2 * time.Minute,
+		ReplicationMode: "async", SyncTimeout: 10 * time.Second,
 	}
 }
 
@@ -199,6 +204,7 @@ var daemonFieldSettings = map[string]string{
 	"Backing": "backing", "MountPoint": "mountpoint", "Resolver": "map", "Mount.Mode": "mode", "ZooKeeper": "zk",
 	"Site": "site", "MetricsAddr": "metrics-addr", "LagInterval": "lag-interval",
 	"Mount.DeleteGrace": "delete-guard-grace", "Takeover": "takeover", "SiteJobManagers": "site-jobmanagers", "HoldTimeout": "hold-timeout",
+	"Replication": "replication-mode", "SyncTimeout": "sync-timeout",
 }
 
 // daemonSettingErrors names the setting behind each of the daemon's
@@ -260,6 +266,7 @@ func (c *mountConfig) daemonConfig(log *slog.Logger, sink *logsink.Sink) (daemon
 	d.MetricsAddr, d.LagInterval, d.Version = c.MetricsAddr, c.LagInterval, version
 	d.TakeoverActivateAnyway, d.SiteJobManagers, d.HoldTimeout = c.TakeoverActivateAnyway, c.SiteJobManagers, c.HoldTimeout
 	d.Takeover = daemon.TakeoverMode(c.Takeover)
+	d.Replication, d.SyncTimeout = daemon.ReplicationMode(c.ReplicationMode), c.SyncTimeout
 	d.Watchdog = watchdog.New(watchdogRecord(c.MountPoint))
 	if c.MetricsTLSCert != "" || c.MetricsTLSKey != "" || c.MetricsTLSClientCA != "" {
 		tc, err := tlsconf.Server(c.MetricsTLSCert, c.MetricsTLSKey, c.MetricsTLSClientCA)
@@ -482,6 +489,8 @@ Exit status:
 		f.BoolVar(&cfg.TakeoverActivateAnyway, "takeover-activate-anyway", false, "let an automatic takeover activate this site although a job has no complete recovery point here")
 		f.StringArrayVar(&cfg.SiteJobManagers, "site-jobmanagers", nil, "this site's JobManager `HOST[:PORT]` as Flink publishes it (repeatable): tells this site's ZooKeeper sessions from the others'")
 		f.DurationVar(&cfg.HoldTimeout, "hold-timeout", cfg.HoldTimeout, "with takeover auto, how long one of Flink's opens is held until this site's takeover decided")
+		f.StringVar(&cfg.ReplicationMode, "replication-mode", cfg.ReplicationMode, "async (Flink completes checkpoints at once), sync or strict (a checkpoint completes once another site holds it; after sync-timeout sync lets it complete and raises an alarm, strict fails it); sync and strict need --zk")
+		f.DurationVar(&cfg.SyncTimeout, "sync-timeout", cfg.SyncTimeout, "how long replication-mode sync or strict holds a checkpoint's completion for another site")
 		addConnectionSettings(f, &cfg.zkSettings)
 		f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz at `HOST:PORT` (:9477 listens on loopback only; 0.0.0.0:9477 on every interface; default: not served)")
 		f.StringVar(&cfg.MetricsTLSCert, "metrics-tls-cert", "", "serve metrics-addr over TLS with the certificate in `FILE` (PEM)")

@@ -228,6 +228,8 @@ func collectZooKeeper(z *ZooKeeper, site string, gauge gaugeFunc, counter counte
 		for job, n := range f.Rollbacks {
 			gauge(TakeoverRollback, float64(n), job)
 		}
+		gauge(SyncDegraded, boolValue(f.Sync.Degraded))
+		counterByValue(counter, SyncCloses, map[string]uint64{"acknowledged": f.Sync.Acknowledged, "timeout": f.Sync.TimedOut, "failed": f.Sync.Failed})
 		gauge(StandbyJobManagers, float64(len(f.StandbyJobManagers)))
 	}
 	// The publisher and the sweeper exist once the daemon connected;

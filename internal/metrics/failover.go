@@ -50,12 +50,29 @@ type Failover struct {
 	// Rollbacks are the rollback windows, in checkpoint ids, of the
 	// jobs of the last automatic takeover this daemon activated.
 	Rollbacks map[string]int64 `json:"rollbacks,omitempty"`
+	// Sync is what synchronous replication did (zero in async mode).
+	Sync SyncState `json:"sync"`
 	// Steps are the automatic takeover's steps, oldest first (the last
 	// ones).
 	Steps []Step `json:"steps,omitempty"`
 	// StandbyJobManagers are leader sessions of this site's JobManagers
 	// (site-jobmanagers) seen while another site is active.
 	StandbyJobManagers []string `json:"standby_jobmanagers,omitempty"`
+}
+
+// SyncState is what the mount's synchronous replication did (design
+// §4.8): the closes of HA files it held, by how they ended, and how long
+// it held them.
+type SyncState struct {
+	Mode     string `json:"mode"`
+	Degraded bool   `json:"degraded"`
+	// Acknowledged, TimedOut and Failed count the held closes another
+	// site acknowledged, that waited out the timeout (sync lets them
+	// end), and that failed (strict after its timeout, or fenced).
+	Acknowledged uint64  `json:"acknowledged"`
+	TimedOut     uint64  `json:"timed_out"`
+	Failed       uint64  `json:"failed"`
+	HeldSeconds  float64 `json:"held_seconds"`
 }
 
 // Step is one step of the automatic takeover.

@@ -64,6 +64,8 @@ const (
 	TakeoverLastRun          = "ckptfs_takeover_last_run_timestamp_seconds"
 	TakeoverLastExitCode     = "ckptfs_takeover_last_exit_code"
 	TakeoverRollback         = "ckptfs_takeover_rollback_checkpoints"
+	SyncDegraded             = "ckptfs_sync_degraded"
+	SyncCloses               = "ckptfs_sync_closes_total"
 	LeaseClaiming            = "ckptfs_lease_claiming"
 	LeaseRenewals            = "ckptfs_lease_renewals_total"
 	LeaseObservedUnchanged   = "ckptfs_lease_observed_unchanged_seconds"
@@ -204,6 +206,10 @@ var Families = []Family{
 		Help: "1 when the daemon before this one, on the same mount point, ended with its watchdog armed past its deadline: it had stopped running with its mount writable and was killed."},
 	{Name: MountHolding, Type: "gauge",
 		Help: "1 while the mount holds Flink's opens of its HA and checkpoint directories until this site's takeover decided (takeover auto)."},
+	{Name: SyncDegraded, Type: "gauge",
+		Help: "1 while synchronous replication (replication-mode sync) is degraded: no other site acknowledged a checkpoint within sync-timeout, and checkpoints complete without waiting until one does (design 4.8)."},
+	{Name: SyncCloses, Type: "counter", Labels: []string{labelResult}, Values: []string{"acknowledged", "timeout", "failed"},
+		Help: "Closes of checkpoints' HA files that synchronous replication held, by how they ended: acknowledged (another site holds the checkpoint), timeout (sync let it complete after sync-timeout), failed (strict after sync-timeout, or the site was fenced: Flink's checkpoint failed)."},
 	{Name: AutoTakeovers, Type: "counter", Labels: []string{labelResult}, Values: AutoTakeoverResults,
 		Help: "Automatic takeovers this daemon ran, by result (activated, refused, jobmanager-alive, lease-held, lost-race, failed)."},
 	{Name: StandbyJobManagers, Type: "gauge",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fetch.sh [VERSION...]: brings the Flink distributions named in
 # versions.tsv (default: the rows whose use is "test", "cold" or "tried",
-# which make test runs) into the cache,
+# which make test runs, and every jar set of jars.tsv) into the cache,
 # with the Java runtime each one runs on when that is not the system's
 # (java.tsv), and prints one line per release: VERSION DIR, DIR holding
 # lib/ opt/ plugins/ bin/ of that distribution.
@@ -99,21 +99,16 @@ fetch_java() {
 	settle "$tmp" "$dir" "$sum"
 }
 
-# assemble VERSION LOCK SHA256 DIST: a release Maven Central serves only as
-# modules (versions.tsv's package "maven"): lib/ holds every jar LOCK
-# names (lock.sh wrote it; each checked by its sha256, LOCK itself by
-# SHA256), shim/ the shims assemble/VERSION/shims names, compiled from
-# shim/NAME by the system's JDK for Java 8.
-assemble() {
-	local v=$1 lock="$here/$2" sum=$3 dist=$4 tmp p h name src
+# lockjars LOCK SHA256 DIR: every jar LOCK names (lock.sh wrote it), each
+# downloaded once to dl/maven/PATH and checked by its sha256, LOCK itself
+# by SHA256, copied into DIR.
+lockjars() {
+	local lock=$1 sum=$2 dir=$3 p h
 	if [ "$(sha256sum "$lock" | cut -d' ' -f1)" != "$sum" ]; then
-		echo "fetch.sh: $lock does not have the sha256 versions.tsv gives it" >&2
+		echo "fetch.sh: $lock does not have the sha256 its table gives it" >&2
 		exit 1
 	fi
-	echo "fetch.sh: assembling Flink $v from Maven Central" >&2
-	tmp="$(mktemp -d "$cache/dist/.tmp.XXXXXX")"
-	trap 'rm -rf "$tmp"' EXIT
-	mkdir -p "$tmp/d/lib" "$tmp/d/shim"
+	mkdir -p "$dir"
 	while read -r h p; do
 		local dl="$cache/dl/maven/$p"
 		if [ ! -f "$dl" ] || [ "$(sha256sum "$dl" | cut -d' ' -f1)" != "$h" ]; then
@@ -125,8 +120,21 @@ assemble() {
 			fi
 			mv "$dl.part" "$dl"
 		fi
-		cp "$dl" "$tmp/d/lib/"
+		cp "$dl" "$dir/"
 	done <"$lock"
+}
+
+# assemble VERSION LOCK SHA256 DIST: a release Maven Central serves only as
+# modules (versions.tsv's package "maven"): lib/ holds the jars of LOCK,
+# shim/ the shims assemble/VERSION/shims names, compiled from shim/NAME by
+# the system's JDK for Java 8.
+assemble() {
+	local v=$1 lock="$here/$2" sum=$3 dist=$4 tmp name src
+	echo "fetch.sh: assembling Flink $v from Maven Central" >&2
+	tmp="$(mktemp -d "$cache/dist/.tmp.XXXXXX")"
+	trap 'rm -rf "$tmp"' EXIT
+	mkdir -p "$tmp/d/shim"
+	lockjars "$lock" "$sum" "$tmp/d/lib"
 	if [ -f "$here/assemble/$v/shims" ]; then
 		for name in $(grep -v '^#' "$here/assemble/$v/shims"); do
 			src="$here/shim/$name"
@@ -138,7 +146,29 @@ assemble() {
 	settle "$tmp" "$dist" "$sum"
 }
 
+# jarset NAME: jars.tsv's row NAME in jars/NAME, once.
+jarset() {
+	local name=$1 sum dir="$cache/jars/$1" tmp
+	sum=$(awk -F'\t' -v n="$name" '!/^#/ && $1 == n { print $2 }' "$here/jars.tsv")
+	if [ -z "$sum" ]; then
+		echo "fetch.sh: no jar set $name in $here/jars.tsv" >&2
+		exit 2
+	fi
+	if [ -f "$dir/.sha256" ] && [ "$(cat "$dir/.sha256")" = "$sum" ]; then
+		return
+	fi
+	echo "fetch.sh: fetching the jar set $name from Maven Central" >&2
+	mkdir -p "$cache/jars"
+	tmp="$(mktemp -d "$cache/jars/.tmp.XXXXXX")"
+	trap 'rm -rf "$tmp"' EXIT
+	lockjars "$here/$name.lock" "$sum" "$tmp/d"
+	settle "$tmp" "$dir" "$sum"
+}
+
 if [ $# -eq 0 ]; then
+	for name in $(awk -F'\t' '!/^#/ { print $1 }' "$here/jars.tsv"); do
+		jarset "$name"
+	done
 	set -- $(awk -F'\t' '!/^#/ && ($5 == "test" || $5 == "cold" || $5 == "tried") { print $1 }' "$table")
 fi
 

@@ -2,7 +2,13 @@
 
 package realflink
 
-import "testing"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 // TestResourceKey: BashJavaUtils' answers are shared by clusters that
 // differ only in where they run, never by clusters sized differently.
@@ -39,5 +45,32 @@ func TestVersionTable(t *testing.T) {
 	}
 	if len(rs) == 0 {
 		t.Fatal("no release in flink/versions.tsv")
+	}
+}
+
+// TestJarSetTable: every jar set of flink/jars.tsv has its pom and its
+// lock, and the table holds the lock's sha256 (lock.sh rewrote a lock the
+// table does not know otherwise).
+func TestJarSetTable(t *testing.T) {
+	rows, err := readTable("jars.tsv", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) == 0 {
+		t.Fatal("no jar set in flink/jars.tsv")
+	}
+	for _, r := range rows {
+		dir := filepath.Join(RepoRoot(), "flink")
+		if _, err := os.Stat(filepath.Join(dir, "assemble", r[0], "pom.xml")); err != nil {
+			t.Errorf("jar set %s: %v", r[0], err)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, r[0]+".lock"))
+		if err != nil {
+			t.Errorf("jar set %s: %v", r[0], err)
+			continue
+		}
+		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != r[1] {
+			t.Errorf("jar set %s: %s.lock has sha256 %x, the table says %s", r[0], r[0], sum, r[1])
+		}
 	}
 }

@@ -339,3 +339,30 @@ func tail(s string, n int) string {
 	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(l[max(0, len(l)-n):], "\n")
 }
+
+// JarSet returns the directory holding a jar set of flink/jars.tsv, from
+// the cache, checked by flink/fetch.sh (its .sha256 matches the table).
+// It skips in -short mode.
+func JarSet(t testing.TB, name string) string {
+	t.Helper()
+	skipShort(t)
+	rows, err := readTable("jars.tsv", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ""
+	for _, r := range rows {
+		if r[0] == name {
+			want = r[1]
+		}
+	}
+	if want == "" {
+		t.Fatalf("realflink: no jar set %s in flink/jars.tsv", name)
+	}
+	dir := filepath.Join(cacheDir(), "flink", "jars", name)
+	sum, err := os.ReadFile(filepath.Join(dir, ".sha256"))
+	if err != nil || strings.TrimSpace(string(sum)) != want {
+		missing(t, fmt.Sprintf("the jar set %s in %s", name, dir))
+	}
+	return dir
+}

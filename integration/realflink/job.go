@@ -17,7 +17,7 @@ import (
 	"testing"
 )
 
-var jobJars sync.Map // version -> *jobJar
+var jobJars sync.Map // version (+ "-eo") -> *jobJar
 
 type jobJar struct {
 	once sync.Once
@@ -29,16 +29,33 @@ type jobJar struct {
 // the distribution, from the cache when its sources have not changed.
 func JobJar(t testing.TB, d Dist) string {
 	t.Helper()
-	v, _ := jobJars.LoadOrStore(d.Version, &jobJar{})
+	return jobJarWith(t, d, "")
+}
+
+// EOJobJar returns the test job with its exactly-once sinks (job/src-eo:
+// a transactional KafkaSink and a FileSink), built with the Kafka
+// connector of flink/jars.tsv's connectors-VERSION.
+func EOJobJar(t testing.TB, d Dist) string {
+	t.Helper()
+	return jobJarWith(t, d, JarSet(t, "connectors-"+d.Version))
+}
+
+func jobJarWith(t testing.TB, d Dist, connectors string) string {
+	t.Helper()
+	key := d.Version
+	if connectors != "" {
+		key += "-eo"
+	}
+	v, _ := jobJars.LoadOrStore(key, &jobJar{})
 	j := v.(*jobJar)
-	j.once.Do(func() { j.path, j.err = buildJob(d) })
+	j.once.Do(func() { j.path, j.err = buildJob(d, connectors) })
 	if j.err != nil {
 		t.Fatalf("realflink: building the job for Flink %s: %v", d.Version, j.err)
 	}
 	return j.path
 }
 
-func buildJob(d Dist) (string, error) {
+func buildJob(d Dist, connectors string) (string, error) {
 	src := filepath.Join(RepoRoot(), "integration", "realflink", "job")
 	h := sha256.New()
 	err := filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
@@ -57,14 +74,29 @@ func buildJob(d Dist) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(cacheDir(), "flink", "job", fmt.Sprintf("seqjob-%s-%s.jar", d.Version, hex.EncodeToString(h.Sum(nil))[:12]))
+	name := "seqjob-"
+	args := []string{filepath.Join(src, "build.sh"), filepath.Join(d.Home, "lib")}
+	if connectors != "" {
+		name = "seqjob-eo-"
+		// The jar set's content, as fetch.sh checked it.
+		sum, err := os.ReadFile(filepath.Join(connectors, ".sha256"))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "connectors %s\n", sum)
+	}
+	out := filepath.Join(cacheDir(), "flink", "job", fmt.Sprintf("%s%s-%s.jar", name, d.Version, hex.EncodeToString(h.Sum(nil))[:12]))
+	args = append(args, out)
+	if connectors != "" {
+		args = append(args, connectors)
+	}
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return "", err
 	}
-	cmd := exec.Command("bash", filepath.Join(src, "build.sh"), filepath.Join(d.Home, "lib"), out)
+	cmd := exec.Command("bash", args...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("%w\n%s", err, tail(string(b), 30))
 	}

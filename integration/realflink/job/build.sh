@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
 # Builds the ckptfs sequence job against one Flink distribution.
 #
-#   build.sh LIBDIR OUTJAR
+#   build.sh LIBDIR OUTJAR [CONNECTORS]
 #
 # LIBDIR is a Flink lib directory (it holds flink-dist-X.Y.Z.jar or
 # flink-dist_2.1x-X.Y.Z.jar); the sources are compiled against LIBDIR/*.jar.
+# CONNECTORS, a directory of the Kafka connector's jars (flink/jars.tsv's
+# connectors-X.Y.Z), adds the exactly-once sinks (src-eo) and puts those
+# jars' classes in OUTJAR, as a user's job jar shades its connector.
 # The bytecode level follows the Flink major version: --release 8 for 1.x
 # (Flink 1.x runs on Java 8/11/17), --release 11 for 2.x (Flink 2.x classes are
 # Java 11 bytecode). Override with SEQJOB_JAVA_RELEASE=N. javac/jar come from
 # $JAVA_HOME/bin if JAVA_HOME is set, else from PATH. No network is used.
 set -euo pipefail
 
-if [[ $# -ne 2 ]]; then
-  echo "usage: $0 LIBDIR OUTJAR" >&2
+if [[ $# -ne 2 && $# -ne 3 ]]; then
+  echo "usage: $0 LIBDIR OUTJAR [CONNECTORS]" >&2
   exit 2
 fi
 libdir=$1
 outjar=$2
+connectors=${3:-}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src=$here/src
 
@@ -71,7 +75,17 @@ mkdir -p "$outdir"
 tmp=$(mktemp -d "$outdir/.seqjob-build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-mapfile -t sources < <(find "$src" -name '*.java' | LC_ALL=C sort)
+cp="$libdir/*"
+srcs=("$src")
+if [[ -n $connectors ]]; then
+  if [[ $src == "$here/src-1.4" ]]; then
+    echo "build.sh: the exactly-once sinks need Flink 1.14 or later" >&2
+    exit 1
+  fi
+  cp="$cp:$connectors/*"
+  srcs+=("$here/src-eo")
+fi
+mapfile -t sources < <(find "${srcs[@]}" -name '*.java' | LC_ALL=C sort)
 if [[ ${#sources[@]} -eq 0 ]]; then
   echo "build.sh: no sources under $src" >&2
   exit 1
@@ -79,7 +93,13 @@ fi
 
 mkdir "$tmp/classes"
 "$javac" --release "$release" -Xlint:-options -encoding UTF-8 \
-  -cp "$libdir/*" -d "$tmp/classes" "${sources[@]}"
+  -cp "$cp" -d "$tmp/classes" "${sources[@]}"
+if [[ -n $connectors ]]; then
+  for j in "$connectors"/*.jar; do
+    # 11: the jar holds nothing outside META-INF (an empty placeholder).
+    unzip -qo "$j" -x 'META-INF/*' -d "$tmp/classes" || [[ $? -eq 11 ]]
+  done
+fi
 "$jar" cfe "$tmp/job.jar" ckptfs.seqjob.SeqJob -C "$tmp/classes" .
 mv -f "$tmp/job.jar" "$outjar"
 echo "build.sh: built $outjar (Flink $version, --release $release)" >&2

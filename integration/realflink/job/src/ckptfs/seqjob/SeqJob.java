@@ -59,6 +59,10 @@ public final class SeqJob {
         // corpus kinds (integration/realflink corpus_test.go); off by default
         long slowMs = 0;
         int broadcast = 0;
+        // exactly-once sinks (src-eo, EoSinks); off by default
+        String kafka = null;
+        String kafkaTopic = "ckptfs-eo";
+        String fileSink = null;
         // local (MiniCluster) mode only
         String localCheckpointDir = null;
         long localCheckpointIntervalMs = 1000;
@@ -105,6 +109,15 @@ public final class SeqJob {
                     break;
                 case "--broadcast":
                     a.broadcast = Integer.parseInt(v);
+                    break;
+                case "--kafka":
+                    a.kafka = v;
+                    break;
+                case "--kafka-topic":
+                    a.kafkaTopic = v;
+                    break;
+                case "--file-sink":
+                    a.fileSink = v;
                     break;
                 case "--local-checkpoint-dir":
                     a.localCheckpointDir = v;
@@ -199,6 +212,13 @@ public final class SeqJob {
                 .setParallelism(a.parallelism)
                 .name("sink")
                 .uid("ckptfs-sink");
+
+        if (a.kafka != null || a.fileSink != null) {
+            // Only the job built with the Kafka connector has EoSinks.
+            Class.forName("ckptfs.seqjob.EoSinks")
+                    .getMethod("attach", DataStream.class, String.class, String.class, String.class)
+                    .invoke(null, limited, a.kafka, a.kafkaTopic, a.fileSink);
+        }
 
         if (a.broadcast > 0) {
             // A bounded source that finishes (a job with finished tasks)

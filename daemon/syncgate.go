@@ -136,7 +136,11 @@ func (g *syncGate) Hold(ctx context.Context, rel string, fd int) error {
 	g.stats.held.Add(1)
 	start := time.Now()
 	defer func() { g.stats.waited.Add(int64(time.Since(start))) }()
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	// Not the request's context: a FUSE interrupt (the writer got a
+	// signal, a SIGSTOP included) cancels it, and the kernel still waits
+	// for this answer; released then, the checkpoint would complete
+	// without the other site. A killed writer's answer is dropped.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.timeout)
 	defer cancel()
 	go func() {
 		select {

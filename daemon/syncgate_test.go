@@ -194,3 +194,26 @@ func TestSyncGateHolds(t *testing.T) {
 		t.Errorf("a file that is no HA file: %v, want nil", err)
 	}
 }
+
+// TestSyncGateHoldsThroughInterrupts: a FUSE interrupt (the writer got a
+// signal; a freeze's SIGSTOP is one) cancels the request's context; the
+// close stays held until an acknowledgement or the gate's own timeout,
+// else the checkpoint would complete without the other site.
+func TestSyncGateHoldsThroughInterrupts(t *testing.T) {
+	f, _ := realHAFile(t)
+	fd := int(f.Fd())
+	rel := "ha/c1/" + filepath.Base(f.Name())
+	interrupted, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, mode := range []ReplicationMode{ReplicationSync, ReplicationStrict} {
+		zk := &fakeSyncer{ack: make(chan string, 1)}
+		g := testGate(mode, zk)
+		after := g.timeout / 4
+		time.AfterFunc(after, func() { zk.ack <- "dc2" })
+		start := time.Now()
+		err := g.Hold(interrupted, rel, fd)
+		if took := time.Since(start); err != nil || g.degraded.Load() || took < after {
+			t.Errorf("%s, interrupted: %v, degraded %v after %v; want held until the acknowledgement after %v", mode, err, g.degraded.Load(), took, after)
+		}
+	}
+}

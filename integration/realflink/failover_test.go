@@ -78,6 +78,8 @@ const (
 	seedEnvVar    = "CKPTFS_REALFLINK_SEED"
 	baselineTries = 3 // failed restore attempts the baseline waits for
 	afterTakeover = 2 // checkpoints DC2 completes through its promoted mount
+	// syncTimeout is DC1's mount's sync-timeout in a sync or strict run.
+	syncTimeout = 10 * time.Second
 	// siteAddr is every site's address (with its own ports) until the
 	// sites get network namespaces: Flink 1.20's jar submission reaches
 	// the blob server at localhost, whatever address it binds.
@@ -91,8 +93,9 @@ var kinds = []string{"snapshot", "filelevel", "perobject"}
 // mount, DC1 is lost, `ckptfs takeover` runs on DC2, and a JobManager and
 // TaskManager started on DC2 with the same configuration recover the job
 // from ZooKeeper through DC2's replica mount. One run per release of
-// flink/versions.tsv marked "test" or "cold", and one baseline: the same
-// loss with no ckptfs on DC2.
+// flink/versions.tsv marked "test" or "cold" (those of eoModes with the
+// job's exactly-once sinks, in their replication mode), and one
+// baseline: the same loss with no ckptfs on DC2.
 func TestIntegration_RealFlinkFailover(t *testing.T) {
 	releases := FailoverReleases(t)
 	dists := make([]Dist, len(releases))
@@ -107,6 +110,12 @@ func TestIntegration_RealFlinkFailover(t *testing.T) {
 			// Each release also shows a takeover refusing the job while
 			// part of its HA state has not reached DC2 (issue 16).
 			r.heldBack = heldBackParts[i%len(heldBackParts)]
+			// The releases of eoModes run the job with its exactly-once
+			// sinks (eo_test.go).
+			if m, ok := eoModes[d.Version]; ok {
+				r.sinks, r.mode = true, m
+				r.ahead = m == "async"
+			}
 			runFailover(t, c, r)
 		})
 	}
@@ -159,6 +168,10 @@ type run struct {
 	// complete checkpoints, DC1 is lost and the files of the newest
 	// checkpoint ZooKeeper points at are deleted on DC2's NAS.
 	deleteNewest bool
+	// sinks: the job has its exactly-once sinks (eo_test.go), and DC1's
+	// mount runs in replication mode mode ("": async, the default).
+	sinks bool
+	mode  string
 	// out is what the run measured, as far as it got.
 	out outcome
 	// story narrates the run (make demo); nil in tests.
@@ -199,6 +212,9 @@ var legacyBackends = []string{"filesystem", "rocksdb", "rocksdb-incremental"}
 // jobArgs are the arguments of the run's job.
 func (w *world) jobArgs() []string {
 	args := jobArgs(w.r.dist, w.reportPath())
+	if w.eo != nil {
+		args = append(args, w.eoArgs()...)
+	}
 	if w.r.backend == "rocksdb-incremental" {
 		args = append(args, "--rocksdb-incremental", "file://"+filepath.Join(w.flink, "checkpoints"))
 	}
@@ -274,6 +290,8 @@ type world struct {
 	mounts   map[string]*Process
 	// standbys: site -> its standby JobManagers (run.standby).
 	standbys map[string][]*Process
+	// eo: the exactly-once sinks of a run with sinks.
+	eo *eoSinks
 }
 
 // say narrates: to the test log, and in the demo to the terminal.
@@ -333,6 +351,12 @@ type outcome struct {
 	// LossToRunning is the time from DC1's loss to the job RUNNING on
 	// DC2 from its restored checkpoint; Takeover is ckptfs's part of it.
 	LossToRunning, Takeover time.Duration
+	// A run with sinks: the newest checkpoint Flink completed as the
+	// takeover reported it, each sink's account (eo_test.go), and the
+	// end-to-end durations of DC1's checkpoints before the loss (ms).
+	Completed        int64
+	Sinks            map[string]eoCount
+	CheckpointMillis []int64
 }
 
 func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
@@ -375,7 +399,13 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 		if r.noGuard {
 			args = append(args, "--delete-guard-grace", "0")
 		}
+		if r.mode != "" && site == "dc1" {
+			args = append(args, "--replication-mode", r.mode, "--sync-timeout", syncTimeout.String())
+		}
 		return args
+	}
+	if r.sinks {
+		w.startSinks(t)
 	}
 	var err error
 	if w.mounts["dc1"], err = w.dc1.StartMount("ckptfs", binary, "primary", w.backing["dc1"], w.flink, mountArgs("dc1")...); err != nil {
@@ -393,6 +423,9 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 	fl1 := w.cluster(t, c, w.dc1)
 	jm1, tm1 := w.startFlink(t, fl1, "dc1")
 	jar := JobJar(t, r.dist)
+	if r.sinks {
+		jar = EOJobJar(t, r.dist)
+	}
 	w.job, err = fl1.REST.Submit(ctx, jar, w.jobArgs())
 	if err != nil {
 		t.Fatalf("submit the job to DC1: %v", err)
@@ -419,6 +452,18 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 	v2 := newVerifier(t, w.uri(), w.backing["dc2"])
 	first := w.waitComplete(ctx, t, zc.Conn, v2)
 	w.say(t, "DC2 holds checkpoint %d L2-complete", first)
+	if r.mode != "" {
+		defer func() {
+			if t.Failed() {
+				t.Logf("DC1's mount on synchronous replication:\n%s", strings.Join(slices.DeleteFunc(w.mounts["dc1"].Lines(), func(l string) bool {
+					return !strings.Contains(l, "synchronous")
+				}), "\n"))
+			}
+		}()
+	}
+	if w.eo != nil {
+		out.CheckpointMillis = checkpointMillis(ctx, fl1, w.job)
+	}
 	switch {
 	case r.ahead:
 		// The link falls behind: nothing more reaches DC2 while DC1's
@@ -482,6 +527,10 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 	out.Optimal, out.Restored, out.Newest = loss.optimal, -1, loss.newest()
 	w.say(t, "  DC2's NAS holds %v; DC2's Flink sees %v", chkDirs(filepath.Join(w.backing["dc2"], "checkpoints", w.job)), w.seen())
 	rep1 := w.report("dc1")
+	if w.eo != nil {
+		w.eo.atLoss = w.readSinks(ctx, t)
+		w.say(t, "  DC1 had committed %d records to Kafka; %d of its committed records in files are on DC2's NAS", len(w.eo.atLoss["kafka"]), len(w.eo.atLoss["files"]))
+	}
 	fl2 := w.cluster(t, c, w.dc2)
 	if !r.ckptfs {
 		started := time.Now()
@@ -527,7 +576,7 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 
 	// 5. Flink on DC2, same configuration, recovers the job by itself.
 	started := time.Now()
-	w.startFlink(t, fl2, "dc2")
+	_, tm2 := w.startFlink(t, fl2, "dc2")
 	restored := waitRestored(ctx, t, fl2, w.job)
 	out.Restored, out.LossToRunning = restored.ID, time.Since(lostAt)
 	w.say(t, "DC2: Flink restored checkpoint %d %v after its JobManager started (%v after the loss)", restored.ID, time.Since(started).Round(time.Millisecond), time.Since(lostAt).Round(time.Millisecond))
@@ -562,6 +611,9 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 		return w.marker(zc2.Conn, "dc2") >= last
 	})
 	w.say(t, "DC2: checkpoint %d written through the promoted mount, %s", last, held)
+	if w.eo != nil {
+		w.checkSinks(ctx, t, fl2, tm2, said, restored.ID)
+	}
 	return *out
 }
 
@@ -702,6 +754,7 @@ func (w *world) checkRestore(ctx context.Context, t *testing.T, fl *Cluster, dc1
 		// of slots and restarts, having read no state.
 		if !(w.r.dist.Legacy() && len(ex) == 1 && strings.HasSuffix(ex[0].Name, "NoResourceAvailableException")) {
 			t.Errorf("DC2's job reported %d exceptions, the newest: %s", len(ex), firstLine(ex[0].Stacktrace))
+			t.Logf("the newest exception:\n%s", tail(ex[0].Stacktrace, 60))
 		}
 	}
 }

@@ -242,7 +242,7 @@ func (g *syncGate) request(rel string, fd int, epoch int64) (zkbridge.SyncReques
 	}
 	return zkbridge.SyncRequest{
 		JobID: cc.JobID, CheckpointID: cc.CheckpointID, CheckpointPath: cc.ExternalPointer,
-		HAFile: g.uri(rel), HASize: st.Size, HACRC32C: crc32.Checksum(data, castagnoli), Epoch: epoch,
+		HAFile: g.uri(rel), HASize: st.Size, HACRC32C: manifest.Checksum(data), Epoch: epoch,
 	}, nil
 }
 

@@ -209,8 +209,8 @@ func TestSyncGateHoldsThroughInterrupts(t *testing.T) {
 		zk := &fakeSyncer{ack: make(chan string, 1)}
 		g := testGate(mode, zk)
 		after := g.timeout / 4
-		time.AfterFunc(after, func() { zk.ack <- "dc2" })
 		start := time.Now()
+		time.AfterFunc(after, func() { zk.ack <- "dc2" })
 		err := g.Hold(interrupted, rel, fd)
 		if took := time.Since(start); err != nil || g.degraded.Load() || took < after {
 			t.Errorf("%s, interrupted: %v, degraded %v after %v; want held until the acknowledgement after %v", mode, err, g.degraded.Load(), took, after)

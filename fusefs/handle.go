@@ -140,7 +140,7 @@ var _ = (fs.FileFlusher)((*handle)(nil))
 func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	errno := h.lf.Flush(ctx)
 	h.report(false)
-	if errno != 0 || !h.writer {
+	if errno != 0 || !h.writer || h.node.fsys.closeGate == nil {
 		return errno
 	}
 	rel, ok := h.node.rel()

@@ -3,7 +3,6 @@ package fusefs
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"log/slog"
 	"os"
 	"strconv"
@@ -18,10 +17,6 @@ import (
 	"github.com/ckptfs/ckptfs/internal/idle"
 	"github.com/ckptfs/ckptfs/manifest"
 )
-
-// castagnoli is the CRC-32C table; hash/crc32 uses SSE4.2 or ARMv8 CRC
-// instructions for it.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // reporter tells the Sealer what happened to files, in the order the
 // mount saw it, from one goroutine. FUSE requests only queue events, so
@@ -283,7 +278,7 @@ func (r *reporter) readBack(fd int, want fileStamp) (manifest.FileVersion, uint3
 	if r.buf == nil {
 		r.buf = make([]byte, readBackChunk)
 	}
-	var crc uint32
+	crc := manifest.NewChecksum()
 	var off int64
 	for off < want.size {
 		n, err := unix.Pread(fd, r.buf[:min(int64(len(r.buf)), want.size-off)], off)
@@ -296,7 +291,7 @@ func (r *reporter) readBack(fd int, want fileStamp) (manifest.FileVersion, uint3
 		if n == 0 {
 			return manifest.FileVersion{}, 0, errChanged // shorter than when its writer closed it
 		}
-		crc = crc32.Update(crc, castagnoli, r.buf[:n])
+		crc.Write(r.buf[:n])
 		off += int64(n)
 	}
 	var st unix.Stat_t
@@ -306,7 +301,7 @@ func (r *reporter) readBack(fd int, want fileStamp) (manifest.FileVersion, uint3
 		return manifest.FileVersion{}, 0, errChanged
 	}
 	r.stats.readBackBytes.Add(uint64(off))
-	return manifest.VersionOf(&st), crc, nil
+	return manifest.VersionOf(&st), crc.Sum32(), nil
 }
 
 // The mount's side: fileSystem methods that queue events, and do nothing

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 
 	"github.com/ckptfs/ckptfs/manifest/flinkha"
 	"github.com/ckptfs/ckptfs/manifest/javaser"
@@ -202,7 +201,7 @@ func (v *Verifier) HAFileChecksum(ctx context.Context, name string, size int64) 
 	if prob != nil {
 		return 0, errors.New(prob.String())
 	}
-	return crc32.Checksum(data, castagnoli), nil
+	return Checksum(data), nil
 }
 
 // readHAFile reads the HA file at the Flink path name, which must be a

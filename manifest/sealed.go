@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	iofs "io/fs"
 	"os"
@@ -22,6 +23,15 @@ import (
 // castagnoli is the CRC-32C table; the standard library uses the CPU's
 // CRC32 instruction for it.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// NewChecksum returns the hash of the checksums ckptfs records of
+// files: CRC-32C, in sealed manifests (the Sealer's read back) and in
+// synchronous requests of HA files (design §4.8). Every site computes it
+// with this one.
+func NewChecksum() hash.Hash32 { return crc32.New(castagnoli) }
+
+// Checksum is NewChecksum's sum of data.
+func Checksum(data []byte) uint32 { return crc32.Checksum(data, castagnoli) }
 
 // FormatChecksum writes a CRC-32C as a manifest stores it.
 func FormatChecksum(crc uint32) string { return fmt.Sprintf("crc32c:%08x", crc) }
@@ -392,7 +402,7 @@ func crcOfFile(res *Resolver, local string, size int64) (uint32, error) {
 	if f.size() != size {
 		return 0, fmt.Errorf("seal: %s has %d bytes, the checkpoint records %d", local, f.size(), size)
 	}
-	h := crc32.New(castagnoli)
+	h := NewChecksum()
 	_, err = f.copyTo(context.Background(), h)
 	return h.Sum32(), err
 }
@@ -588,7 +598,7 @@ func (v *Verifier) cachedChecksum(ctx context.Context, local string) (string, er
 	if sum, ok := v.cache.checksum(local, s, v.cfg.Now()); ok {
 		return sum, nil
 	}
-	h := crc32.New(castagnoli)
+	h := NewChecksum()
 	n, err := f.copyTo(ctx, h)
 	v.checksummed.Add(uint64(n))
 	if err != nil {

@@ -22,7 +22,7 @@ FUZZ_TARGETS := ./manifest/metadata:FuzzDecode:60000 ./manifest/javaser:FuzzDeco
 	./manifest:FuzzChangelogChanges:150000
 FUZZTIME ?= 10m
 
-.PHONY: all build deps flink chaos-flink chaos-eo chaos-net jepsen guard-flink bench-wan bench-scale bench-zk-scale harvest corpus corpus-restore corpus-all corpus-walk test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts alerts-e2e install deb release systemd-e2e clean
+.PHONY: all build deps flink chaos-flink chaos-eo bench-sync chaos-net jepsen guard-flink bench-wan bench-scale bench-zk-scale harvest corpus corpus-restore corpus-all corpus-walk test unit vet bench bench-flink fuzz chaos demo dr-rehearsal check-alerts alerts-e2e install deb release systemd-e2e clean
 
 all: build
 
@@ -164,6 +164,16 @@ bench-flink: deps flink build
 	@bash -o pipefail -c "CKPTFS_BENCH_RUNS=$(BENCH_RUNS) CKPTFS_BENCH_FLINK=$(BENCH_FLINK) \
 		CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_REQUIRE_FLINK=1 \
 		$(GO) test -v -count=1 -run '^$$' -bench 'CheckpointDuration|RestoreDuration|RecoveryBreakdown|HotStandbyRTO' -benchtime=1x -timeout 120m \
+		./integration/realflink/ | grep -v -e 'logging.go:[0-9]*: zk[0-9]|'"
+
+# What RPO 0 costs (issue 33): checkpoints of the job with its
+# exactly-once sinks on real Flink, DC1's mount in sync mode against
+# async, ABBA (BENCH_RUNS per mode): durations, the replication's latency
+# for one checkpoint, the floor, failed checkpoints, throughput.
+bench-sync: deps flink build
+	@bash -o pipefail -c "CKPTFS_BENCH_RUNS=$(BENCH_RUNS) CKPTFS_BENCH_FLINK=$(BENCH_FLINK) \
+		CKPTFS_REQUIRE_ZK=1 CKPTFS_REQUIRE_FUSE=1 CKPTFS_REQUIRE_FLINK=1 \
+		$(GO) test -v -count=1 -run '^$$' -bench 'SyncCheckpoint' -benchtime=1x -timeout 120m \
 		./integration/realflink/ | grep -v -e 'logging.go:[0-9]*: zk[0-9]|'"
 
 fuzz:

@@ -371,53 +371,8 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*stepTimeout)
 	defer cancel()
-	// Mount namespaces see the host's directories, so the sites' paths
-	// live in a directory the test owns, outside any private /tmp.
-	root := t.TempDir()
-	w := &world{
-		r: r, root: root, flink: filepath.Join(root, "storage", "flink"),
-		clusterID: fmt.Sprintf("/realflink-%s-%d", strings.ReplaceAll(r.dist.Version, ".", "_"), r.seed),
-		backing:   map[string]string{}, local: map[string]string{}, mounts: map[string]*Process{},
-		standbys: map[string][]*Process{},
-	}
-	t.Cleanup(func() { restartDC1(t, c) })
-	w.dc1 = NewSite(t, "dc1", filepath.Join(root, "dc1", "log"))
-	w.dc2 = NewSite(t, "dc2", filepath.Join(root, "dc2", "log"))
-	for _, s := range []*Site{w.dc1, w.dc2} {
-		w.backing[s.Name] = filepath.Join(root, s.Name, "nas")
-		w.local[s.Name] = filepath.Join(root, s.Name, "local")
-		if err := os.MkdirAll(w.backing[s.Name], 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Bind(w.local[s.Name], filepath.Join(root, "local")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mountArgs := func(site string) []string {
-		args := []string{"--zk", c.ConnectString(), "--cluster-id", w.clusterID, "--path-root", pathRoot,
-			"--map", w.uri() + "=" + w.backing[site], "--poll", "100ms"}
-		if r.noGuard {
-			args = append(args, "--delete-guard-grace", "0")
-		}
-		if r.mode != "" && site == "dc1" {
-			args = append(args, "--replication-mode", r.mode, "--sync-timeout", syncTimeout.String())
-		}
-		return args
-	}
-	if r.sinks {
-		w.startSinks(t)
-	}
+	w := newWorld(t, c, r)
 	var err error
-	if w.mounts["dc1"], err = w.dc1.StartMount("ckptfs", binary, "primary", w.backing["dc1"], w.flink, mountArgs("dc1")...); err != nil {
-		t.Fatal(err)
-	}
-	if r.ckptfs {
-		if w.mounts["dc2"], err = w.dc2.StartMount("ckptfs", binary, "replica", w.backing["dc2"], w.flink, mountArgs("dc2")...); err != nil {
-			t.Fatal(err)
-		}
-	} else if err := w.plainReplica(); err != nil {
-		t.Fatal(err)
-	}
 
 	// 1. DC1's Flink session cluster, writing through DC1's mount.
 	fl1 := w.cluster(t, c, w.dc1)
@@ -615,6 +570,70 @@ func runFailover(t *testing.T, c *zktest.Cluster, r *run) outcome {
 		w.checkSinks(ctx, t, fl2, tm2, said, restored.ID)
 	}
 	return *out
+}
+
+// newWorld makes a run's two sites, with their NAS, local disks and
+// mounts (and the exactly-once sinks of a run with sinks): everything
+// but Flink.
+func newWorld(t *testing.T, c *zktest.Cluster, r *run) *world {
+	t.Helper()
+	w := newSites(t, c, r, "realflink")
+	mountArgs := func(site string) []string {
+		args := []string{"--zk", c.ConnectString(), "--cluster-id", w.clusterID, "--path-root", pathRoot,
+			"--map", w.uri() + "=" + w.backing[site], "--poll", "100ms"}
+		if r.noGuard {
+			args = append(args, "--delete-guard-grace", "0")
+		}
+		if r.mode != "" && site == "dc1" {
+			args = append(args, "--replication-mode", r.mode, "--sync-timeout", syncTimeout.String())
+		}
+		return args
+	}
+	if r.sinks {
+		w.startSinks(t)
+	}
+	var err error
+	if w.mounts["dc1"], err = w.dc1.StartMount("ckptfs", binary, "primary", w.backing["dc1"], w.flink, mountArgs("dc1")...); err != nil {
+		t.Fatal(err)
+	}
+	if r.ckptfs {
+		if w.mounts["dc2"], err = w.dc2.StartMount("ckptfs", binary, "replica", w.backing["dc2"], w.flink, mountArgs("dc2")...); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := w.plainReplica(); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// newSites makes a run's two sites, each a mount namespace with its NAS
+// and its machine's local disk (at root/local), for Flink cluster
+// kind-<release>-<seed>.
+func newSites(t *testing.T, c *zktest.Cluster, r *run, kind string) *world {
+	t.Helper()
+	// Mount namespaces see the host's directories, so the sites' paths
+	// live in a directory the test owns, outside any private /tmp.
+	root := t.TempDir()
+	w := &world{
+		r: r, root: root, flink: filepath.Join(root, "storage", "flink"),
+		clusterID: fmt.Sprintf("/%s-%s-%d", kind, strings.ReplaceAll(r.dist.Version, ".", "_"), r.seed),
+		backing:   map[string]string{}, local: map[string]string{}, mounts: map[string]*Process{},
+		standbys: map[string][]*Process{},
+	}
+	t.Cleanup(func() { restartDC1(t, c) })
+	w.dc1 = NewSite(t, "dc1", filepath.Join(root, "dc1", "log"))
+	w.dc2 = NewSite(t, "dc2", filepath.Join(root, "dc2", "log"))
+	for _, s := range []*Site{w.dc1, w.dc2} {
+		w.backing[s.Name] = filepath.Join(root, s.Name, "nas")
+		w.local[s.Name] = filepath.Join(root, s.Name, "local")
+		if err := os.MkdirAll(w.backing[s.Name], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Bind(w.local[s.Name], filepath.Join(root, "local")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
 }
 
 // cluster configures a site's Flink: the same settings on both sites but

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,28 +100,10 @@ func runHotStandby(t *testing.T, c *zktest.Cluster, r *run, mode standbyMode) ou
 	t.Logf("hot standby run: %s", r)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*stepTimeout)
 	defer cancel()
-	root := t.TempDir()
-	w := &world{
-		r: r, root: root, flink: filepath.Join(root, "storage", "flink"),
-		clusterID: fmt.Sprintf("/hotstandby-%s-%d", strings.ReplaceAll(r.dist.Version, ".", "_"), r.seed),
-		backing:   map[string]string{}, local: map[string]string{}, mounts: map[string]*Process{},
-		// The first takeover refuses a path root that holds other
-		// clusters (design §5.5): one root per run.
-		zkRoot: fmt.Sprintf("/flink-hs-%d", r.seed),
-	}
-	t.Cleanup(func() { restartDC1(t, c) })
-	w.dc1 = NewSite(t, "dc1", filepath.Join(root, "dc1", "log"))
-	w.dc2 = NewSite(t, "dc2", filepath.Join(root, "dc2", "log"))
-	for _, s := range []*Site{w.dc1, w.dc2} {
-		w.backing[s.Name] = filepath.Join(root, s.Name, "nas")
-		w.local[s.Name] = filepath.Join(root, s.Name, "local")
-		if err := os.MkdirAll(w.backing[s.Name], 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Bind(w.local[s.Name], filepath.Join(root, "local")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := newSites(t, c, r, "hotstandby")
+	// The first takeover refuses a path root that holds other clusters
+	// (design §5.5): one root per run.
+	w.zkRoot = fmt.Sprintf("/flink-hs-%d", r.seed)
 	fl1, fl2 := w.cluster(t, c, w.dc1), w.cluster(t, c, w.dc2)
 	// Both sites' daemons run the same settings but their own
 	// JobManagers' addresses (all sites share 127.0.0.1 here, so the

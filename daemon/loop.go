@@ -770,6 +770,9 @@ func (l *loop) snapshot() metrics.Failover {
 		out.Runs[k] = v
 	}
 	out.Rollbacks = maps.Clone(l.rollbacks)
+	if l.gate != nil {
+		out.Sync = l.gate.state()
+	}
 	if h := l.holder.Load(); h != nil {
 		w := h.Deadline()
 		out.Claiming = time.Now().Before(w)

@@ -20,10 +20,13 @@ import (
 
 // TestIntegration_SyncMode: a JobManager writes checkpoints through DC1's
 // primary mount in strict and sync mode (design §4.8). With replication
-// running, each completes only once DC2 holds it; with replication cut,
-// strict fails the checkpoint's HA file close after the timeout (no
-// pointer), and sync lets it complete after the timeout, then without
-// waiting until DC2 acknowledges again.
+// running, each completes only once DC2 holds it. DC2 stops confirming
+// twice, the replication cut and then DC2's daemon stopped: strict fails
+// the checkpoint's HA file close after the timeout (no pointer), sync
+// lets it complete after the timeout, degraded (ckptfs_sync_degraded 1,
+// what CkptfsSyncDegraded fires on), then without waiting; neither holds
+// Flink longer than the timeout. Once DC2 confirms again, strict's
+// checkpoints complete and sync is no longer degraded.
 func TestIntegration_SyncMode(t *testing.T) {
 	mounttest.RequireFUSE(t)
 	for _, mode := range []ReplicationMode{ReplicationStrict, ReplicationSync} {
@@ -47,12 +50,13 @@ func TestIntegration_SyncMode(t *testing.T) {
 			if rep, err := b.Takeover(ctx, zkbridge.TakeoverOptions{}); err != nil || !rep.Activated {
 				t.Fatalf("first takeover: %+v %v", rep, err)
 			}
+			metrics := freeAddr(t)
 			dc1 := startSiteDaemon(t, c, "dc1", nas1, fusefs.ModePrimary, func(c *Config) {
-				c.Replication, c.SyncTimeout = mode, timeout
+				c.Replication, c.SyncTimeout, c.MetricsAddr = mode, timeout, metrics
 			})
 			// DC2 reads DC1's Flink paths from its own NAS (both sites
 			// mount at one path in a deployment; here they differ).
-			startSiteDaemon(t, c, "dc2", nas2, fusefs.ModeReplica, func(c *Config) {
+			dc2 := startSiteDaemon(t, c, "dc2", nas2, fusefs.ModeReplica, func(c *Config) {
 				res, err := manifest.NewResolver([]manifest.Mapping{
 					{Prefix: "file://" + c.MountPoint, Dir: nas2}, {Prefix: "file://" + dc1.mnt, Dir: nas2}}, nil)
 				if err != nil {
@@ -70,9 +74,14 @@ func TestIntegration_SyncMode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rctx, stopRepl := context.WithCancel(ctx)
-			replDone := make(chan struct{})
-			go func() { defer close(replDone); repl.Run(rctx, 50*time.Millisecond) }()
+			stopRepl := func() {}
+			startRepl := func() {
+				rctx, cancel := context.WithCancel(ctx)
+				done := make(chan struct{})
+				go func() { defer close(done); repl.Run(rctx, 50*time.Millisecond) }()
+				stopRepl = func() { cancel(); <-done }
+			}
+			startRepl()
 
 			fcfg := flinkemu.DefaultConfig()
 			fcfg.Servers, fcfg.Layout, fcfg.Storage, fcfg.FlinkStorage = c.Servers(), flinkemu.Flink1_20, dc1.mnt, "file://"+dc1.mnt
@@ -87,46 +96,91 @@ func TestIntegration_SyncMode(t *testing.T) {
 			}
 
 			// Replicated: DC2 holds each checkpoint when Flink completes it.
-			for range 2 {
+			replicated := func(what string) {
+				t.Helper()
 				cp, err := jm.CompleteCheckpoint(job, flinkemu.CheckpointSpec{})
 				if err != nil {
-					t.Fatalf("with replication running: %v", err)
+					t.Fatalf("%s: %v", what, err)
 				}
 				rel, err := filepath.Rel(dc1.mnt, cp.HAFile)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if _, err := os.Stat(filepath.Join(nas2, rel)); err != nil {
-					t.Errorf("checkpoint %d completed while DC2 lacks its HA file: %v", cp.ID, err)
+					t.Errorf("%s: checkpoint %d completed while DC2 lacks its HA file: %v", what, cp.ID, err)
 				}
+			}
+			for range 2 {
+				replicated("with replication running")
+			}
+			degraded := func() float64 {
+				t.Helper()
+				m, err := scrapeSeries(metrics)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d, ok := sum(m, "ckptfs_sync_degraded")
+				if !ok {
+					t.Fatal("no ckptfs_sync_degraded in /metrics")
+				}
+				return d
 			}
 
-			// Replication cut.
+			// DC2 stops confirming: Flink is held the timeout, no longer.
+			unconfirmed := func(what string) {
+				t.Helper()
+				start := time.Now()
+				cp, err := jm.CompleteCheckpoint(job, flinkemu.CheckpointSpec{})
+				took := time.Since(start)
+				switch mode {
+				case ReplicationStrict:
+					if !errors.Is(err, syscall.EIO) {
+						t.Fatalf("strict, %s: %v, want EIO (completed: %v)", what, err, cp != nil)
+					}
+				case ReplicationSync:
+					if err != nil {
+						t.Fatalf("sync, %s: %v", what, err)
+					}
+					if took < timeout {
+						t.Errorf("sync, %s: completed after %v, before the timeout", what, took)
+					}
+					if d := degraded(); d != 1 {
+						t.Errorf("sync, %s: ckptfs_sync_degraded %v, want 1", what, d)
+					}
+					start = time.Now()
+					if _, err := jm.CompleteCheckpoint(job, flinkemu.CheckpointSpec{}); err != nil || time.Since(start) > timeout/2 {
+						t.Errorf("sync, %s, degraded: %v after %v; want at once", what, err, time.Since(start))
+					}
+				}
+				if took > timeout+5*time.Second {
+					t.Errorf("%s: the close was held %v, the timeout is %v", what, took, timeout)
+				}
+			}
 			stopRepl()
-			<-replDone
-			start := time.Now()
-			cp, err := jm.CompleteCheckpoint(job, flinkemu.CheckpointSpec{})
-			took := time.Since(start)
-			switch mode {
-			case ReplicationStrict:
-				if !errors.Is(err, syscall.EIO) {
-					t.Fatalf("strict, DC2 cut off: %v, want EIO (completed: %v)", err, cp != nil)
+			unconfirmed("replication cut")
+
+			// DC2 confirms again: strict's checkpoints complete, sync is
+			// no longer degraded. A checkpoint degraded sync let through
+			// may be acknowledged first.
+			startRepl()
+			if mode == ReplicationSync {
+				// Degraded, this one completes at once; DC2's
+				// acknowledgement of it ends the degraded state.
+				if _, err := jm.CompleteCheckpoint(job, flinkemu.CheckpointSpec{}); err != nil {
+					t.Fatalf("sync, replication back: %v", err)
 				}
-			case ReplicationSync:
-				if err != nil {
-					t.Fatalf("sync, DC2 cut off: %v", err)
-				}
-				if took < timeout {
-					t.Errorf("sync, DC2 cut off: completed after %v, before the timeout", took)
-				}
-				start = time.Now()
-				if _, err := jm.CompleteCheckpoint(job, flinkemu.CheckpointSpec{}); err != nil || time.Since(start) > timeout/2 {
-					t.Errorf("sync, degraded: %v after %v; want at once", err, time.Since(start))
+				for deadline := time.Now().Add(10 * time.Second); degraded() != 0; time.Sleep(50 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatal("sync, replication back: still degraded after 10s")
+					}
 				}
 			}
-			if took > timeout+5*time.Second {
-				t.Errorf("DC2 cut off: the close was held %v, the timeout is %v", took, timeout)
-			}
+			replicated("replication back")
+			replicated("replication back")
+
+			dc2.end(t)
+			unconfirmed("DC2's daemon stopped")
+			stopRepl()
 		})
 	}
 }

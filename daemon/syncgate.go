@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"log/slog"
 	"path"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ckptfs/ckptfs/internal/metrics"
 	"github.com/ckptfs/ckptfs/manifest"
 	"github.com/ckptfs/ckptfs/manifest/flinkha"
 	"github.com/ckptfs/ckptfs/zkbridge"
@@ -42,8 +42,6 @@ const syncRetry = 250 * time.Millisecond
 // haFilePrefix starts the name of the HA file Flink stores for every
 // completed checkpoint (ZooKeeperStateHandleStore's storage helper).
 const haFilePrefix = "completedCheckpoint"
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // syncer is what the gate needs of ZooKeeper (zkbridge.Bridge).
 type syncer interface {
@@ -80,12 +78,21 @@ type syncGate struct {
 
 // syncStats count what the gate did.
 type syncStats struct {
-	held, acknowledged, timedOut, failed atomic.Uint64
-	waited                               atomic.Int64 // ns, of the holds that ended
+	acknowledged, timedOut, failed atomic.Uint64
+	waited                         atomic.Int64 // ns, of the holds that ended
 }
 
 func newSyncGate(mode ReplicationMode, timeout time.Duration, zk syncer, uri func(string) string, log *slog.Logger) *syncGate {
 	return &syncGate{mode: mode, timeout: timeout, zk: zk, uri: uri, log: log, stop: make(chan struct{})}
+}
+
+// state is what the gate did, for metrics and health.
+func (g *syncGate) state() metrics.SyncState {
+	return metrics.SyncState{
+		Mode: string(g.mode), Degraded: g.degraded.Load(),
+		Acknowledged: g.stats.acknowledged.Load(), TimedOut: g.stats.timedOut.Load(), Failed: g.stats.failed.Load(),
+		HeldSeconds: time.Duration(g.stats.waited.Load()).Seconds(),
+	}
 }
 
 // activate lets the gate hold closes for epoch; fence fails every hold,
@@ -133,7 +140,6 @@ func (g *syncGate) Hold(ctx context.Context, rel string, fd int) error {
 		g.log.Warn("synchronous replication: not holding the close of a file it cannot read as an HA file", "file", rel, "err", err)
 		return nil
 	}
-	g.stats.held.Add(1)
 	start := time.Now()
 	defer func() { g.stats.waited.Add(int64(time.Since(start))) }()
 	// Not the request's context: a FUSE interrupt (the writer got a

@@ -45,8 +45,8 @@ type eoSinks struct {
 	atLoss map[string][]eoRecord
 }
 
-// startSinks starts the broker in a tie-breaker site and binds each
-// site's output directory.
+// startSinks starts the broker in a tie-breaker site and links each
+// site's local disk to its NAS (eoSinks.files).
 func (w *world) startSinks(t *testing.T) {
 	t.Helper()
 	tb := NewSite(t, "tiebreaker", filepath.Join(w.root, "tiebreaker", "log"))

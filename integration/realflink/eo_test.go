@@ -74,7 +74,7 @@ func (w *world) readSinks(ctx context.Context, t *testing.T) map[string][]eoReco
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	vals, err := w.eo.kafka.ReadCommitted(ctx, eoTopic, 10*time.Second)
+	vals, err := w.eo.kafka.ReadCommitted(ctx, eoTopic, 5*time.Second)
 	if err != nil {
 		t.Fatalf("kafka: %v", err)
 	}

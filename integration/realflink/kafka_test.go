@@ -104,14 +104,16 @@ func StartKafka(t testing.TB, s *Site, dir string) *Kafka {
 	return k
 }
 
-// ReadCommitted reads topic from its start with Kafka's console consumer
-// in read_committed isolation, as a downstream consumer of an
-// exactly-once job does, until nothing new arrives for idle. It returns
-// the values in offset order.
+// ReadCommitted reads topic (one partition) from its start with Kafka's
+// console consumer in read_committed isolation, as a downstream consumer
+// of an exactly-once job does, until nothing new arrives for idle. It
+// returns the values in offset order. The partition is assigned, not
+// joined through a consumer group: the first fetch does not wait for a
+// group's rebalance, so a short idle cannot end the read before it.
 func (k *Kafka) ReadCommitted(ctx context.Context, topic string, idle time.Duration) ([]string, error) {
 	cmd := exec.CommandContext(ctx, "java", "-Xmx256m", "-Dlog4j2.configurationFile="+k.logConf, "-cp", filepath.Join(k.lib, "*"),
 		"org.apache.kafka.tools.consumer.ConsoleConsumer",
-		"--bootstrap-server", k.Bootstrap, "--topic", topic, "--from-beginning",
+		"--bootstrap-server", k.Bootstrap, "--topic", topic, "--partition", "0", "--offset", "earliest",
 		"--isolation-level", "read_committed", "--timeout-ms", fmt.Sprint(idle.Milliseconds()))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -80,11 +80,19 @@ func StartKafka(t testing.TB, s *Site, dir string) *Kafka {
 			t.Fatal(err)
 		}
 	}
-	id := make([]byte, 16)
-	rand.Read(id)
+	// A cluster id is 16 random bytes in URL-safe base64; like Kafka's
+	// Uuid.randomUuid, not one that starts with "-", which the
+	// formatter's argument parser would take for an option (chaos-eo
+	// seed 3301, run 29).
+	var clusterID string
+	for clusterID == "" || clusterID[0] == '-' {
+		id := make([]byte, 16)
+		rand.Read(id)
+		clusterID = base64.RawURLEncoding.EncodeToString(id)
+	}
 	java := []string{"java", "-Xms128m", "-Xmx512m", "-Dlog4j2.configurationFile=" + logConf, "-cp", filepath.Join(lib, "*")}
 	format := exec.Command(java[0], append(java[1:], "kafka.tools.StorageTool", "format",
-		"-t", base64.RawURLEncoding.EncodeToString(id), "-c", props)...)
+		"-t", clusterID, "-c", props)...)
 	if out, err := format.CombinedOutput(); err != nil {
 		t.Fatalf("kafka: formatting the KRaft log: %v\n%s", err, out)
 	}

@@ -93,7 +93,7 @@ func (c *Config) SyncWarnings(mode string, syncTimeout time.Duration) []string {
 		return o.Default, "Flink's default"
 	}
 	v, where := get(CheckpointTimeout)
-	if d, ok := parseFlinkDuration(v); ok && d <= syncTimeout {
+	if d, err := ParseDuration(v); err == nil && d <= syncTimeout {
 		out = append(out, fmt.Sprintf("checkpoint timeout %s, from %s, is not longer than sync-timeout %v: Flink expires a checkpoint replication-mode %s still holds; set %s above it",
 			v, where, syncTimeout, mode, CheckpointTimeout.Key))
 	}
@@ -105,28 +105,4 @@ func (c *Config) SyncWarnings(mode string, syncTimeout time.Duration) []string {
 		}
 	}
 	return out
-}
-
-// parseFlinkDuration reads a duration as Flink's TimeUtils does for the
-// common forms: a number of milliseconds, or a number and a unit (ms, s,
-// sec, min, m, h, with or without a space).
-func parseFlinkDuration(s string) (time.Duration, bool) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	n, err := strconv.ParseInt(s[:i], 10, 64)
-	if err != nil || n < 0 || n > math.MaxInt32 {
-		return 0, false
-	}
-	units := map[string]time.Duration{"": time.Millisecond, "ms": time.Millisecond, "milli": time.Millisecond, "millis": time.Millisecond,
-		"s": time.Second, "sec": time.Second, "secs": time.Second, "second": time.Second, "seconds": time.Second,
-		"m": time.Minute, "min": time.Minute, "mins": time.Minute, "minute": time.Minute, "minutes": time.Minute,
-		"h": time.Hour, "hour": time.Hour, "hours": time.Hour}
-	u, ok := units[strings.TrimSpace(s[i:])]
-	if !ok {
-		return 0, false
-	}
-	return time.Duration(n) * u, true
 }
